@@ -1,0 +1,86 @@
+"""The ``vectide`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import yaml
+
+from services.common import logs
+from services.common.config import ConfigError, load_config
+
+
+def _print(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def cmd_infra(args: argparse.Namespace) -> int:
+    from services.infra.components import InfraError
+    from services.infra.manager import InfraManager
+
+    manager = InfraManager(load_config(args.config), progress=_print)
+    try:
+        if args.action == "up":
+            statuses = manager.up()
+        elif args.action == "down":
+            manager.down()
+            return 0
+        else:
+            statuses = manager.status()
+    except InfraError as exc:
+        _print(f"error: {exc}")
+        return 1
+    if args.json:
+        print(json.dumps([s.to_dict() for s in statuses], indent=2))
+    else:
+        for s in statuses:
+            state = "healthy" if s.healthy else "DOWN"
+            owner = f"pid {s.pid}" if s.pid else ("external" if not s.managed else "not running")
+            print(f"{s.name:<10} {s.endpoint:<22} {state:<8} {owner}")
+    return 0 if all(s.healthy for s in statuses) else 1
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    print(yaml.safe_dump(load_config(args.config).to_dict(), sort_keys=False), end="")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from services.common.msgstream.codec import message_schema_json
+
+    print(json.dumps(message_schema_json(), indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vectide", description=__doc__)
+    parser.add_argument("--config", help="YAML config file (default: $VECTIDE_CONFIG)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    infra = sub.add_parser("infra", help="start, stop or check ZooKeeper, Kafka and S3")
+    infra.add_argument("action", choices=["up", "down", "status"])
+    infra.add_argument("--json", action="store_true", help="machine-readable status")
+    infra.set_defaults(func=cmd_infra)
+
+    config = sub.add_parser("config", help="print the effective configuration")
+    config.set_defaults(func=cmd_config)
+
+    schema = sub.add_parser("schema", help="print the Avro schema of channel messages")
+    schema.set_defaults(func=cmd_schema)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logs.configure()
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        _print(f"config error: {exc}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Libraries shared by every role: config, timestamps, metastore, sessions, msgstream, S3."""

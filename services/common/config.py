@@ -1,0 +1,199 @@
+"""Vectide's configuration: one typed tree with documented defaults.
+
+Values come from three layers, later ones winning:
+
+1. the defaults below (a laptop deployment on loopback);
+2. a YAML file: ``$VECTIDE_CONFIG``, else ``./vectide.yaml`` if it exists, shaped like the
+   tree (``kafka: {bootstrap_servers: "host:9092"}``);
+3. environment variables ``VECTIDE_<SECTION>_<FIELD>`` (``VECTIDE_KAFKA_BOOTSTRAP_SERVERS``).
+
+Unknown keys are errors rather than silently ignored, so a typo never runs with a default.
+``vectide config`` prints the effective tree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ENV_PREFIX = "VECTIDE_"
+CONFIG_ENV = "VECTIDE_CONFIG"
+DEFAULT_CONFIG_FILE = "vectide.yaml"
+
+
+class ConfigError(ValueError):
+    """A configuration value is unknown or cannot be converted to its declared type."""
+
+
+@dataclass
+class ClusterConfig:
+    #: Prefix of every topic, ZooKeeper path and S3 root: several clusters can share infra.
+    name: str = "vectide"
+    #: Number of physical DML channels (Kafka topics ``{name}-dml_{i}``, one partition each).
+    dml_channels: int = 16
+
+
+@dataclass
+class KafkaConfig:
+    #: Bootstrap servers of the Kafka-protocol broker carrying the channels.
+    bootstrap_servers: str = "127.0.0.1:9092"
+    #: ``vectide infra up`` starts a local Tansu broker on this address; false = external Kafka.
+    managed: bool = True
+    #: Storage of the managed broker: ``memory`` (lost on stop) or ``s3`` (on the managed S3).
+    storage: str = "memory"
+    #: How long a fetch waits for data. Tansu answers only when it expires: keep it low.
+    fetch_wait_max_ms: int = 5
+
+
+@dataclass
+class ZooKeeperConfig:
+    #: Connection string of the ZooKeeper ensemble.
+    hosts: str = "127.0.0.1:2181"
+    #: Root znode; every cluster lives under ``{root}/{cluster.name}``.
+    root: str = "/vectide"
+    #: Session timeout: how long a dead process keeps its ephemeral nodes (sessions, locks).
+    session_timeout_s: float = 10.0
+    #: ``vectide infra up`` starts a local ZooKeeper on this address; false = external.
+    managed: bool = True
+
+
+@dataclass
+class S3Config:
+    #: S3 endpoint URL (path-style addressing is used, so MinIO/SeaweedFS/AWS all work).
+    endpoint: str = "http://127.0.0.1:8333"
+    access_key: str = "vectide"
+    secret_key: str = "vectide-secret"
+    region: str = "us-east-1"
+    #: Bucket holding binlogs and index files; created on first use.
+    bucket: str = "vectide"
+    #: Key prefix inside the bucket (Milvus's ``rootPath``).
+    root_path: str = "files"
+    #: ``vectide infra up`` starts a local SeaweedFS S3 on this endpoint; false = external.
+    managed: bool = True
+
+
+@dataclass
+class InfraConfig:
+    #: Where ``vectide infra`` keeps PID files, logs and the data of the managed services.
+    run_dir: str = ".vectide"
+    #: How long ``vectide infra up`` waits for each service to answer its health check.
+    startup_timeout_s: float = 60.0
+    #: Internal ports of the managed SeaweedFS (gRPC ports are these + 10000).
+    seaweed_master_port: int = 9333
+    seaweed_volume_port: int = 8380
+    seaweed_filer_port: int = 8888
+    #: Heap of the managed ZooKeeper JVM.
+    zookeeper_heap_mb: int = 256
+
+
+@dataclass
+class TimeConfig:
+    #: Period of proxy timetick reports and of rootcoord's TimeTick broadcast (Milvus: 200 ms).
+    timetick_interval_ms: int = 50
+    #: TSO: how far ahead of the clock the persisted upper bound is set.
+    tso_window_ms: int = 3000
+    #: TSO: how often physical time advances.
+    tso_update_interval_ms: int = 50
+
+
+@dataclass
+class Config:
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    kafka: KafkaConfig = field(default_factory=KafkaConfig)
+    zookeeper: ZooKeeperConfig = field(default_factory=ZooKeeperConfig)
+    s3: S3Config = field(default_factory=S3Config)
+    infra: InfraConfig = field(default_factory=InfraConfig)
+    time: TimeConfig = field(default_factory=TimeConfig)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.infra.run_dir).expanduser().resolve()
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return dataclasses.asdict(self)
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> Config:
+    """Build the effective configuration from defaults, the YAML file and the environment."""
+    env = os.environ if env is None else env
+    config = Config()
+    yaml_path = _yaml_path(path, env)
+    if yaml_path is not None:
+        apply_overrides(config, _read_yaml(yaml_path), source=str(yaml_path))
+    apply_overrides(config, _env_overrides(env), source="environment")
+    return config
+
+
+def apply_overrides(config: Config, values: Mapping[str, Any], source: str = "overrides") -> None:
+    """Set ``{section: {field: value}}`` on ``config``, converting each value to its type."""
+    for section_name, section_values in values.items():
+        section = getattr(config, section_name, None)
+        if section is None or not dataclasses.is_dataclass(section):
+            raise ConfigError(f"{source}: unknown config section {section_name!r}")
+        if not isinstance(section_values, Mapping):
+            raise ConfigError(f"{source}: section {section_name!r} must be a mapping")
+        hints = typing.get_type_hints(type(section))
+        for key, raw in section_values.items():
+            if key not in hints:
+                raise ConfigError(f"{source}: unknown config key {section_name}.{key}")
+            setattr(section, key, _convert(raw, hints[key], f"{section_name}.{key}", source))
+
+
+def _yaml_path(path: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Path | None:
+    if path is not None:
+        return Path(path)
+    if env.get(CONFIG_ENV):
+        return Path(env[CONFIG_ENV])
+    default = Path(DEFAULT_CONFIG_FILE)
+    return default if default.exists() else None
+
+
+def _read_yaml(path: Path) -> Mapping[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    return data
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    sections = {f.name for f in dataclasses.fields(Config)}
+    found: dict[str, dict[str, str]] = {}
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX) or name == CONFIG_ENV:
+            continue
+        rest = name[len(ENV_PREFIX) :].lower()
+        section, _, key = rest.partition("_")
+        if section in sections and key:
+            found.setdefault(section, {})[key] = value
+    return found
+
+
+def _convert(raw: Any, typ: Any, key: str, source: str) -> Any:
+    if isinstance(typ, types.UnionType):
+        typ = next(t for t in typ.__args__ if t is not type(None))
+    try:
+        if typ is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in {"1", "true", "yes", "on"}:
+                return True
+            if text in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(f"not a boolean: {raw!r}")
+        return typ(raw)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{source}: {key}={raw!r} is not a valid {typ.__name__}") from exc

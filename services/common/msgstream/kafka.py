@@ -1,0 +1,212 @@
+"""Kafka adapters of the channel layer: topic admin, a producer and a tick-aligned consumer.
+
+Written for Kafka's semantics and nothing more: consumers ``assign()`` explicit offsets (no
+group rebalancing, no reliance on ``latest`` or watermarks), producers are idempotent with
+``acks=all``, and a record that does not decode is logged and skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from services.common.msgstream import codec
+from services.common.msgstream.message import Message, MsgPack, Position
+from services.common.msgstream.tick_aligner import TickAligner
+
+log = logging.getLogger(__name__)
+
+
+class ChannelError(RuntimeError):
+    """The broker refused or could not complete a channel operation."""
+
+
+def ensure_topics(bootstrap: str, topics: Iterable[str], timeout_s: float = 30.0) -> None:
+    """Create missing topics with one partition each (order within a channel is the contract)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    existing = set(admin.list_topics(timeout=timeout_s).topics)
+    missing = [t for t in dict.fromkeys(topics) if t not in existing]
+    if not missing:
+        return
+    futures = admin.create_topics(
+        [NewTopic(t, num_partitions=1, replication_factor=-1) for t in missing],
+        operation_timeout=timeout_s,
+    )
+    for topic, future in futures.items():
+        try:
+            future.result(timeout=timeout_s)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise ChannelError(f"cannot create topic {topic}: {exc}") from exc
+
+
+def delete_topics(bootstrap: str, topics: Iterable[str], timeout_s: float = 30.0) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.delete_topics(list(topics), operation_timeout=timeout_s)
+    for future in futures.values():
+        try:
+            future.result(timeout=timeout_s)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise
+
+
+DeliveryCallback = Callable[[Exception | None, int], None]
+
+
+class ChannelProducer:
+    """Writes messages to channels. ``send`` blocks until the broker has them."""
+
+    def __init__(self, bootstrap: str, extra: Mapping[str, object] | None = None) -> None:
+        conf: dict[str, object] = {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 1,
+            "compression.type": "none",
+            "message.max.bytes": 64 * 1024 * 1024,
+        }
+        conf.update(extra or {})
+        self._producer = Producer(conf)
+        self._closed = threading.Event()
+        self._poller = threading.Thread(target=self._poll_loop, name="producer-poll", daemon=True)
+        self._poller.start()
+
+    def _poll_loop(self) -> None:
+        while not self._closed.is_set():
+            self._producer.poll(0.05)
+
+    def produce(self, channel: str, msg: Message, on_delivery: DeliveryCallback) -> None:
+        """Queue ``msg``; ``on_delivery(error, offset)`` runs on the poller thread."""
+
+        def report(err: KafkaError | None, record: object) -> None:
+            if err is not None:
+                on_delivery(ChannelError(f"write to {channel} failed: {err.str()}"), -1)
+            else:
+                on_delivery(None, record.offset())  # type: ignore[attr-defined]
+
+        self._produce_raw(channel, codec.encode(msg), report)
+
+    def _produce_raw(self, channel: str, value: bytes, report: Callable) -> None:
+        while True:
+            try:
+                self._producer.produce(channel, value=value, on_delivery=report)
+                return
+            except BufferError:  # local queue full: let deliveries drain
+                self._producer.poll(0.1)
+
+    def send(self, messages: Sequence[tuple[str, Message]], timeout_s: float = 30.0) -> list[int]:
+        """Write every ``(channel, message)`` and wait for all; returns their offsets."""
+        offsets = [-1] * len(messages)
+        errors: list[Exception] = []
+        remaining = [len(messages)]
+        done = threading.Event()
+        lock = threading.Lock()
+
+        def make_callback(i: int) -> DeliveryCallback:
+            def callback(err: Exception | None, offset: int) -> None:
+                with lock:
+                    if err is not None:
+                        errors.append(err)
+                    offsets[i] = offset
+                    remaining[0] -= 1
+                    if remaining[0] == 0:
+                        done.set()
+
+            return callback
+
+        if not messages:
+            return []
+        for i, (channel, msg) in enumerate(messages):
+            self.produce(channel, msg, make_callback(i))
+        if not done.wait(timeout_s):
+            raise ChannelError(f"{remaining[0]} of {len(messages)} writes unacknowledged")
+        if errors:
+            raise errors[0]
+        return offsets
+
+    def send_raw(self, channel: str, value: bytes, timeout_s: float = 30.0) -> None:
+        """Write bytes as they are (tests use it to put poison records on a channel)."""
+        done = threading.Event()
+        self._produce_raw(channel, value, lambda err, rec: done.set())
+        if not done.wait(timeout_s):
+            raise ChannelError(f"raw write to {channel} unacknowledged")
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        self._producer.flush(timeout_s)
+        self._closed.set()
+        self._poller.join()
+
+
+class ChannelConsumer:
+    """Reads channels from explicit positions and yields complete, tick-aligned MsgPacks."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        channels: Sequence[str],
+        start: Mapping[str, Position] | None = None,
+        fetch_wait_max_ms: int = 5,
+        extra: Mapping[str, object] | None = None,
+    ) -> None:
+        conf: dict[str, object] = {
+            "bootstrap.servers": bootstrap,
+            # assign() needs no group; librdkafka still wants an id, and nothing is committed.
+            "group.id": f"vectide-reader-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": fetch_wait_max_ms,
+            "enable.partition.eof": False,
+        }
+        conf.update(extra or {})
+        start = dict(start or {})
+        self._aligner = TickAligner(channels, start)
+        self._consumer = Consumer(conf)
+        self._consumer.assign(
+            [
+                TopicPartition(ch, 0, start[ch].offset if ch in start else OFFSET_BEGINNING)
+                for ch in channels
+            ]
+        )
+        self.poison_count = 0
+
+    @property
+    def positions(self) -> dict[str, Position]:
+        """Resume points after the last released pack: persist these to restart exactly."""
+        return self._aligner.positions()
+
+    def poll(self, timeout_s: float = 0.1, max_records: int = 1000) -> list[MsgPack]:
+        """Read what is available (waiting at most ``timeout_s``) and return completed packs."""
+        packs: list[MsgPack] = []
+        for record in self._consumer.consume(max_records, timeout_s):
+            err = record.error()
+            if err is not None:
+                if err.fatal():
+                    raise ChannelError(f"consumer failed: {err.str()}")
+                log.warning("channel read error", extra={"error": err.str()})
+                continue
+            try:
+                msg = codec.decode(record.value())
+            except codec.DecodeError as exc:
+                self.poison_count += 1
+                log.error(
+                    "skipping undecodable record",
+                    extra={"channel": record.topic(), "offset": record.offset(), "error": str(exc)},
+                )
+                continue
+            packs += self._aligner.feed(record.topic(), record.offset(), msg)
+        return packs
+
+    def packs(self, stop: threading.Event | None = None) -> Iterator[MsgPack]:
+        while stop is None or not stop.is_set():
+            yield from self.poll()
+
+    def close(self) -> None:
+        self._consumer.close()

@@ -1,0 +1,151 @@
+"""The messages that travel on the DML channels, and the packs consumers receive.
+
+Columns stay numpy arrays end to end: a message is decoded into arrays without a Python
+object per row, which is what keeps ingest cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum, IntEnum
+
+import numpy as np
+
+
+class DataType(IntEnum):
+    """Milvus's DataType codes (schema.proto), so schemas map one to one."""
+
+    BOOL = 1
+    INT8 = 2
+    INT16 = 3
+    INT32 = 4
+    INT64 = 5
+    FLOAT = 10
+    DOUBLE = 11
+    VARCHAR = 21
+    JSON = 23
+    FLOAT_VECTOR = 101
+
+
+#: numpy dtype (little-endian) of each fixed-width type; the rest travel as strings.
+FIXED_DTYPES: dict[DataType, np.dtype] = {
+    DataType.BOOL: np.dtype("?"),
+    DataType.INT8: np.dtype("<i1"),
+    DataType.INT16: np.dtype("<i2"),
+    DataType.INT32: np.dtype("<i4"),
+    DataType.INT64: np.dtype("<i8"),
+    DataType.FLOAT: np.dtype("<f4"),
+    DataType.DOUBLE: np.dtype("<f8"),
+    DataType.FLOAT_VECTOR: np.dtype("<f4"),
+}
+
+#: Primary keys: int64 array or a list of str.
+PrimaryKeys = np.ndarray | list[str]
+
+
+@dataclass(slots=True)
+class FieldColumn:
+    field_id: int
+    name: str
+    data_type: DataType
+    #: fixed-width types: array of shape (rows,) or (rows, dim); VarChar/JSON: list of str.
+    data: np.ndarray | list[str]
+    dim: int = 0
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+@dataclass(slots=True)
+class InsertMsg:
+    msg_id: int
+    ts: int
+    source_id: int
+    collection_id: int
+    partition_id: int
+    segment_id: int
+    shard: str
+    pks: PrimaryKeys
+    row_ids: np.ndarray
+    timestamps: np.ndarray
+    fields: list[FieldColumn] = field(default_factory=list)
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.pks)
+
+
+@dataclass(slots=True)
+class DeleteMsg:
+    msg_id: int
+    ts: int
+    source_id: int
+    collection_id: int
+    partition_id: int
+    shard: str
+    pks: PrimaryKeys
+    timestamps: np.ndarray
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.pks)
+
+
+@dataclass(slots=True)
+class TimeTickMsg:
+    msg_id: int
+    ts: int
+    source_id: int
+
+
+class DDLOp(str, Enum):
+    CREATE_COLLECTION = "CREATE_COLLECTION"
+    DROP_COLLECTION = "DROP_COLLECTION"
+    CREATE_PARTITION = "CREATE_PARTITION"
+    DROP_PARTITION = "DROP_PARTITION"
+
+
+@dataclass(slots=True)
+class CollectionDDLMsg:
+    msg_id: int
+    ts: int
+    source_id: int
+    op: DDLOp
+    collection_id: int
+    collection_name: str
+    partition_id: int = -1
+    partition_name: str = ""
+    schema: bytes = b""
+
+
+Message = InsertMsg | DeleteMsg | TimeTickMsg | CollectionDDLMsg
+DataMessage = InsertMsg | DeleteMsg | CollectionDDLMsg
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where to resume a channel: read from ``offset`` and skip what has ``ts <= ts``.
+
+    Everything up to and including ``ts`` on this channel has been delivered; every message
+    at or after ``offset`` with a larger timestamp has not. (Messages between two ticks can
+    arrive out of timestamp order, so an offset alone is not a resume point.)
+    """
+
+    channel: str
+    offset: int
+    ts: int
+
+
+@dataclass(slots=True)
+class MsgPack:
+    """Every message with ``begin_ts < ts <= end_ts`` on the consumed channels.
+
+    Released only once each channel has delivered a TimeTick >= ``end_ts``, so the pack is
+    complete: no message with a timestamp in its range can arrive later.
+    """
+
+    begin_ts: int
+    end_ts: int
+    msgs: list[DataMessage]
+    #: per channel, the resume point after this pack
+    end_positions: dict[str, Position]

@@ -1,0 +1,125 @@
+"""Service discovery: each running role registers an ephemeral znode; others watch them.
+
+``/{root}/{cluster}/sessions/{role}/{id}`` holds JSON ``{id, role, address, pid, ...}``. The
+node is ephemeral, so it vanishes when the process's ZooKeeper session ends (crash, kill -9,
+network partition past the session timeout): membership needs no heartbeat code of ours.
+The id comes from a sequence node, unique per cluster and role.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    role: str
+    id: int
+    address: str
+    pid: int = field(default_factory=os.getpid)
+    started_at: float = field(default_factory=time.time)
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> SessionInfo:
+        return cls(**json.loads(raw))
+
+
+MembershipCallback = Callable[[dict[int, SessionInfo]], None]
+
+
+class SessionRegistry:
+    """Register this process and watch the members of any role in one cluster."""
+
+    def __init__(self, client: KazooClient, cluster_root: str) -> None:
+        self._zk = client
+        self._base = posixpath.join(cluster_root, "sessions")
+
+    def register(
+        self, role: str, address: str, extra: dict[str, str] | None = None
+    ) -> SessionInfo:
+        role_path = posixpath.join(self._base, role)
+        self._zk.ensure_path(role_path)
+        path = self._zk.create(
+            posixpath.join(role_path, "n-"), b"", ephemeral=True, sequence=True
+        )
+        info = SessionInfo(role=role, id=int(path.rsplit("-", 1)[1]), address=address,
+                           extra=dict(extra or {}))
+        self._zk.set(path, info.to_json())
+        log.info("session registered", extra={"role": role, "id": info.id, "address": address})
+        return info
+
+    def unregister(self, info: SessionInfo) -> None:
+        try:
+            self._zk.delete(self._node_path(info.role, info.id))
+        except NoNodeError:
+            pass
+
+    def members(self, role: str) -> dict[int, SessionInfo]:
+        role_path = posixpath.join(self._base, role)
+        try:
+            children = self._zk.get_children(role_path)
+        except NoNodeError:
+            return {}
+        return self._read(role_path, children)
+
+    def watch(self, role: str, callback: MembershipCallback) -> None:
+        """Call ``callback(members)`` now and after every membership change of ``role``."""
+        role_path = posixpath.join(self._base, role)
+        self._zk.ensure_path(role_path)
+
+        def on_children(children: list[str]) -> None:
+            try:
+                callback(self._read(role_path, children))
+            except Exception:
+                log.exception("membership callback failed", extra={"role": role})
+
+        self._zk.ChildrenWatch(role_path, on_children)
+
+    def wait_for(
+        self, role: str, predicate: Callable[[dict[int, SessionInfo]], bool], timeout_s: float
+    ) -> dict[int, SessionInfo]:
+        """Block until ``predicate(members)`` holds; raise TimeoutError otherwise."""
+        done = threading.Event()
+        latest: dict[int, SessionInfo] = {}
+
+        def check(members: dict[int, SessionInfo]) -> None:
+            latest.clear()
+            latest.update(members)
+            if predicate(members):
+                done.set()
+
+        self.watch(role, check)
+        if not done.wait(timeout_s):
+            raise TimeoutError(f"{role} membership did not converge: {sorted(latest)}")
+        return dict(latest)
+
+    def _read(self, role_path: str, children: list[str]) -> dict[int, SessionInfo]:
+        members: dict[int, SessionInfo] = {}
+        for child in children:
+            try:
+                raw, _ = self._zk.get(posixpath.join(role_path, child))
+            except NoNodeError:
+                continue
+            if raw:  # empty until register() writes the info
+                info = SessionInfo.from_json(raw)
+                members[info.id] = info
+        return members
+
+    def _node_path(self, role: str, server_id: int) -> str:
+        return posixpath.join(self._base, role, f"n-{server_id:010d}")
