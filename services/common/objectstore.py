@@ -54,8 +54,10 @@ class ObjectStore:
         try:
             self._s3.create_bucket(Bucket=self._bucket)
         except ClientError as exc:
-            if exc.response["Error"]["Code"] not in ("BucketAlreadyOwnedByYou",
-                                                     "BucketAlreadyExists"):
+            if exc.response["Error"]["Code"] not in (
+                "BucketAlreadyOwnedByYou",
+                "BucketAlreadyExists",
+            ):
                 raise ObjectStoreError(f"cannot create bucket {self._bucket}: {exc}") from exc
 
     def put(self, key: str, data: bytes) -> None:

@@ -8,6 +8,7 @@ The id comes from a sequence node, unique per cluster and role.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -50,25 +51,20 @@ class SessionRegistry:
         self._zk = client
         self._base = posixpath.join(cluster_root, "sessions")
 
-    def register(
-        self, role: str, address: str, extra: dict[str, str] | None = None
-    ) -> SessionInfo:
+    def register(self, role: str, address: str, extra: dict[str, str] | None = None) -> SessionInfo:
         role_path = posixpath.join(self._base, role)
         self._zk.ensure_path(role_path)
-        path = self._zk.create(
-            posixpath.join(role_path, "n-"), b"", ephemeral=True, sequence=True
+        path = self._zk.create(posixpath.join(role_path, "n-"), b"", ephemeral=True, sequence=True)
+        info = SessionInfo(
+            role=role, id=int(path.rsplit("-", 1)[1]), address=address, extra=dict(extra or {})
         )
-        info = SessionInfo(role=role, id=int(path.rsplit("-", 1)[1]), address=address,
-                           extra=dict(extra or {}))
         self._zk.set(path, info.to_json())
         log.info("session registered", extra={"role": role, "id": info.id, "address": address})
         return info
 
     def unregister(self, info: SessionInfo) -> None:
-        try:
+        with contextlib.suppress(NoNodeError):
             self._zk.delete(self._node_path(info.role, info.id))
-        except NoNodeError:
-            pass
 
     def members(self, role: str) -> dict[int, SessionInfo]:
         role_path = posixpath.join(self._base, role)

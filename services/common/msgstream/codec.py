@@ -80,8 +80,10 @@ def _inline(node: Any, library: dict[str, Any], defined: set[str]) -> Any:
     if isinstance(node, dict):
         if node.get("type") == "record":
             defined.add(f"{node.get('namespace', NAMESPACE)}.{node['name']}")
-        return {k: _inline(v, library, defined) if k in ("type", "fields", "items") else v
-                for k, v in node.items()}
+        return {
+            k: _inline(v, library, defined) if k in ("type", "fields", "items") else v
+            for k, v in node.items()
+        }
     return node
 
 
@@ -218,8 +220,13 @@ def _insert(r: dict[str, Any]) -> InsertMsg:
         timestamps=np.frombuffer(r["timestamps"], dtype=_INT64),
         fields=[_column(c) for c in r["fields"]],
     )
-    _check_rows(msg.num_rows, r["num_rows"], len(msg.row_ids), len(msg.timestamps),
-                *(len(c) for c in msg.fields))
+    _check_rows(
+        msg.num_rows,
+        r["num_rows"],
+        len(msg.row_ids),
+        len(msg.timestamps),
+        *(len(c) for c in msg.fields),
+    )
     return msg
 
 

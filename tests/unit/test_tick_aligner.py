@@ -1,0 +1,95 @@
+import numpy as np
+import pytest
+
+from services.common.msgstream.message import DeleteMsg, Position, TimeTickMsg
+from services.common.msgstream.tick_aligner import TickAligner
+
+
+def dm(ts: int, msg_id: int | None = None) -> DeleteMsg:
+    return DeleteMsg(
+        msg_id if msg_id is not None else ts, ts, 0, 1, -1, "s", np.array([ts]), np.array([ts])
+    )
+
+
+def tick(ts: int) -> TimeTickMsg:
+    return TimeTickMsg(0, ts, 0)
+
+
+def ts_of(pack) -> list[int]:
+    return sorted(m.ts for m in pack.msgs)
+
+
+def test_single_channel_out_of_order_released_on_tick():
+    al = TickAligner(["a"])
+    assert al.feed("a", 0, dm(9)) == []
+    assert al.feed("a", 1, dm(7)) == []
+    [pack] = al.feed("a", 2, tick(10))
+    assert (pack.begin_ts, pack.end_ts, ts_of(pack)) == (0, 10, [7, 9])
+    assert pack.end_positions == {"a": Position("a", 3, 10)}
+
+
+def test_messages_above_the_tick_wait_for_a_later_pack():
+    # Channel b's tick lags, so the common end is 5; a's message at 8 waits.
+    al = TickAligner(["a", "b"])
+    al.feed("a", 0, dm(3))
+    al.feed("a", 1, dm(8))
+    assert al.feed("a", 2, tick(10)) == []
+    [pack] = al.feed("b", 0, tick(5))
+    assert (pack.end_ts, ts_of(pack)) == (5, [3])
+    # a's resume point stays before its tick 10: the message at 8 is not yet delivered.
+    assert pack.end_positions["a"] == Position("a", 0, 5)
+    assert pack.end_positions["b"] == Position("b", 1, 5)
+    [pack2] = al.feed("b", 1, tick(10))
+    assert (pack2.begin_ts, pack2.end_ts, ts_of(pack2)) == (5, 10, [8])
+    assert pack2.end_positions["a"] == Position("a", 3, 10)
+
+
+def test_idle_ticks_release_empty_packs_and_stale_ticks_nothing():
+    al = TickAligner(["a"])
+    [p1] = al.feed("a", 0, tick(4))
+    assert p1.msgs == [] and p1.end_ts == 4
+    assert al.feed("a", 1, tick(4)) == []
+    assert al.feed("a", 2, tick(3)) == []
+
+
+def test_resume_skips_what_was_delivered():
+    start = {"a": Position("a", 5, 10)}
+    al = TickAligner(["a"], start)
+    assert al.released_ts == 10
+    al.feed("a", 5, dm(9))  # delivered before the restart
+    al.feed("a", 6, dm(12))
+    [pack] = al.feed("a", 7, tick(15))
+    assert (pack.begin_ts, ts_of(pack)) == (10, [12])
+
+
+def test_every_message_delivered_exactly_once_across_random_interleavings():
+    rng = np.random.default_rng(7)
+    channels = ["a", "b", "c"]
+    logs: dict[str, list] = {c: [] for c in channels}
+    next_ts, msg_id = 1, 0
+    for tick_ts in range(50, 2000, 50):
+        window: dict[str, list] = {c: [] for c in channels}
+        for _ in range(rng.integers(0, 6)):
+            ts = int(rng.integers(next_ts, tick_ts + 1))
+            window[channels[rng.integers(0, 3)]].append(dm(ts, msg_id))
+            msg_id += 1
+        for c in channels:
+            rng.shuffle(window[c])  # log order != timestamp order within a tick window
+            logs[c] += [*window[c], tick(tick_ts)]
+        next_ts = tick_ts + 1
+    al = TickAligner(channels)
+    cursors = dict.fromkeys(channels, 0)
+    delivered: list[int] = []
+    while any(cursors[c] < len(logs[c]) for c in channels):
+        c = channels[rng.integers(0, 3)]
+        if cursors[c] < len(logs[c]):
+            for pack in al.feed(c, cursors[c], logs[c][cursors[c]]):
+                assert all(pack.begin_ts < m.ts <= pack.end_ts for m in pack.msgs)
+                delivered += [m.msg_id for m in pack.msgs]
+            cursors[c] += 1
+    assert sorted(delivered) == list(range(msg_id))
+
+
+def test_needs_a_channel():
+    with pytest.raises(ValueError):
+        TickAligner([])
