@@ -120,6 +120,14 @@ class Config:
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return dataclasses.asdict(self)
 
+    def to_env(self) -> dict[str, str]:
+        """``VECTIDE_*`` variables that reproduce this config in a child process."""
+        return {
+            f"{ENV_PREFIX}{section.upper()}_{key.upper()}": str(value)
+            for section, values in self.to_dict().items()
+            for key, value in values.items()
+        }
+
 
 def load_config(
     path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None

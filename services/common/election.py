@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import LockTimeout
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,11 @@ class LeaderElection:
 
     def campaign(self, timeout_s: float | None = None) -> bool:
         """Block until this process leads (True) or ``timeout_s`` passes (False)."""
-        if self._lock.acquire(blocking=True, timeout=timeout_s):
+        try:
+            acquired = self._lock.acquire(blocking=True, timeout=timeout_s)
+        except LockTimeout:
+            return False
+        if acquired:
             self._leading.set()
             log.info("became leader", extra={"lock": self._lock.path})
             return True

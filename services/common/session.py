@@ -3,7 +3,8 @@
 ``/{root}/{cluster}/sessions/{role}/{id}`` holds JSON ``{id, role, address, pid, ...}``. The
 node is ephemeral, so it vanishes when the process's ZooKeeper session ends (crash, kill -9,
 network partition past the session timeout): membership needs no heartbeat code of ours.
-The id comes from a sequence node, unique per cluster and role.
+The id is the node's sequence number, unique per cluster and role; the node is created with
+its data in one step, so a watcher never sees a member without its address.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import posixpath
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -34,11 +35,12 @@ class SessionInfo:
     extra: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True).encode()
+        """The znode data; the id is the node name's sequence number, not stored."""
+        return json.dumps({k: v for k, v in asdict(self).items() if k != "id"}).encode()
 
     @classmethod
-    def from_json(cls, raw: bytes) -> SessionInfo:
-        return cls(**json.loads(raw))
+    def from_json(cls, server_id: int, raw: bytes) -> SessionInfo:
+        return cls(id=server_id, **json.loads(raw))
 
 
 MembershipCallback = Callable[[dict[int, SessionInfo]], None]
@@ -112,10 +114,13 @@ class SessionRegistry:
                 raw, _ = self._zk.get(posixpath.join(role_path, child))
             except NoNodeError:
                 continue
-            if raw:  # empty until register() writes the info
-                info = SessionInfo.from_json(raw)
-                members[info.id] = info
+            info = SessionInfo.from_json(_sequence(child), raw)
+            members[info.id] = info
         return members
 
     def _node_path(self, role: str, server_id: int) -> str:
         return posixpath.join(self._base, role, f"n-{server_id:010d}")
+
+
+def _sequence(node: str) -> int:
+    return int(node.rsplit("-", 1)[1])

@@ -51,6 +51,8 @@ class Component(ABC):
     """One service: its endpoint, launch command and health check."""
 
     name: str
+    #: the config section that describes it (``s3`` for SeaweedFS)
+    section: str
     marker: str
 
     def __init__(self, config: Config) -> None:
@@ -86,6 +88,7 @@ class Component(ABC):
 
 class ZooKeeper(Component):
     name = "zookeeper"
+    section = "zookeeper"
     marker = ZOOKEEPER_MAIN
 
     @property
@@ -149,6 +152,7 @@ class ZooKeeper(Component):
 
 class SeaweedS3(Component):
     name = "seaweedfs"
+    section = "s3"
     marker = "weed"
 
     @property
@@ -203,6 +207,7 @@ class SeaweedS3(Component):
 
 class TansuBroker(Component):
     name = "kafka"
+    section = "kafka"
     marker = "tansu"
 
     @property

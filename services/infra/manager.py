@@ -58,7 +58,7 @@ class InfraManager:
         if component.endpoint.accepts():
             raise InfraError(
                 f"{component.name}: {component.endpoint} is already in use by a process vectide "
-                f"did not start. Stop it, or set {component.name}.managed=false to use it."
+                f"did not start. Stop it, or set {component.section}.managed=false to use it."
             )
         component.prepare()
         pid = proc.start(component.argv(), env=component.env(), cwd=component.data_dir)

@@ -52,3 +52,12 @@ def test_unknown_yaml_section_is_an_error(tmp_path):
 def test_unrelated_env_vars_are_ignored(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert load_config(env={"VECTIDE_LOG_LEVEL": "debug", "PATH": "/bin"}) == Config()
+
+
+def test_to_env_round_trips_through_a_child_environment(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = Config()
+    config.kafka.managed = False
+    config.cluster.dml_channels = 3
+    config.zookeeper.session_timeout_s = 4.5
+    assert load_config(env=config.to_env()) == config
