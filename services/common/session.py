@@ -56,11 +56,11 @@ class SessionRegistry:
     def register(self, role: str, address: str, extra: dict[str, str] | None = None) -> SessionInfo:
         role_path = posixpath.join(self._base, role)
         self._zk.ensure_path(role_path)
-        path = self._zk.create(posixpath.join(role_path, "n-"), b"", ephemeral=True, sequence=True)
-        info = SessionInfo(
-            role=role, id=int(path.rsplit("-", 1)[1]), address=address, extra=dict(extra or {})
+        info = SessionInfo(role=role, id=-1, address=address, extra=dict(extra or {}))
+        path = self._zk.create(
+            posixpath.join(role_path, "n-"), info.to_json(), ephemeral=True, sequence=True
         )
-        self._zk.set(path, info.to_json())
+        info = replace(info, id=_sequence(path))
         log.info("session registered", extra={"role": role, "id": info.id, "address": address})
         return info
 

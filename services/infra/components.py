@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
@@ -13,6 +14,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from services.common.config import Config
+
+_quiet_log = logging.getLogger("vectide.infra.probe")
 
 ZOOKEEPER_CLASSPATH = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
@@ -272,7 +275,7 @@ class TansuBroker(Component):
         if not self.endpoint.accepts():
             return False
         try:
-            admin = AdminClient({"bootstrap.servers": str(self.endpoint), "log_level": 0})
+            admin = AdminClient({"bootstrap.servers": str(self.endpoint), "logger": _quiet_log})
             admin.list_topics(timeout=2.0)
         except Exception:
             return False

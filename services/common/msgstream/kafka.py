@@ -27,6 +27,12 @@ from services.common.msgstream.message import Message, MsgPack, Position
 from services.common.msgstream.tick_aligner import TickAligner
 
 log = logging.getLogger(__name__)
+#: librdkafka's own log lines go through Python logging (structured, quiet by default).
+rdkafka_log = logging.getLogger("vectide.rdkafka")
+
+
+def _client_conf(bootstrap: str, **overrides: object) -> dict[str, object]:
+    return {"bootstrap.servers": bootstrap, "logger": rdkafka_log, **overrides}
 
 
 class ChannelError(RuntimeError):
@@ -35,7 +41,7 @@ class ChannelError(RuntimeError):
 
 def ensure_topics(bootstrap: str, topics: Iterable[str], timeout_s: float = 30.0) -> None:
     """Create missing topics with one partition each (order within a channel is the contract)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(_client_conf(bootstrap))
     existing = set(admin.list_topics(timeout=timeout_s).topics)
     missing = [t for t in dict.fromkeys(topics) if t not in existing]
     if not missing:
@@ -53,7 +59,7 @@ def ensure_topics(bootstrap: str, topics: Iterable[str], timeout_s: float = 30.0
 
 
 def delete_topics(bootstrap: str, topics: Iterable[str], timeout_s: float = 30.0) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(_client_conf(bootstrap))
     futures = admin.delete_topics(list(topics), operation_timeout=timeout_s)
     for future in futures.values():
         try:
@@ -70,14 +76,15 @@ class ChannelProducer:
     """Writes messages to channels. ``send`` blocks until the broker has them."""
 
     def __init__(self, bootstrap: str, extra: Mapping[str, object] | None = None) -> None:
-        conf: dict[str, object] = {
-            "bootstrap.servers": bootstrap,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 1,
-            "compression.type": "none",
-            "message.max.bytes": 64 * 1024 * 1024,
-        }
+        conf = _client_conf(
+            bootstrap,
+            **{
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 1,
+                "message.max.bytes": 64 * 1024 * 1024,
+            },
+        )
         conf.update(extra or {})
         self._producer = Producer(conf)
         self._closed = threading.Event()
@@ -161,16 +168,19 @@ class ChannelConsumer:
         fetch_wait_max_ms: int = 5,
         extra: Mapping[str, object] | None = None,
     ) -> None:
-        conf: dict[str, object] = {
-            "bootstrap.servers": bootstrap,
-            # assign() needs no group; librdkafka still wants an id, and nothing is committed.
-            "group.id": f"vectide-reader-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": fetch_wait_max_ms,
-            "enable.partition.eof": False,
-        }
+        conf = _client_conf(
+            bootstrap,
+            **{
+                # assign() needs no group; librdkafka still wants an id. Nothing is committed.
+                "group.id": f"vectide-reader-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": fetch_wait_max_ms,
+                "fetch.max.bytes": 64 * 1024 * 1024,
+                "enable.partition.eof": False,
+            },
+        )
         conf.update(extra or {})
         start = dict(start or {})
         self._aligner = TickAligner(channels, start)

@@ -1,9 +1,9 @@
 """Timetick-aligned consumption across channels (the seeds' bufMsgPack), as a pure core.
 
 Messages of one channel arrive in log order, which is not timestamp order: two proxies can
-write ts=7 after ts=9. A ``TimeTick(T)`` on a channel promises that everything after it has
-ts > T. So a pack ``(prev, T]`` is complete once every channel has delivered a tick >= T;
-messages beyond T wait in the buffer for a later pack.
+write ts=7 after ts=9, and a message just before ``TimeTick(T)`` may have ts > T. The tick
+promises only that everything after it has ts > T. So a pack ``(prev, T]`` is complete once
+every channel has delivered a tick >= T; messages beyond T wait in the buffer for a later pack.
 
 Feed it ``(channel, offset, message)`` in the order each channel yields them; it returns the
 packs that became complete. No I/O: the Kafka consumer drives it.
@@ -27,7 +27,8 @@ class _ChannelState:
     tick_ts: int = -1
     #: ticks seen but not yet released: (tick ts, offset after the tick)
     ticks: deque[tuple[int, int]] = field(default_factory=deque)
-    buffer: list[DataMessage] = field(default_factory=list)
+    #: undelivered messages in log order, with their offsets
+    buffer: list[tuple[int, DataMessage]] = field(default_factory=list)
 
 
 class TickAligner:
@@ -63,7 +64,7 @@ class TickAligner:
                 return self._release()
             return []
         if msg.ts > state.position.ts:  # at or below it: delivered before a restart
-            state.buffer.append(msg)
+            state.buffer.append((offset, msg))
         return []
 
     def _release(self) -> list[MsgPack]:
@@ -72,14 +73,22 @@ class TickAligner:
             return []
         msgs: list[DataMessage] = []
         for state in self._channels.values():
-            ready = [m for m in state.buffer if m.ts <= end_ts]
-            if ready:
-                state.buffer = [m for m in state.buffer if m.ts > end_ts]
-                msgs.extend(ready)
-            offset = state.position.offset
-            while state.ticks and state.ticks[0][0] <= end_ts:
-                offset = state.ticks.popleft()[1]
-            state.position = Position(state.name, offset, end_ts)
+            if state.buffer:
+                msgs += [m for _, m in state.buffer if m.ts <= end_ts]
+                state.buffer = [(o, m) for o, m in state.buffer if m.ts > end_ts]
+            state.position = Position(state.name, self._resume_offset(state, end_ts), end_ts)
         pack = MsgPack(self._released_ts, end_ts, msgs, self.positions())
         self._released_ts = end_ts
         return [pack]
+
+    @staticmethod
+    def _resume_offset(state: _ChannelState, end_ts: int) -> int:
+        """After the last tick <= end_ts, but never past an undelivered message: a message
+        written just before a tick may carry a larger stamp than the tick (its writer was
+        stamped after the tick's minimum was taken)."""
+        offset = state.position.offset
+        while state.ticks and state.ticks[0][0] <= end_ts:
+            offset = state.ticks.popleft()[1]
+        if state.buffer:
+            offset = min(offset, state.buffer[0][0])
+        return offset
