@@ -21,6 +21,8 @@ from services.infra.manager import InfraManager
 
 REPO = Path(__file__).resolve().parents[1]
 
+#: ``VECTIDE_TEST_PORT_OFFSET`` shifts every port, so two checkouts can test side by side.
+_OFFSET = int(os.environ.get("VECTIDE_TEST_PORT_OFFSET", "0"))
 TEST_PORTS = {
     "zookeeper": 12181,
     "kafka": 19092,
@@ -30,11 +32,12 @@ TEST_PORTS = {
     "seaweed_volume": 28380,
     "seaweed_filer": 28888,
 }
+TEST_PORTS = {name: port + _OFFSET for name, port in TEST_PORTS.items()}
 
 
 def local_test_config() -> Config:
     config = Config()
-    config.infra.run_dir = str(REPO / ".vectide" / "test")
+    config.infra.run_dir = str(REPO / ".vectide" / f"test{_OFFSET or ''}")
     config.zookeeper.hosts = f"127.0.0.1:{TEST_PORTS['zookeeper']}"
     config.zookeeper.session_timeout_s = 4.0
     config.kafka.bootstrap_servers = f"127.0.0.1:{TEST_PORTS['kafka']}"
