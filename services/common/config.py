@@ -105,6 +105,30 @@ class TimeConfig:
 
 
 @dataclass
+class QueryConfig:
+    #: Bounded consistency reads at ``now - graceful_time_ms`` (Milvus's gracefulTime).
+    graceful_time_ms: int = 5000
+    #: Longest a read waits for its guarantee timestamp before failing (a stalled channel).
+    max_timestamp_lag_ms: int = 10_000
+    #: Concurrent reads a proxy runs (the dq queue's width).
+    max_concurrent_reads: int = 16
+
+
+@dataclass
+class ServiceConfig:
+    #: Host the Vectide services bind and advertise.
+    host: str = "127.0.0.1"
+    #: Milvus gRPC port of the first proxy (further proxies take the next ports).
+    proxy_port: int = 19530
+    #: Internal gRPC port of the rootcoord (querycoord is served on the same port).
+    rootcoord_port: int = 19600
+    #: First internal gRPC port of the query nodes (node i takes this + i).
+    querynode_port: int = 19610
+    #: Shards of a new collection when the client does not say (Milvus's default).
+    default_shards: int = 1
+
+
+@dataclass
 class Config:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
@@ -112,6 +136,8 @@ class Config:
     s3: S3Config = field(default_factory=S3Config)
     infra: InfraConfig = field(default_factory=InfraConfig)
     time: TimeConfig = field(default_factory=TimeConfig)
+    query: QueryConfig = field(default_factory=QueryConfig)
+    service: ServiceConfig = field(default_factory=ServiceConfig)
 
     @property
     def run_dir(self) -> Path:

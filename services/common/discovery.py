@@ -1,0 +1,115 @@
+"""Finding other roles through their ZooKeeper sessions, and calling them over RPC.
+
+``RoleClients`` keeps an RPC client per live member of a role (query nodes, proxies);
+``ActiveClient`` calls whichever member of a single-active role (the rootcoord) currently
+holds the session, and follows a failover by re-resolving and retrying.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from services.common.errors import Code, MilvusError
+from services.common.rpc.transport import RpcClient
+from services.common.session import SessionInfo, SessionRegistry
+
+log = logging.getLogger(__name__)
+
+
+class RoleClients:
+    def __init__(self, registry: SessionRegistry, role: str, service: str) -> None:
+        self._role = role
+        self._service = service
+        self._lock = threading.Lock()
+        self._members: dict[int, SessionInfo] = {}
+        self._clients: dict[int, RpcClient] = {}
+        self._listeners: list[Any] = []
+        registry.watch(role, self._on_members)
+
+    def _on_members(self, members: dict[int, SessionInfo]) -> None:
+        with self._lock:
+            self._members = dict(members)
+            for gone in set(self._clients) - set(members):
+                self._clients.pop(gone).close()
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(sorted(members))
+
+    def on_change(self, listener: Any) -> None:
+        """Call ``listener(live_ids)`` after every membership change."""
+        with self._lock:
+            self._listeners.append(listener)
+            live = sorted(self._members)
+        listener(live)
+
+    def live_nodes(self) -> list[int]:
+        with self._lock:
+            return sorted(self._members)
+
+    def node(self, node_id: int) -> Any:
+        with self._lock:
+            client = self._clients.get(node_id)
+            if client is None:
+                info = self._members.get(node_id)
+                if info is None:
+                    raise MilvusError(Code.SERVICE_NOT_READY, f"{self._role} {node_id} is gone")
+                client = self._clients[node_id] = RpcClient(info.address, self._service)
+            return client
+
+    def all(self) -> list[Any]:
+        return [self.node(n) for n in self.live_nodes()]
+
+
+class ActiveClient:
+    """Calls the single live member of ``role``; waits through failovers up to ``patience_s``."""
+
+    def __init__(
+        self, registry: SessionRegistry, role: str, service: str, patience_s: float = 30.0
+    ) -> None:
+        self._registry = registry
+        self._role = role
+        self._service = service
+        self._patience_s = patience_s
+        self._lock = threading.Lock()
+        self._client: RpcClient | None = None
+
+    def _current(self) -> RpcClient:
+        with self._lock:
+            if self._client is None:
+                members = self._registry.members(self._role)
+                if not members:
+                    raise MilvusError(Code.SERVICE_NOT_READY, f"no active {self._role}")
+                newest = members[max(members)]
+                self._client = RpcClient(newest.address, self._service)
+            return self._client
+
+    def _reset(self, client: RpcClient) -> None:
+        with self._lock:
+            if self._client is client:
+                self._client = None
+                client.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            deadline = time.monotonic() + self._patience_s
+            while True:
+                try:
+                    client = self._current()
+                    return getattr(client, name)(*args, **kwargs)
+                except MilvusError as exc:
+                    if exc.code not in (Code.SERVICE_UNAVAILABLE, Code.SERVICE_NOT_READY):
+                        raise
+                    if time.monotonic() > deadline:
+                        raise
+                    if self._client is not None:
+                        self._reset(self._client)
+                    log.info("waiting for the active %s", self._role)
+                    time.sleep(0.2)
+
+        return call

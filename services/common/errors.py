@@ -1,0 +1,75 @@
+"""Errors every core raises, carrying Milvus status codes so pymilvus understands them.
+
+A status has two codes: ``code`` (Milvus 2.3+ merr numbers, what pymilvus checks first) and
+the legacy ``error_code`` enum. Adapters turn a :class:`MilvusError` into a ``Status``; any
+other exception becomes an unexpected error with its message.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Code(IntEnum):
+    """Milvus merr codes (pkg/util/merr) that Vectide uses."""
+
+    SUCCESS = 0
+    SERVICE_NOT_READY = 1
+    SERVICE_UNAVAILABLE = 2
+    SERVICE_INTERNAL = 5
+    UNIMPLEMENTED = 10
+    COLLECTION_NOT_FOUND = 100
+    COLLECTION_NOT_LOADED = 101
+    COLLECTION_ILLEGAL_SCHEMA = 105
+    PARTITION_NOT_FOUND = 200
+    INDEX_NOT_FOUND = 700
+    INDEX_DUPLICATE = 702
+    PARAMETER_INVALID = 1100
+    PARAMETER_MISSING = 1101
+    #: a read's guarantee timestamp was not reached in time (a stalled or lagging channel)
+    TIMETICK_LAG = 2
+    DDL_OUT_OF_ORDER = 1000
+
+
+#: legacy common.proto ErrorCode for each code (pymilvus < 2.3 reads only this).
+_LEGACY = {
+    Code.SUCCESS: 0,
+    Code.COLLECTION_NOT_FOUND: 4,  # CollectionNotExists
+    Code.INDEX_NOT_FOUND: 25,  # IndexNotExist
+    Code.PARAMETER_INVALID: 5,  # IllegalArgument
+    Code.PARAMETER_MISSING: 5,
+    Code.COLLECTION_ILLEGAL_SCHEMA: 5,
+    Code.TIMETICK_LAG: 55,  # TimeTickLongDelay
+    Code.SERVICE_NOT_READY: 56,  # NotReadyServe
+    Code.DDL_OUT_OF_ORDER: 1000,  # DDRequestRace
+}
+
+
+class MilvusError(Exception):
+    def __init__(self, code: Code, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    @property
+    def legacy_code(self) -> int:
+        return _LEGACY.get(self.code, 1)  # UnexpectedError
+
+    def __str__(self) -> str:
+        return f"{self.message} (code={int(self.code)})"
+
+
+def collection_not_found(name: str) -> MilvusError:
+    return MilvusError(Code.COLLECTION_NOT_FOUND, f"can't find collection[collection={name}]")
+
+
+def collection_not_loaded(name: str) -> MilvusError:
+    return MilvusError(Code.COLLECTION_NOT_LOADED, f"collection not loaded[collection={name}]")
+
+
+def partition_not_found(name: str) -> MilvusError:
+    return MilvusError(Code.PARTITION_NOT_FOUND, f"partition not found[partition={name}]")
+
+
+def invalid(message: str) -> MilvusError:
+    return MilvusError(Code.PARAMETER_INVALID, message)

@@ -1,0 +1,408 @@
+"""Evaluate a parsed filter expression over columns into a boolean row mask.
+
+Fixed-width columns stay numpy arrays the whole way, so a filter over them costs a few
+vectorised passes and no Python work per row. VARCHAR columns become object arrays, which
+numpy compares element by element in C. JSON values can only be reached row by row; those
+loops are kept to a single comprehension per operation.
+
+JSON semantics follow Milvus: a missing key or a value of the wrong type makes that row false
+instead of raising, numbers compare numerically with each other (bool is never a number) and
+strings compare with strings.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import operator
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from services.common.expr.parser import (
+    And,
+    Arith,
+    ArrayLength,
+    Compare,
+    Exists,
+    Expr,
+    ExprError,
+    Field,
+    InList,
+    IsNull,
+    JsonContains,
+    Like,
+    Literal,
+    Neg,
+    Not,
+    Or,
+    PathKey,
+    Scalar,
+)
+from services.common.msgstream.message import FIXED_DTYPES, DataType
+
+
+class ColumnSource(Protocol):
+    """What the evaluator needs from a segment, a growing buffer or a test fake."""
+
+    num_rows: int
+    #: Name of the dynamic JSON field ("$meta"), or None when dynamic fields are disabled.
+    dynamic_field: str | None
+
+    def field_type(self, name: str) -> DataType | None: ...
+
+    def column(self, name: str) -> np.ndarray | list: ...
+
+
+class _Missing:
+    """Marks a JSON path that does not exist in a row; distinct from a JSON null (None)."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+_MISSING = _Missing()
+
+
+@dataclass(frozen=True, slots=True)
+class _Strings:
+    """VARCHAR rows as an object array, which numpy compares element-wise in C."""
+
+    rows: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class _Json:
+    """One JSON value per row, ``_MISSING`` where the path does not exist."""
+
+    rows: list[object]
+
+
+#: A numeric or BOOL column, VARCHAR rows, JSON rows, or a constant.
+_Value = np.ndarray | _Strings | _Json | Scalar
+
+_SCALAR_KINDS: dict[type, str] = {bool: "bool", int: "number", float: "number", str: "string"}
+_COMPARE_OPS: dict[str, Callable[[object, object], object]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+_FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_ARITH_OPS: dict[str, np.ufunc] = {
+    "+": np.add,
+    "-": np.subtract,
+    "*": np.multiply,
+    "%": np.fmod,  # C semantics (sign of the dividend), as Milvus computes it
+}
+_FILTERABLE = frozenset(FIXED_DTYPES) - {DataType.FLOAT_VECTOR}
+_LIKE_PIECE = re.compile(r"\\[%_]|[%_]|[^%_\\]+|\\")
+_LIKE_REGEX = {"%": ".*", "_": ".", "\\%": "%", "\\_": "_"}
+
+
+def evaluate(tree: Expr, source: ColumnSource) -> np.ndarray:
+    """Rows of ``source`` that satisfy ``tree``, as a fresh boolean array the caller may keep
+    or modify."""
+    try:
+        return _Evaluator(source).mask(tree)
+    except ExprError as err:
+        raise ExprError(f"{err} in expression {tree.text!r}") from err
+
+
+class _Evaluator:
+    """Holds the source and a per-evaluation cache, so a field used twice (as in a range) is
+    fetched and, for JSON, walked only once."""
+
+    def __init__(self, source: ColumnSource) -> None:
+        self.source = source
+        self.num_rows = source.num_rows
+        self.fields: dict[Field, _Value] = {}
+
+    # -- predicates
+
+    def mask(self, node: Expr) -> np.ndarray:
+        match node:
+            case Literal(bool() as value):
+                return np.full(self.num_rows, value, dtype=bool)
+            case Field():
+                return self._bool_field(node)
+            case Not(operand):
+                return ~self.mask(operand)
+            case And(operands):
+                return functools.reduce(operator.and_, map(self.mask, operands))
+            case Or(operands):
+                return functools.reduce(operator.or_, map(self.mask, operands))
+            case Compare():
+                return self._compare(node)
+            case InList(operand, values, negated):
+                return self._in_list(self.value(operand), values, negated, node)
+            case Like(operand, pattern, negated):
+                return self._like(self.value(operand), pattern, negated, node)
+            case IsNull(operand, negated):
+                return self._is_null(self.field(operand), negated)
+            case Exists(operand):
+                return self._bools(row is not _MISSING for row in self._json(operand, node).rows)
+            case JsonContains(operand, values, match_all):
+                return self._json_contains(self._json(operand, node), values, match_all)
+        raise ExprError(f"{node.text!r} is not a boolean expression")
+
+    def _bool_field(self, node: Field) -> np.ndarray:
+        value = self.field(node)
+        if isinstance(value, _Json):
+            return self._bools(row is True for row in value.rows)
+        if isinstance(value, np.ndarray) and value.dtype == bool:
+            return value.copy()
+        raise ExprError(f"{node.text!r} is not a boolean field")
+
+    def _compare(self, node: Compare) -> np.ndarray:
+        left, right, op = self.value(node.left), self.value(node.right), node.op
+        ordered = op not in ("==", "!=")
+        if isinstance(right, _Json) and not isinstance(left, _Json):
+            left, right, op = right, left, _FLIPPED[op]
+        if isinstance(left, _Json):
+            if isinstance(right, bool) and ordered:
+                raise ExprError(f"booleans cannot be ordered: {node.text!r}")
+            return self._json_compare(_COMPARE_OPS[op], ordered, left, right)
+        left_kind, right_kind = _kind(left), _kind(right)
+        if left_kind != right_kind:
+            raise ExprError(
+                f"cannot compare {node.left.text!r} ({left_kind}) "
+                f"with {node.right.text!r} ({right_kind})"
+            )
+        if left_kind == "bool" and ordered:
+            raise ExprError(f"booleans cannot be ordered: {node.text!r}")
+        return np.asarray(_COMPARE_OPS[op](_data(left), _data(right)), dtype=bool)
+
+    def _json_compare(
+        self, compare: Callable[[object, object], object], ordered: bool, left: _Json, right: _Value
+    ) -> np.ndarray:
+        if not isinstance(right, (np.ndarray, _Strings, _Json)):
+            kind = _SCALAR_KINDS[type(right)]
+            return self._bools(
+                _SCALAR_KINDS.get(type(row)) == kind and bool(compare(row, right))
+                for row in left.rows
+            )
+        pairs = zip(left.rows, self._rows(right), strict=True)
+        return self._bools(_json_match(compare, ordered, a, b) for a, b in pairs)
+
+    def _in_list(
+        self, value: _Value, values: tuple[Scalar, ...], negated: bool, node: InList
+    ) -> np.ndarray:
+        if isinstance(value, _Json):
+            wanted = {_json_key(item) for item in values}
+            return self._bools(
+                (key := _json_key(row)) is not None and (key in wanted) != negated
+                for row in value.rows
+            )
+        kind = _kind(value)
+        if any(_SCALAR_KINDS[type(item)] != kind for item in values):
+            raise ExprError(f"list values must all be of type {kind}: {node.text!r}")
+        if isinstance(value, _Strings):
+            hits = self._bools(map(frozenset(values).__contains__, value.rows))
+        else:
+            hits = np.isin(value, _list_array(values, value.dtype))
+        return ~hits if negated else hits
+
+    def _like(self, value: _Value, pattern: str, negated: bool, node: Like) -> np.ndarray:
+        regex = _like_regex(pattern)
+        if isinstance(value, _Strings):
+            hits = self._bools(map(bool, map(regex.fullmatch, value.rows)))
+            return ~hits if negated else hits
+        if isinstance(value, _Json):
+            return self._bools(
+                type(row) is str and (regex.fullmatch(row) is not None) != negated
+                for row in value.rows
+            )
+        raise ExprError(f"'like' needs a VARCHAR or JSON string: {node.text!r}")
+
+    def _is_null(self, value: _Value, negated: bool) -> np.ndarray:
+        """Only JSON values can be null here: fixed-width and VARCHAR columns carry no
+        validity data, so every row of those is not null."""
+        if not isinstance(value, _Json):
+            return np.full(self.num_rows, negated, dtype=bool)
+        return self._bools((row is None or row is _MISSING) != negated for row in value.rows)
+
+    def _json_contains(
+        self, value: _Json, values: tuple[Scalar, ...], match_all: bool
+    ) -> np.ndarray:
+        wanted = frozenset(_json_key(item) for item in values)
+
+        def contains(row: object) -> bool:
+            if type(row) is not list:
+                return False
+            present = {_json_key(item) for item in row}
+            return wanted <= present if match_all else not wanted.isdisjoint(present)
+
+        return self._bools(map(contains, value.rows))
+
+    # -- values
+
+    def value(self, node: Expr) -> _Value:
+        match node:
+            case Literal(value) if not isinstance(value, tuple):
+                return value
+            case Field():
+                return self.field(node)
+            case Neg(operand):
+                return self._arithmetic("-", 0, self.value(operand), node)
+            case Arith(op, left, right):
+                return self._arithmetic(op, self.value(left), self.value(right), node)
+            case ArrayLength(operand):
+                rows = self._json(operand, node).rows
+                return _Json([len(row) if type(row) is list else _MISSING for row in rows])
+        raise ExprError(f"{node.text!r} is not a value")
+
+    def field(self, node: Field) -> _Value:
+        if node not in self.fields:
+            self.fields[node] = self._resolve(node)
+        return self.fields[node]
+
+    def _resolve(self, node: Field) -> _Value:
+        """A name the schema lacks is a key of the dynamic field, as in Milvus."""
+        dynamic = self.source.dynamic_field
+        data_type = DataType.JSON if node.name == dynamic else self.source.field_type(node.name)
+        if data_type is None and dynamic is not None:
+            return self._json_path(dynamic, (node.name, *node.path))
+        if data_type is None:
+            raise ExprError(f"field {node.name} not exist")
+        if data_type == DataType.JSON:
+            return self._json_path(node.name, node.path)
+        if node.path:
+            raise ExprError(f"{data_type.name} field {node.name} has no JSON path: {node.text!r}")
+        if data_type == DataType.VARCHAR:
+            return _Strings(np.asarray(self.source.column(node.name), dtype=object))
+        if data_type in _FILTERABLE:
+            return np.asarray(self.source.column(node.name), dtype=FIXED_DTYPES[data_type])
+        raise ExprError(f"{data_type.name} field {node.name} cannot be used in a filter")
+
+    def _json_path(self, name: str, path: tuple[PathKey, ...]) -> _Json:
+        documents = self.source.column(name)
+        if not path:
+            return _Json(list(documents))
+        return _Json([_lookup(document, path) for document in documents])
+
+    def _json(self, node: Field, context: Expr) -> _Json:
+        value = self.field(node)
+        if not isinstance(value, _Json):
+            raise ExprError(f"{node.text!r} is not a JSON field or path: {context.text!r}")
+        return value
+
+    def _arithmetic(self, op: str, left: _Value, right: _Value, node: Expr) -> _Value:
+        for operand in (left, right):
+            if not isinstance(operand, _Json) and _kind(operand) != "number":
+                raise ExprError(f"arithmetic needs numbers, got a {_kind(operand)}: {node.text!r}")
+        if isinstance(left, _Json) or isinstance(right, _Json):
+            pairs = zip(self._rows(left), self._rows(right), strict=True)
+            return _Json([_row_arithmetic(op, a, b) for a, b in pairs])
+        if op in ("/", "%") and not isinstance(right, np.ndarray) and right == 0:
+            raise ExprError(f"division by zero: {node.text!r}")
+        try:
+            result = _apply(op, _widen(left), _widen(right))
+        except OverflowError as err:
+            raise ExprError(f"integer out of range in {node.text!r}") from err
+        return result.item() if isinstance(result, np.generic) else result
+
+    # -- helpers
+
+    def _rows(self, value: _Value) -> Iterable[object]:
+        """Any value as one Python object per row, for the JSON loops."""
+        if isinstance(value, (_Json, _Strings)):
+            return value.rows
+        if isinstance(value, np.ndarray):
+            return value.tolist()
+        return itertools.repeat(value, self.num_rows)
+
+    def _bools(self, rows: Iterable[object]) -> np.ndarray:
+        return np.fromiter(rows, dtype=bool, count=self.num_rows)
+
+
+def _lookup(document: Any, path: tuple[PathKey, ...]) -> object:
+    for key in path:
+        if not _has_key(document, key):
+            return _MISSING
+        document = document[key]
+    return document
+
+
+def _has_key(document: object, key: PathKey) -> bool:
+    """Exact types: JSON parsers only build dict and list, and a str must not be indexed."""
+    if isinstance(key, str):
+        return type(document) is dict and key in document
+    return type(document) is list and key < len(document)
+
+
+def _kind(value: np.ndarray | _Strings | Scalar) -> str:
+    """JSON values have no single kind; callers handle them row by row before asking."""
+    if isinstance(value, np.ndarray):
+        return "bool" if value.dtype == bool else "number"
+    if isinstance(value, _Strings):
+        return "string"
+    return _SCALAR_KINDS[type(value)]
+
+
+def _data(value: _Value) -> object:
+    return value.rows if isinstance(value, _Strings) else value
+
+
+def _list_array(values: tuple[Scalar, ...], dtype: np.dtype) -> np.ndarray:
+    """Floats are rounded to the column's precision, so that ``score in [0.1]`` agrees with
+    ``score == 0.1`` on a FLOAT column; integer columns keep the values exact."""
+    return np.asarray(values, dtype=dtype if dtype.kind == "f" else None)
+
+
+def _json_key(value: object) -> tuple[str, object] | None:
+    """Hashable identity that keeps ``True`` apart from ``1`` but ``1`` equal to ``1.0``."""
+    kind = _SCALAR_KINDS.get(type(value))
+    return None if kind is None else (kind, value)
+
+
+def _json_match(
+    compare: Callable[[object, object], object], ordered: bool, left: object, right: object
+) -> bool:
+    kind = _SCALAR_KINDS.get(type(left))
+    if kind is None or kind != _SCALAR_KINDS.get(type(right)):
+        return False
+    return not (ordered and kind == "bool") and bool(compare(left, right))
+
+
+def _row_arithmetic(op: str, left: object, right: object) -> object:
+    numbers = _SCALAR_KINDS.get(type(left)) == _SCALAR_KINDS.get(type(right)) == "number"
+    if not numbers or (op in ("/", "%") and right == 0):
+        return _MISSING
+    try:
+        return _apply(op, left, right).item()
+    except OverflowError:
+        return _MISSING
+
+
+def _widen(value: _Value) -> _Value:
+    """Small integer columns are widened so ``int8_field * 100`` does not wrap around."""
+    if isinstance(value, np.ndarray) and value.dtype.kind in "iu":
+        return value.astype(np.int64, copy=False)
+    return value
+
+
+def _apply(op: str, left: object, right: object) -> Any:
+    with np.errstate(all="ignore"):
+        return _divide(left, right) if op == "/" else _ARITH_OPS[op](left, right)
+
+
+def _divide(left: Any, right: Any) -> Any:
+    """Milvus divides integers the C way, truncating toward zero rather than flooring."""
+    if np.result_type(left, right).kind not in "iu":
+        return np.true_divide(left, right)
+    quotient = np.floor_divide(left, right)
+    return quotient + ((quotient < 0) & (quotient * right != left))
+
+
+def _like_regex(pattern: str) -> re.Pattern[str]:
+    """``%`` is any run and ``_`` one character; ``\\%`` and ``\\_`` are the characters."""
+    pieces = _LIKE_PIECE.findall(pattern)
+    return re.compile(
+        "".join(_LIKE_REGEX.get(piece) or re.escape(piece) for piece in pieces), re.DOTALL
+    )

@@ -1,0 +1,616 @@
+"""Tokenizer and recursive-descent parser for Milvus boolean filter expressions.
+
+Parsing needs no schema, so it only checks the shape of an expression (a predicate where a
+predicate belongs, a value where a value belongs); type checks against the columns happen in
+:mod:`services.common.expr.evaluate`. Every node keeps the source text it came from so that
+those later errors can point at the offending piece of the expression.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import NamedTuple, TypeGuard
+
+Scalar = bool | int | float | str
+PathKey = str | int
+
+
+class ExprError(ValueError):
+    """A filter expression that cannot be parsed or evaluated against a schema."""
+
+
+# --------------------------------------------------------------------------------- AST nodes
+
+
+@dataclass(frozen=True, slots=True)
+class Expr:
+    """Base of every node; ``text`` is excluded from equality so trees compare structurally."""
+
+    text: str = field(default="", kw_only=True, compare=False, repr=False)
+
+    def children(self) -> Iterator[Expr]:
+        """Sub-expressions, found generically so tree walkers need no per-node code."""
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            if isinstance(value, Expr):
+                yield value
+            elif isinstance(value, tuple):
+                yield from (item for item in value if isinstance(item, Expr))
+
+
+@dataclass(frozen=True, slots=True)
+class Literal(Expr):
+    """A constant; a tuple value is a list literal, only legal after ``in`` or as an argument."""
+
+    value: Scalar | tuple[Scalar, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Field(Expr):
+    """A field, optionally followed by a JSON path (``meta["a"][0]``).
+
+    Whether ``name`` is a schema field or a key of the dynamic field is only known at
+    evaluation time, so the parser keeps the name exactly as written.
+    """
+
+    name: str
+    path: tuple[PathKey, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Neg(Expr):
+    operand: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Arith(Expr):
+    op: str
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Compare(Expr):
+    op: str
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class InList(Expr):
+    operand: Expr
+    values: tuple[Scalar, ...]
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Like(Expr):
+    operand: Expr
+    pattern: str
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class IsNull(Expr):
+    operand: Field
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Exists(Expr):
+    operand: Field
+
+
+@dataclass(frozen=True, slots=True)
+class JsonContains(Expr):
+    """``json_contains`` is stored as ``json_contains_all`` with one value: same semantics."""
+
+    operand: Field
+    values: tuple[Scalar, ...]
+    match_all: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayLength(Expr):
+    operand: Field
+
+
+@dataclass(frozen=True, slots=True)
+class Not(Expr):
+    operand: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class And(Expr):
+    operands: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Or(Expr):
+    operands: tuple[Expr, ...]
+
+
+#: Nodes that can only stand where a boolean is expected. A Field (a BOOL column) and a
+#: boolean Literal can stand in both places.
+_PREDICATES = (Compare, InList, Like, IsNull, Exists, JsonContains, Not, And, Or)
+
+
+# --------------------------------------------------------------------------------- tokenizer
+
+
+class _Token(NamedTuple):
+    kind: str
+    text: str
+    pos: int
+    end: int
+
+
+_TOKEN_RE = re.compile(
+    r"""
+    (?P<ws>\s+)
+    | (?P<num>(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)
+    | (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
+    | (?P<param>\{\s*[A-Za-z_]\w*\s*\})
+    | (?P<name>\$?[A-Za-z_]\w*)
+    | (?P<op>==|!=|<=|>=|&&|\|\||[<>+\-*/%!()\[\],])
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+
+_KEYWORDS = frozenset({"and", "or", "not", "in", "like", "exists", "is", "null", "true", "false"})
+_SYMBOL_ALIASES = {"&&": "and", "||": "or", "!": "not"}
+_COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
+_ESCAPE_RE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'"}
+
+
+def _tokenize(text: str) -> list[_Token]:
+    """Keywords and symbol aliases are normalised into the token kind, so the parser only
+    ever asks about ``and``/``or``/``not`` whatever spelling the user chose."""
+    tokens: list[_Token] = []
+    pos = 0
+    while pos < len(text):
+        match = _TOKEN_RE.match(text, pos)
+        if match is None:
+            what = "unterminated string" if text[pos] in "\"'" else f"unexpected {text[pos]!r}"
+            raise _syntax_error(text, what, pos)
+        kind, lexeme = match.lastgroup or "", match.group()
+        if kind == "name" and lexeme.lower() in _KEYWORDS:
+            kind = lexeme.lower()
+        elif kind == "op":
+            kind = _SYMBOL_ALIASES.get(lexeme, lexeme)
+        if kind != "ws":
+            tokens.append(_Token(kind, lexeme, pos, match.end()))
+        pos = match.end()
+    tokens.append(_Token("eof", "", len(text), len(text)))
+    return tokens
+
+
+def _describe(token: _Token) -> str:
+    return "end of expression" if token.kind == "eof" else repr(token.text)
+
+
+def _unquote(lexeme: str) -> str:
+    """Unknown escapes keep their backslash so that ``\\%`` and ``\\_`` reach LIKE intact."""
+
+    def replace(match: re.Match[str]) -> str:
+        code = match.group(1)
+        if len(code) == 5:
+            return chr(int(code[1:], 16))
+        return _ESCAPES.get(code, match.group(0))
+
+    return _ESCAPE_RE.sub(replace, lexeme[1:-1])
+
+
+def _syntax_error(text: str, message: str, pos: int) -> ExprError:
+    return ExprError(f"{message} at position {pos} in expression {text!r}")
+
+
+# ------------------------------------------------------------------------------------ parser
+
+
+class _Parser:
+    """One instance per expression; precedence climbs or -> and -> not -> comparison ->
+    additive -> multiplicative -> unary minus -> postfix subscripts -> primary."""
+
+    def __init__(self, text: str, params: Mapping[str, object] | None) -> None:
+        self.text = text
+        self.params = params or {}
+        self.tokens = _tokenize(text)
+        self.index = 0
+
+    # -- token helpers
+
+    def _peek(self, ahead: int = 0) -> _Token:
+        return self.tokens[min(self.index + ahead, len(self.tokens) - 1)]
+
+    def _next(self) -> _Token:
+        token = self._peek()
+        self.index += 1
+        return token
+
+    def _accept(self, kind: str) -> bool:
+        if self._peek().kind != kind:
+            return False
+        self.index += 1
+        return True
+
+    def _expect(self, kind: str) -> _Token:
+        token = self._peek()
+        if token.kind != kind:
+            raise self._error(f"expected {kind!r} but found {_describe(token)}", token.pos)
+        return self._next()
+
+    def _error(self, message: str, pos: int) -> ExprError:
+        return _syntax_error(self.text, message, pos)
+
+    def _span(self, start: int) -> str:
+        """Source text from ``start`` to the end of the last consumed token."""
+        return self.text[start : self.tokens[self.index - 1].end]
+
+    # -- shape checks
+
+    def _predicate(self, node: Expr, start: int) -> Expr:
+        if isinstance(node, (*_PREDICATES, Field)) or _is_bool_literal(node):
+            return node
+        raise self._error(f"expected a boolean expression, got {node.text!r}", start)
+
+    def _value(self, node: Expr, start: int) -> Expr:
+        if isinstance(node, _PREDICATES):
+            raise self._error(f"expected a value, got the condition {node.text!r}", start)
+        if isinstance(node, Literal) and isinstance(node.value, tuple):
+            raise self._error("a list is only allowed after 'in' or as an argument", start)
+        return node
+
+    # -- grammar
+
+    def parse(self) -> Expr:
+        if self._peek().kind == "eof":
+            return Literal(True, text=self.text)
+        start = self._peek().pos
+        node = self._predicate(self._or(), start)
+        token = self._peek()
+        if token.kind != "eof":
+            raise self._error(f"unexpected {_describe(token)}", token.pos)
+        return node
+
+    def _boolean_chain(self, keyword: str, operand: Callable[[], Expr]) -> Expr:
+        """Flat n-ary and/or: evaluation and pk_terms then need no recursion per operator."""
+        start = self._peek().pos
+        first = operand()
+        if self._peek().kind != keyword:
+            return first
+        items = [self._predicate(first, start)]
+        while self._accept(keyword):
+            item_start = self._peek().pos
+            items.append(self._predicate(operand(), item_start))
+        node_type = And if keyword == "and" else Or
+        return node_type(tuple(items), text=self._span(start))
+
+    def _or(self) -> Expr:
+        return self._boolean_chain("or", self._and)
+
+    def _and(self) -> Expr:
+        return self._boolean_chain("and", self._not)
+
+    def _not(self) -> Expr:
+        start = self._peek().pos
+        if not self._accept("not"):
+            return self._condition()
+        operand_start = self._peek().pos
+        operand = self._predicate(self._not(), operand_start)
+        return Not(operand, text=self._span(start))
+
+    def _condition(self) -> Expr:
+        start = self._peek().pos
+        if self._accept("exists"):
+            return Exists(self._field_operand(), text=self._span(start))
+        left = self._sum()
+        kind = self._peek().kind
+        negated = kind == "not" and self._peek(1).kind in ("in", "like")
+        if negated:
+            self._next()
+            kind = self._peek().kind
+        if kind == "in":
+            return self._in_list(self._field_value(left, start), negated, start)
+        if kind == "like":
+            return self._like(self._field_value(left, start), negated, start)
+        if kind == "is":
+            return self._is_null(left, start)
+        if kind in _COMPARISONS:
+            return self._comparison(left, start)
+        return left
+
+    def _in_list(self, operand: Expr, negated: bool, start: int) -> Expr:
+        self._expect("in")
+        values = self._list_argument("'in' needs a list")
+        return InList(operand, values, negated, text=self._span(start))
+
+    def _like(self, operand: Expr, negated: bool, start: int) -> Expr:
+        self._expect("like")
+        pattern_pos = self._peek().pos
+        pattern = self._primary()
+        if not (isinstance(pattern, Literal) and isinstance(pattern.value, str)):
+            raise self._error("'like' needs a string pattern", pattern_pos)
+        return Like(operand, pattern.value, negated, text=self._span(start))
+
+    def _is_null(self, operand: Expr, start: int) -> Expr:
+        self._expect("is")
+        negated = self._accept("not")
+        self._expect("null")
+        if not isinstance(operand, Field):
+            raise self._error("'is null' needs a field", start)
+        return IsNull(operand, negated, text=self._span(start))
+
+    def _comparison(self, left: Expr, start: int) -> Expr:
+        op = self._next().kind
+        middle_start = self._peek().pos
+        middle = self._value(self._sum(), middle_start)
+        first = self._compare(op, self._value(left, start), middle, start)
+        if self._peek().kind not in _COMPARISONS:
+            return first
+        second_op = self._next().kind
+        if _direction(op) is None or _direction(op) != _direction(second_op):
+            raise self._error("a range needs two '<'/'<=' or two '>'/'>='", middle_start)
+        right_start = self._peek().pos
+        right = self._value(self._sum(), right_start)
+        second = self._compare(second_op, middle, right, middle_start)
+        return And((first, second), text=self._span(start))
+
+    def _compare(self, op: str, left: Expr, right: Expr, start: int) -> Compare:
+        if _is_constant(left) and _is_constant(right):
+            raise self._error("a comparison needs a field on at least one side", start)
+        return Compare(op, left, right, text=self._span(start))
+
+    def _sum(self) -> Expr:
+        return self._arithmetic(("+", "-"), self._term)
+
+    def _term(self) -> Expr:
+        return self._arithmetic(("*", "/", "%"), self._unary)
+
+    def _arithmetic(self, ops: tuple[str, ...], operand: Callable[[], Expr]) -> Expr:
+        start = self._peek().pos
+        node = operand()
+        while self._peek().kind in ops:
+            op = self._next().kind
+            right_start = self._peek().pos
+            right = self._number_operand(operand(), right_start)
+            node = Arith(op, self._number_operand(node, start), right, text=self._span(start))
+        return node
+
+    def _field_value(self, node: Expr, start: int) -> Expr:
+        node = self._value(node, start)
+        if _is_constant(node):
+            raise self._error(f"expected a field, got the constant {node.text!r}", start)
+        return node
+
+    def _number_operand(self, node: Expr, start: int) -> Expr:
+        node = self._value(node, start)
+        if isinstance(node, Literal) and not _is_number(node.value):
+            raise self._error(f"arithmetic needs numbers, got {node.text!r}", start)
+        return node
+
+    def _unary(self) -> Expr:
+        start = self._peek().pos
+        if not self._accept("-"):
+            return self._postfix()
+        operand_start = self._peek().pos
+        operand = self._number_operand(self._unary(), operand_start)
+        text = self._span(start)
+        if isinstance(operand, Literal) and _is_number(operand.value):
+            return Literal(-operand.value, text=text)
+        return Neg(operand, text=text)
+
+    def _postfix(self) -> Expr:
+        start = self._peek().pos
+        node = self._primary()
+        while self._peek().kind == "[":
+            if not isinstance(node, Field):
+                raise self._error("only fields can be indexed with [...]", start)
+            self._next()
+            key = self._path_key()
+            self._expect("]")
+            node = Field(node.name, (*node.path, key), text=self._span(start))
+        return node
+
+    def _path_key(self) -> PathKey:
+        pos = self._peek().pos
+        key = self._unary()
+        if isinstance(key, Literal) and isinstance(key.value, str):
+            return key.value
+        if isinstance(key, Literal) and _is_integer(key.value) and key.value >= 0:
+            return key.value
+        raise self._error("a JSON path key must be a string or a non-negative integer", pos)
+
+    def _primary(self) -> Expr:
+        token = self._next()
+        if token.kind == "(":
+            node = self._or()
+            self._expect(")")
+            return node
+        if token.kind == "name" and self._peek().kind == "(":
+            return self._call(token)
+        if token.kind == "name":
+            return Field(token.text, text=token.text)
+        if token.kind == "[":
+            return Literal(self._list_rest(token.pos), text=self._span(token.pos))
+        return Literal(self._constant(token), text=token.text)
+
+    def _constant(self, token: _Token) -> Scalar | tuple[Scalar, ...]:
+        if token.kind == "num":
+            is_float = any(mark in token.text for mark in ".eE")
+            return float(token.text) if is_float else int(token.text)
+        if token.kind == "str":
+            return _unquote(token.text)
+        if token.kind in ("true", "false"):
+            return token.kind == "true"
+        if token.kind == "param":
+            return self._param(token)
+        raise self._error(f"unexpected {_describe(token)}", token.pos)
+
+    def _param(self, token: _Token) -> Scalar | tuple[Scalar, ...]:
+        name = token.text[1:-1].strip()
+        if name not in self.params:
+            raise self._error(f"unknown placeholder {{{name}}}", token.pos)
+        value = self.params[name]
+        if isinstance(value, (list, tuple)) and all(_is_scalar(item) for item in value):
+            return tuple(value)
+        if _is_scalar(value):
+            return value
+        raise self._error(f"placeholder {{{name}}} must be a scalar or a list", token.pos)
+
+    def _list_rest(self, start: int) -> tuple[Scalar, ...]:
+        """Elements after an opening '['; a trailing comma is accepted like Milvus does."""
+        items: list[Scalar] = []
+        while not self._accept("]"):
+            item_pos = self._peek().pos
+            item = self._unary()
+            if not (isinstance(item, Literal) and _is_scalar(item.value)):
+                raise self._error("list elements must be constants", item_pos)
+            items.append(item.value)
+            if self._peek().kind != "]":
+                self._expect(",")
+        return tuple(items)
+
+    def _list_argument(self, message: str) -> tuple[Scalar, ...]:
+        pos = self._peek().pos
+        node = self._primary()
+        if isinstance(node, Literal) and isinstance(node.value, tuple):
+            return node.value
+        raise self._error(message, pos)
+
+    def _scalar_argument(self, message: str) -> Scalar:
+        pos = self._peek().pos
+        node = self._unary()
+        if isinstance(node, Literal) and _is_scalar(node.value):
+            return node.value
+        raise self._error(message, pos)
+
+    def _field_operand(self) -> Field:
+        pos = self._peek().pos
+        node = self._postfix()
+        if isinstance(node, Field):
+            return node
+        raise self._error(f"expected a field, got {node.text!r}", pos)
+
+    def _call(self, name_token: _Token) -> Expr:
+        name = name_token.text.lower()
+        if name not in _FUNCTIONS:
+            raise self._error(f"unknown function {name_token.text!r}", name_token.pos)
+        self._expect("(")
+        operand = self._field_operand()
+        node = _FUNCTIONS[name](self, operand)
+        self._expect(")")
+        return replace(node, text=self._span(name_token.pos))
+
+    def _json_contains(self, operand: Field) -> Expr:
+        self._expect(",")
+        value = self._scalar_argument("json_contains needs a constant as its second argument")
+        return JsonContains(operand, (value,), match_all=True)
+
+    def _json_contains_all(self, operand: Field) -> Expr:
+        self._expect(",")
+        return JsonContains(operand, self._list_argument("json_contains_all needs a list"), True)
+
+    def _json_contains_any(self, operand: Field) -> Expr:
+        self._expect(",")
+        return JsonContains(operand, self._list_argument("json_contains_any needs a list"), False)
+
+    def _array_length(self, operand: Field) -> Expr:
+        return ArrayLength(operand)
+
+
+_FUNCTIONS: dict[str, Callable[[_Parser, Field], Expr]] = {
+    "json_contains": _Parser._json_contains,
+    "json_contains_all": _Parser._json_contains_all,
+    "json_contains_any": _Parser._json_contains_any,
+    "array_length": _Parser._array_length,
+}
+
+
+# ---------------------------------------------------------------------------------- helpers
+
+
+def _is_scalar(value: object) -> TypeGuard[Scalar]:
+    """Exact types: the evaluator classifies values by type, and a numpy scalar in params
+    would otherwise slip through as a float subclass."""
+    return type(value) in (bool, int, float, str)
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    """bool is an int subclass in Python but never a number in an expression."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_integer(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_bool_literal(node: Expr) -> bool:
+    return isinstance(node, Literal) and isinstance(node.value, bool)
+
+
+def _is_constant(node: Expr) -> bool:
+    """Constant-only arithmetic is allowed (``age > 2 * 3``) but a comparison of two
+    constants filters nothing, so it is almost certainly a mistake."""
+    if isinstance(node, Literal):
+        return True
+    return isinstance(node, (Neg, Arith)) and all(_is_constant(c) for c in node.children())
+
+
+def _direction(op: str) -> str | None:
+    return {"<": "up", "<=": "up", ">": "down", ">=": "down"}.get(op)
+
+
+# ------------------------------------------------------------------------------- public API
+
+
+def parse(text: str, params: Mapping[str, object] | None = None) -> Expr:
+    """Parse a Milvus filter expression; ``{name}`` placeholders take their value from
+    ``params``. An empty expression means "no filter" and parses to a constant true."""
+    return _Parser(text, params).parse()
+
+
+def referenced_fields(tree: Expr) -> set[str]:
+    """Names exactly as written (``$meta`` for ``$meta["k"]``, ``color`` for a bare dynamic
+    key): without a schema a bare name cannot be told apart from a dynamic key, so callers map
+    names their schema lacks to the dynamic field."""
+    if isinstance(tree, Field):
+        return {tree.name}
+    return set().union(*(referenced_fields(child) for child in tree.children()))
+
+
+def pk_terms(tree: Expr, pk_name: str) -> list[int | str] | None:
+    """The primary keys an expression selects when it is nothing but pk equalities, which lets
+    callers (delete, query by id) look keys up instead of scanning every row."""
+    values = _pk_values(tree, pk_name)
+    return None if values is None else list(dict.fromkeys(values))
+
+
+def _pk_values(node: Expr, pk_name: str) -> list[int | str] | None:
+    if isinstance(node, Or):
+        collected: list[int | str] = []
+        for operand in node.operands:
+            part = _pk_values(operand, pk_name)
+            if part is None:
+                return None
+            collected.extend(part)
+        return collected
+    candidates = _pk_candidates(node, Field(pk_name))
+    if candidates is None:
+        return None
+    keys = [value for value in candidates if _is_integer(value) or isinstance(value, str)]
+    return keys if len(keys) == len(candidates) else None
+
+
+def _pk_candidates(node: Expr, pk: Field) -> list[object] | None:
+    if isinstance(node, InList) and not node.negated and node.operand == pk:
+        return list(node.values)
+    if not (isinstance(node, Compare) and node.op == "=="):
+        return None
+    for field_side, constant_side in ((node.left, node.right), (node.right, node.left)):
+        if field_side == pk and isinstance(constant_side, Literal):
+            return [constant_side.value]
+    return None

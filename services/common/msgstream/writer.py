@@ -1,0 +1,19 @@
+"""The ChannelWriter port on Kafka: write messages, return offsets once acknowledged."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from services.common.msgstream.kafka import ChannelProducer
+from services.common.msgstream.message import Message
+
+
+class KafkaChannelWriter:
+    def __init__(self, bootstrap: str) -> None:
+        self._producer = ChannelProducer(bootstrap)
+
+    def write(self, messages: Sequence[tuple[str, Message]]) -> list[int]:
+        return self._producer.send(messages)
+
+    def close(self) -> None:
+        self._producer.close()

@@ -1,0 +1,42 @@
+"""Run a function every interval on a daemon thread until stopped; errors are logged and
+the loop goes on (a broker hiccup must not end the timeticks)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+
+class Periodic:
+    def __init__(self, name: str, interval_s: float, fn: Callable[[], object]) -> None:
+        self._name = name
+        self._interval_s = interval_s
+        self._fn = fn
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._failures = 0
+
+    def start(self) -> Periodic:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            try:
+                self._fn()
+                self._failures = 0
+            except Exception:
+                self._failures += 1
+                if self._failures in (1, 10) or self._failures % 100 == 0:
+                    log.exception(
+                        "periodic task failed",
+                        extra={"task": self._name, "failures": self._failures},
+                    )
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)

@@ -1,0 +1,42 @@
+"""Read requests the proxy sends to the query nodes serving a collection's shards."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class ShardSearchRequest:
+    collection_id: int
+    vchannels: list[str]
+    anns_field: str
+    vectors: np.ndarray
+    metric_type: str
+    #: per query, the best ``topk`` (limit + offset) hits of each shard
+    topk: int
+    guarantee_ts: int
+    #: give up waiting for serviceable time after this long
+    wait_timeout_s: float
+    expr: str = ""
+    expr_params: dict[str, Any] = field(default_factory=dict)
+    partition_ids: list[int] = field(default_factory=list)
+    output_fields: list[str] = field(default_factory=list)
+    search_params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ShardQueryRequest:
+    collection_id: int
+    vchannels: list[str]
+    guarantee_ts: int
+    wait_timeout_s: float
+    expr: str = ""
+    expr_params: dict[str, Any] = field(default_factory=dict)
+    partition_ids: list[int] = field(default_factory=list)
+    output_fields: list[str] = field(default_factory=list)
+    #: rows per shard, in primary-key order (None: all)
+    limit: int | None = None
+    count_only: bool = False

@@ -1,0 +1,112 @@
+"""Search and query results as they travel from query nodes to the proxy, and their merge.
+
+Hits are flattened: query ``i`` owns ``counts[i]`` consecutive entries. Each shard returns
+its best ``offset + limit`` per query; merging keeps the best across shards, so the proxy can
+apply the offset last and return exactly what one big index would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: metrics where a larger score is better
+SIMILARITY_METRICS = frozenset({"IP", "COSINE"})
+
+
+@dataclass
+class SearchHits:
+    metric_type: str
+    counts: list[int]
+    pks: np.ndarray | list[str]
+    scores: np.ndarray
+    #: output field name -> values aligned with the hits
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def empty(cls, metric_type: str, nq: int, pk_is_str: bool = False) -> SearchHits:
+        pks: np.ndarray | list[str] = [] if pk_is_str else np.empty(0, dtype=np.int64)
+        return cls(metric_type, [0] * nq, pks, np.empty(0, dtype=np.float32))
+
+    @property
+    def nq(self) -> int:
+        return len(self.counts)
+
+
+@dataclass
+class QueryRows:
+    pks: np.ndarray | list[str]
+    fields: dict[str, Any] = field(default_factory=dict)
+    #: count(*) result when the query asked only for a count
+    count: int | None = None
+
+
+def take(values: Any, index: np.ndarray) -> Any:
+    if isinstance(values, np.ndarray):
+        return values[index]
+    return [values[i] for i in index.tolist()]
+
+
+def concat(parts: list[Any]) -> Any:
+    if not parts:
+        return []
+    if isinstance(parts[0], np.ndarray):
+        return np.concatenate(parts)
+    return [v for p in parts for v in p]
+
+
+def merge_hits(parts: list[SearchHits], topk: int) -> SearchHits:
+    """Best ``topk`` per query over several shards' hits (ties keep shard order)."""
+    parts = [p for p in parts if p.nq]
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        raise ValueError("nothing to merge")
+    nq = parts[0].nq
+    descending = parts[0].metric_type in SIMILARITY_METRICS
+    starts = [np.concatenate([[0], np.cumsum(p.counts)]).astype(np.int64) for p in parts]
+    all_pks = concat([p.pks for p in parts])
+    all_scores = np.concatenate([p.scores for p in parts])
+    bases = np.cumsum([0] + [len(p.scores) for p in parts])
+    names = list(parts[0].fields)
+    all_fields = {n: concat([p.fields[n] for p in parts]) for n in names}
+    picked: list[np.ndarray] = []
+    counts: list[int] = []
+    for q in range(nq):
+        idx = np.concatenate(
+            [np.arange(s[q], s[q + 1]) + b for s, b in zip(starts, bases, strict=True)]
+        ).astype(np.int64)
+        scores = all_scores[idx]
+        order = np.argsort(-scores if descending else scores, kind="stable")[:topk]
+        picked.append(idx[order])
+        counts.append(len(order))
+    index = np.concatenate(picked) if picked else np.empty(0, dtype=np.int64)
+    return SearchHits(
+        parts[0].metric_type,
+        counts,
+        take(all_pks, index),
+        all_scores[index],
+        {n: take(v, index) for n, v in all_fields.items()},
+    )
+
+
+def merge_rows(parts: list[QueryRows], offset: int = 0, limit: int | None = None) -> QueryRows:
+    """Rows of every shard in primary-key order, then ``[offset, offset + limit)``: the same
+    page whichever shards hold the rows (Milvus orders limited query results by pk too)."""
+    if parts and all(p.count is not None for p in parts):
+        return QueryRows(pks=[], count=sum(p.count or 0 for p in parts))
+    names = list(parts[0].fields) if parts else []
+    pks = concat([p.pks for p in parts])
+    fields = {n: concat([p.fields[n] for p in parts]) for n in names}
+    order = pk_order(pks)
+    end = len(order) if limit is None else offset + limit
+    index = order[offset:end]
+    return QueryRows(take(pks, index), {n: take(v, index) for n, v in fields.items()})
+
+
+def pk_order(pks: np.ndarray | list[str]) -> np.ndarray:
+    if isinstance(pks, np.ndarray):
+        return np.argsort(pks, kind="stable")
+    return np.array(sorted(range(len(pks)), key=pks.__getitem__), dtype=np.int64)

@@ -1,0 +1,95 @@
+"""Serve a core object's methods over gRPC, and call them from another process.
+
+``serve(obj, methods, port)`` exposes ``obj.method(*args, **kwargs)`` as
+``/vectide.<service>/<method>``; :class:`RpcClient` is a stand-in object whose attribute
+calls go over the wire. Errors come back as :class:`MilvusError` with their code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from concurrent import futures
+from typing import Any
+
+import grpc
+
+from services.common.errors import Code, MilvusError
+from services.common.rpc import codec
+
+log = logging.getLogger(__name__)
+
+_ERROR_KEY = "vectide-error-bin"
+MAX_MESSAGE = 256 * 1024 * 1024
+_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE),
+    ("grpc.max_receive_message_length", MAX_MESSAGE),
+]
+
+
+def method_handler(fn: Callable[..., Any]) -> grpc.RpcMethodHandler:
+    def handle(request: bytes, context: grpc.ServicerContext) -> bytes:
+        try:
+            args, kwargs = codec.decode(request)
+            return codec.encode(fn(*args, **kwargs))
+        except Exception as exc:
+            if not isinstance(exc, MilvusError):
+                log.exception("rpc failed", extra={"method": fn.__name__})
+            context.set_trailing_metadata(((_ERROR_KEY, codec.encode_error(exc)),))
+            context.abort(grpc.StatusCode.UNKNOWN, str(exc))
+            raise  # unreachable: abort raises
+
+    return grpc.unary_unary_rpc_method_handler(
+        handle, request_deserializer=None, response_serializer=None
+    )
+
+
+def generic_handler(service: str, obj: object, methods: Iterable[str]) -> grpc.GenericRpcHandler:
+    return grpc.method_handlers_generic_handler(
+        f"vectide.{service}", {name: method_handler(getattr(obj, name)) for name in methods}
+    )
+
+
+def new_server(max_workers: int = 32) -> grpc.Server:
+    return grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=_OPTIONS)
+
+
+class RpcClient:
+    """Calls ``service`` methods on ``address``; ``client.search(req)`` is a remote call."""
+
+    def __init__(self, address: str, service: str, timeout_s: float = 60.0) -> None:
+        self.address = address
+        self._service = service
+        self._timeout_s = timeout_s
+        self._channel = grpc.insecure_channel(address, options=_OPTIONS)
+        self._stubs: dict[str, Callable[..., bytes]] = {}
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            stub = self._stubs.get(name)
+            if stub is None:
+                stub = self._channel.unary_unary(f"/vectide.{self._service}/{name}")
+                self._stubs[name] = stub
+            try:
+                return codec.decode(
+                    stub(codec.encode([list(args), kwargs]), timeout=self._timeout_s)
+                )
+            except grpc.RpcError as exc:
+                raise _to_milvus_error(exc, self.address, name) from exc
+
+        return call
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+def _to_milvus_error(exc: grpc.RpcError, address: str, method: str) -> MilvusError:
+    for key, value in exc.trailing_metadata() or ():
+        if key == _ERROR_KEY:
+            return codec.decode_error(value)
+    return MilvusError(
+        Code.SERVICE_UNAVAILABLE, f"{method} on {address} failed: {exc.code().name} {exc.details()}"
+    )

@@ -1,0 +1,118 @@
+"""Collection schemas and meta as plain dataclasses: the vocabulary shared by every role.
+
+The proxy converts Milvus's protobuf schema into these (``services/proxy/convert.py``); the
+cores never see protobuf.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from services.common.msgstream.message import FIXED_DTYPES, DataType
+
+DYNAMIC_FIELD = "$meta"
+#: Milvus numbers user fields from 100 (0 and 1 are the system row id and timestamp fields).
+FIRST_FIELD_ID = 100
+SUPPORTED_TYPES = frozenset(DataType)
+
+
+class ConsistencyLevel(IntEnum):
+    """common.proto's ConsistencyLevel values, as pymilvus sends them."""
+
+    STRONG = 0
+    SESSION = 1
+    BOUNDED = 2
+    EVENTUALLY = 3
+    CUSTOMIZED = 4
+
+
+@dataclass
+class FieldSchema:
+    field_id: int
+    name: str
+    data_type: DataType
+    is_primary: bool = False
+    auto_id: bool = False
+    dim: int = 0
+    max_length: int = 0
+    is_dynamic: bool = False
+    description: str = ""
+
+    @property
+    def is_vector(self) -> bool:
+        return self.data_type == DataType.FLOAT_VECTOR
+
+    @property
+    def is_fixed_width(self) -> bool:
+        return self.data_type in FIXED_DTYPES
+
+
+@dataclass
+class CollectionSchema:
+    name: str
+    fields: list[FieldSchema]
+    description: str = ""
+    enable_dynamic_field: bool = False
+
+    @property
+    def primary(self) -> FieldSchema:
+        return next(f for f in self.fields if f.is_primary)
+
+    @property
+    def vector_fields(self) -> list[FieldSchema]:
+        return [f for f in self.fields if f.is_vector]
+
+    @property
+    def dynamic_field(self) -> FieldSchema | None:
+        return next((f for f in self.fields if f.is_dynamic), None)
+
+    def field(self, name: str) -> FieldSchema | None:
+        return next((f for f in self.fields if f.name == name), None)
+
+
+@dataclass
+class IndexInfo:
+    """An index on one vector field; built per segment (growing chunks, sealed segments)."""
+
+    index_id: int
+    index_name: str
+    field_name: str
+    index_type: str
+    metric_type: str
+    params: dict[str, str] = field(default_factory=dict)
+    create_ts: int = 0
+
+
+@dataclass
+class PartitionInfo:
+    partition_id: int
+    name: str
+    create_ts: int
+
+
+@dataclass
+class CollectionInfo:
+    collection_id: int
+    name: str
+    schema: CollectionSchema
+    shards_num: int
+    #: vchannel names, shard k at index k
+    vchannels: list[str]
+    #: the pchannel carrying each vchannel (same order)
+    pchannels: list[str]
+    consistency_level: ConsistencyLevel
+    create_ts: int
+    #: offset of the CreateCollection DDL in each pchannel: where consumers start reading
+    start_offsets: dict[str, int] = field(default_factory=dict)
+    partitions: list[PartitionInfo] = field(default_factory=list)
+    indexes: list[IndexInfo] = field(default_factory=list)
+    properties: dict[str, str] = field(default_factory=dict)
+    #: the serialized schema.proto as the client sent it (DescribeCollection echoes it)
+    raw_schema: bytes = b""
+
+    def partition(self, name: str) -> PartitionInfo | None:
+        return next((p for p in self.partitions if p.name == name), None)
+
+    def index_on(self, field_name: str) -> IndexInfo | None:
+        return next((i for i in self.indexes if i.field_name == field_name), None)

@@ -1,0 +1,370 @@
+"""The one place that translates between Milvus's protobuf messages and Vectide's dataclasses.
+
+Bulk data avoids per-element Python work where protobuf allows it: packed float arrays
+(vectors, scores) are read and written as raw little-endian bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
+
+from services.common import errors, timestamp
+from services.common.errors import MilvusError
+from services.common.msgstream.message import DataType, FieldColumn
+from services.common.results import QueryRows, SearchHits
+from services.common.schema import (
+    DYNAMIC_FIELD,
+    FIRST_FIELD_ID,
+    CollectionInfo,
+    CollectionSchema,
+    FieldSchema,
+)
+
+SUPPORTED = {t.value for t in DataType}
+PK_TYPES = {DataType.INT64, DataType.VARCHAR}
+
+
+# -- status -------------------------------------------------------------------------------
+
+
+def ok_status() -> common_pb2.Status:
+    return common_pb2.Status(error_code=common_pb2.Success, code=0)
+
+
+def error_status(exc: BaseException) -> common_pb2.Status:
+    if isinstance(exc, MilvusError):
+        return common_pb2.Status(
+            error_code=exc.legacy_code, code=int(exc.code), reason=exc.message, detail=exc.message
+        )
+    message = f"{type(exc).__name__}: {exc}"
+    return common_pb2.Status(
+        error_code=common_pb2.UnexpectedError,
+        code=int(errors.Code.SERVICE_INTERNAL),
+        reason=message,
+        detail=message,
+    )
+
+
+# -- packed repeated fields -----------------------------------------------------------------
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _read_packed_floats(message: Any) -> np.ndarray:
+    """Field 1 of a FloatArray as float32, without a Python float per element."""
+    raw = message.SerializeToString()
+    if not raw:
+        return np.empty(0, dtype=np.float32)
+    pos, length, shift = 1, 0, 0
+    while True:
+        byte = raw[pos]
+        length |= (byte & 0x7F) << shift
+        pos += 1
+        if not byte & 0x80:
+            break
+        shift += 7
+    return np.frombuffer(raw, dtype="<f4", count=length // 4, offset=pos)
+
+
+def _packed_float_array(values: np.ndarray) -> schema_pb2.FloatArray:
+    data = np.ascontiguousarray(values, dtype="<f4").tobytes()
+    return (
+        schema_pb2.FloatArray.FromString(b"\x0a" + _varint(len(data)) + data)
+        if data
+        else (schema_pb2.FloatArray())
+    )
+
+
+# -- schema ---------------------------------------------------------------------------------
+
+
+def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
+    proto = schema_pb2.CollectionSchema.FromString(raw)
+    if proto.name and proto.name != collection_name:
+        raise errors.invalid(
+            f"schema name {proto.name} differs from collection name {collection_name}"
+        )
+    fields: list[FieldSchema] = []
+    for i, f in enumerate(proto.fields):
+        if f.data_type not in SUPPORTED:
+            raise MilvusError(
+                errors.Code.COLLECTION_ILLEGAL_SCHEMA,
+                f"field {f.name}: data type {schema_pb2.DataType.Name(f.data_type)} is not "
+                "supported by Vectide yet",
+            )
+        params = {kv.key: kv.value for kv in f.type_params}
+        fields.append(
+            FieldSchema(
+                field_id=FIRST_FIELD_ID + i,
+                name=f.name,
+                data_type=DataType(f.data_type),
+                is_primary=f.is_primary_key,
+                auto_id=f.autoID,
+                dim=int(params.get("dim", 0) or 0),
+                max_length=int(params.get("max_length", 0) or 0),
+                description=f.description,
+            )
+        )
+    schema = CollectionSchema(
+        name=collection_name,
+        fields=fields,
+        description=proto.description,
+        enable_dynamic_field=proto.enable_dynamic_field,
+    )
+    validate_schema(schema)
+    if schema.enable_dynamic_field:
+        schema.fields.append(
+            FieldSchema(FIRST_FIELD_ID + len(fields), DYNAMIC_FIELD, DataType.JSON, is_dynamic=True)
+        )
+    return schema
+
+
+def validate_schema(schema: CollectionSchema) -> None:
+    def bad(message: str) -> MilvusError:
+        return MilvusError(errors.Code.COLLECTION_ILLEGAL_SCHEMA, message)
+
+    names = [f.name for f in schema.fields]
+    if len(set(names)) != len(names):
+        raise bad("duplicated field name")
+    primaries = [f for f in schema.fields if f.is_primary]
+    if len(primaries) != 1:
+        raise bad("schema must have exactly one primary key field")
+    if primaries[0].data_type not in PK_TYPES:
+        raise bad("primary key must be Int64 or VarChar")
+    if not schema.vector_fields:
+        raise bad("schema does not contain vector field")
+    for f in schema.fields:
+        if f.auto_id and not f.is_primary:
+            raise bad(f"only the primary key can be auto_id, not {f.name}")
+        if f.is_vector and not 1 <= f.dim <= 32768:
+            raise bad(f"vector field {f.name} needs a dim in [1, 32768]")
+        if f.data_type == DataType.VARCHAR and not 1 <= f.max_length <= 65535:
+            raise bad(f"varchar field {f.name} needs max_length in [1, 65535]")
+        if f.name == DYNAMIC_FIELD or not f.name:
+            raise bad(f"invalid field name {f.name!r}")
+
+
+def schema_to_proto(schema: CollectionSchema) -> schema_pb2.CollectionSchema:
+    proto = schema_pb2.CollectionSchema(
+        name=schema.name,
+        description=schema.description,
+        enable_dynamic_field=schema.enable_dynamic_field,
+    )
+    for f in schema.fields:
+        if f.is_dynamic:
+            continue  # Milvus hides $meta from clients: pymilvus would demand it as input
+        field = proto.fields.add(
+            fieldID=f.field_id,
+            name=f.name,
+            is_primary_key=f.is_primary,
+            description=f.description,
+            data_type=int(f.data_type),
+            autoID=f.auto_id,
+        )
+        if f.dim:
+            field.type_params.add(key="dim", value=str(f.dim))
+        if f.max_length:
+            field.type_params.add(key="max_length", value=str(f.max_length))
+    return proto
+
+
+def describe_response(info: CollectionInfo) -> milvus_pb2.DescribeCollectionResponse:
+    return milvus_pb2.DescribeCollectionResponse(
+        status=ok_status(),
+        schema=schema_to_proto(info.schema),
+        collectionID=info.collection_id,
+        virtual_channel_names=info.vchannels,
+        physical_channel_names=info.pchannels,
+        created_timestamp=info.create_ts,
+        created_utc_timestamp=timestamp.physical_ms(info.create_ts),
+        shards_num=info.shards_num,
+        consistency_level=int(info.consistency_level),
+        collection_name=info.name,
+        properties=[common_pb2.KeyValuePair(key=k, value=v) for k, v in info.properties.items()],
+        db_name="default",
+        num_partitions=len(info.partitions),
+    )
+
+
+# -- insert data -----------------------------------------------------------------------------
+
+
+def columns_from_fields_data(
+    schema: CollectionSchema, fields_data: Iterable[schema_pb2.FieldData], num_rows: int
+) -> dict[str, FieldColumn]:
+    """Each client column as a FieldColumn of the schema's type; validated for shape."""
+    out: dict[str, FieldColumn] = {}
+    for fd in fields_data:
+        name = DYNAMIC_FIELD if fd.is_dynamic else fd.field_name
+        field = schema.field(name)
+        if field is None:
+            raise errors.invalid(f"field {fd.field_name} not exist in collection {schema.name}")
+        if fd.type and fd.type != field.data_type:
+            raise errors.invalid(
+                f"field {name}: expected {field.data_type.name}, got "
+                f"{schema_pb2.DataType.Name(fd.type)}"
+            )
+        data = _field_values(fd, field)
+        if len(data) != num_rows:
+            raise errors.invalid(f"field {name}: {len(data)} values for {num_rows} rows")
+        out[name] = FieldColumn(field.field_id, name, field.data_type, data, field.dim)
+    return out
+
+
+def _field_values(fd: schema_pb2.FieldData, field: FieldSchema) -> np.ndarray | list[str]:
+    t = field.data_type
+    if t == DataType.FLOAT_VECTOR:
+        dim = fd.vectors.dim or field.dim
+        if dim != field.dim:
+            raise errors.invalid(f"vector field {field.name}: dim {dim}, expected {field.dim}")
+        flat = _read_packed_floats(fd.vectors.float_vector)
+        if len(flat) % dim:
+            raise errors.invalid(f"vector field {field.name}: data is not a multiple of dim")
+        return flat.reshape(-1, dim)
+    s = fd.scalars
+    if t == DataType.BOOL:
+        return np.array(s.bool_data.data, dtype=bool)
+    if t in (DataType.INT8, DataType.INT16, DataType.INT32):
+        values = np.array(s.int_data.data, dtype=np.int64)
+        info = np.iinfo({DataType.INT8: np.int8, DataType.INT16: np.int16}.get(t, np.int32))
+        if len(values) and (values.min() < info.min or values.max() > info.max):
+            raise errors.invalid(f"field {field.name}: value out of range for {t.name}")
+        return values
+    if t == DataType.INT64:
+        return np.array(s.long_data.data, dtype=np.int64)
+    if t == DataType.FLOAT:
+        return np.array(s.float_data.data, dtype=np.float32)
+    if t == DataType.DOUBLE:
+        return np.array(s.double_data.data, dtype=np.float64)
+    if t == DataType.VARCHAR:
+        values = list(s.string_data.data)
+        too_long = next((v for v in values if len(v) > field.max_length), None)
+        if too_long is not None:
+            raise errors.invalid(
+                f"field {field.name}: string length {len(too_long)} exceeds max_length "
+                f"{field.max_length}"
+            )
+        return values
+    if t == DataType.JSON:
+        texts = [raw.decode() for raw in s.json_data.data]
+        for text in texts:
+            try:
+                json.loads(text)
+            except ValueError as exc:
+                raise errors.invalid(f"field {field.name}: invalid JSON {text[:40]!r}") from exc
+        return texts
+    raise errors.invalid(f"field {field.name}: unsupported type {t.name}")
+
+
+# -- results ---------------------------------------------------------------------------------
+
+
+def field_data(field: FieldSchema, values: Any) -> schema_pb2.FieldData:
+    fd = schema_pb2.FieldData(
+        type=int(field.data_type),
+        field_name=field.name,
+        field_id=field.field_id,
+        is_dynamic=field.is_dynamic,
+    )
+    t = field.data_type
+    if t == DataType.FLOAT_VECTOR:
+        fd.vectors.dim = field.dim
+        fd.vectors.float_vector.CopyFrom(_packed_float_array(np.asarray(values)))
+    elif t == DataType.BOOL:
+        fd.scalars.bool_data.data.extend(np.asarray(values, dtype=bool).tolist())
+    elif t in (DataType.INT8, DataType.INT16, DataType.INT32):
+        fd.scalars.int_data.data.extend(np.asarray(values).tolist())
+    elif t == DataType.INT64:
+        fd.scalars.long_data.data.extend(np.asarray(values).tolist())
+    elif t == DataType.FLOAT:
+        fd.scalars.float_data.data.extend(np.asarray(values).tolist())
+    elif t == DataType.DOUBLE:
+        fd.scalars.double_data.data.extend(np.asarray(values).tolist())
+    elif t == DataType.VARCHAR:
+        fd.scalars.string_data.data.extend(values)
+    elif t == DataType.JSON:
+        fd.scalars.json_data.data.extend(v.encode() for v in values)
+    return fd
+
+
+def ids_proto(pks: np.ndarray | list[str]) -> schema_pb2.IDs:
+    if isinstance(pks, np.ndarray):
+        return schema_pb2.IDs(int_id=schema_pb2.LongArray(data=pks.tolist()))
+    return schema_pb2.IDs(str_id=schema_pb2.StringArray(data=list(pks)))
+
+
+def search_results(
+    info: CollectionInfo, hits: SearchHits, output_fields: list[str], limit: int
+) -> milvus_pb2.SearchResults:
+    schema = info.schema
+    data = schema_pb2.SearchResultData(
+        num_queries=hits.nq,
+        top_k=limit,
+        ids=ids_proto(hits.pks),
+        topks=hits.counts,
+        output_fields=output_fields,
+        primary_field_name=schema.primary.name,
+    )
+    data.scores.extend(np.asarray(hits.scores, dtype=np.float32).tolist())
+    for name, values in hits.fields.items():
+        field = schema.field(name)
+        if field is not None:
+            data.fields_data.append(field_data(field, values))
+    return milvus_pb2.SearchResults(status=ok_status(), results=data, collection_name=info.name)
+
+
+def query_results(
+    info: CollectionInfo, rows: QueryRows, output_fields: list[str]
+) -> milvus_pb2.QueryResults:
+    schema = info.schema
+    result = milvus_pb2.QueryResults(
+        status=ok_status(),
+        collection_name=info.name,
+        output_fields=output_fields,
+        primary_field_name=schema.primary.name,
+    )
+    if rows.count is not None:
+        count = schema_pb2.FieldData(type=int(DataType.INT64), field_name="count(*)")
+        count.scalars.long_data.data.append(rows.count)
+        result.fields_data.append(count)
+        return result
+    result.fields_data.append(field_data(schema.primary, rows.pks))
+    for name, values in rows.fields.items():
+        field = schema.field(name)
+        if field is not None and not field.is_primary:
+            result.fields_data.append(field_data(field, values))
+    return result
+
+
+def read_vectors(placeholder_group: bytes, dim: int) -> np.ndarray:
+    group = common_pb2.PlaceholderGroup.FromString(placeholder_group)
+    if not group.placeholders:
+        raise errors.invalid("search request carries no vectors")
+    holder = group.placeholders[0]
+    if holder.type != common_pb2.PlaceholderType.FloatVector:
+        raise errors.invalid(
+            f"only float vectors can be searched, got {common_pb2.PlaceholderType.Name(holder.type)}"
+        )
+    rows = [np.frombuffer(v, dtype="<f4") for v in holder.values]
+    if any(len(r) != dim for r in rows):
+        raise errors.invalid(f"query vector dim does not match the field's dim {dim}")
+    return np.vstack(rows) if rows else np.empty((0, dim), dtype=np.float32)
+
+
+def kv_pairs(pairs: Iterable[common_pb2.KeyValuePair]) -> dict[str, str]:
+    return {kv.key: kv.value for kv in pairs}

@@ -1,0 +1,330 @@
+"""The proxy's logic behind the Milvus API, in Vectide's own types (no protobuf, no gRPC).
+
+The proxy keeps no state that matters for correctness besides its in-flight writes: meta is
+cached from the rootcoord, shard placement comes from the querycoord, data goes to the
+channels. Any number of proxies can serve the same cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from services.common import errors
+from services.common.errors import Code, MilvusError
+from services.common.expr import ExprError, parse, pk_terms
+from services.common.msgstream.message import DataType, FieldColumn, Message, PrimaryKeys
+from services.common.requests import ShardQueryRequest, ShardSearchRequest
+from services.common.results import QueryRows, SearchHits
+from services.common.schema import (
+    CollectionInfo,
+    CollectionSchema,
+    ConsistencyLevel,
+    IndexInfo,
+)
+from services.proxy.channels_time_ticker import ChannelsTimeTicker
+from services.proxy.dml import DeleteTask, InsertTask, MutationResult
+from services.proxy.dql import QuerySpec, QueryTask, SearchSpec, SearchTask
+from services.proxy.meta_cache import MetaCache
+from services.proxy.task_scheduler import TaskScheduler
+from services.querycoord.core import LOAD_STATE_LOADED
+
+log = logging.getLogger(__name__)
+
+INDEX_TYPES = {"FLAT", "IVF_FLAT", "HNSW", "AUTOINDEX"}
+METRIC_TYPES = {"L2", "IP", "COSINE"}
+
+
+class RootCoordPort(Protocol):
+    def alloc_timestamp(self, count: int = 1) -> int: ...
+    def alloc_ids(self, count: int = 1) -> tuple[int, int]: ...
+    def create_collection(
+        self,
+        ts: int,
+        schema: CollectionSchema,
+        shards_num: int,
+        consistency_level: ConsistencyLevel,
+        properties: dict[str, str],
+        raw_schema: bytes,
+    ) -> CollectionInfo: ...
+    def drop_collection(self, ts: int, name: str) -> None: ...
+    def describe_collection(
+        self, name: str | None = None, collection_id: int = 0
+    ) -> CollectionInfo: ...
+    def show_collections(self) -> list[CollectionInfo]: ...
+    def create_partition(self, ts: int, collection: str, partition: str) -> None: ...
+    def drop_partition(self, ts: int, collection: str, partition: str) -> None: ...
+    def create_index(self, ts: int, collection: str, index: IndexInfo) -> IndexInfo: ...
+    def drop_index(self, ts: int, collection: str, index_name: str) -> None: ...
+    def report_timetick(self, source_id: int, channels: dict[str, int]) -> None: ...
+
+
+class QueryCoordPort(Protocol):
+    def load_collection(self, collection_id: int) -> None: ...
+    def release_collection(self, collection_id: int) -> None: ...
+    def load_state(self, collection_id: int) -> tuple[int, int]: ...
+    def shard_leaders(self, collection_id: int) -> dict[str, int]: ...
+
+
+class QueryNodePort(Protocol):
+    def search(self, req: ShardSearchRequest) -> SearchHits: ...
+    def query(self, req: ShardQueryRequest) -> QueryRows: ...
+
+
+class QueryNodes(Protocol):
+    def node(self, node_id: int) -> QueryNodePort: ...
+
+
+class ChannelWriter(Protocol):
+    def write(self, messages: Sequence[tuple[str, Message]]) -> list[int]: ...
+
+
+@dataclass
+class ProxyConfig:
+    graceful_time_ms: int = 5000
+    max_timestamp_lag_ms: int = 10_000
+    max_concurrent_reads: int = 16
+    default_shards: int = 1
+
+
+class Proxy:
+    def __init__(
+        self,
+        server_id: int,
+        rootcoord: RootCoordPort,
+        querycoord: QueryCoordPort,
+        nodes: QueryNodes,
+        writer: ChannelWriter,
+        pchannels: Sequence[str],
+        config: ProxyConfig | None = None,
+    ) -> None:
+        self.server_id = server_id
+        self.rootcoord = rootcoord
+        self.querycoord = querycoord
+        self.nodes = nodes
+        self.writer = writer
+        self.config = config or ProxyConfig()
+        self.meta = MetaCache(rootcoord)
+        self.ticker = ChannelsTimeTicker(pchannels, rootcoord.alloc_timestamp)
+        self.scheduler = TaskScheduler(
+            rootcoord.alloc_timestamp, self.ticker, self.config.max_concurrent_reads
+        )
+        self._stop = threading.Event()
+
+    # -- timetick reports ------------------------------------------------------------------
+
+    def report_timetick(self) -> None:
+        self.rootcoord.report_timetick(self.server_id, self.ticker.report())
+
+    def invalidate_collection_cache(self, name: str) -> None:
+        self.meta.invalidate(name)
+
+    # -- collections -------------------------------------------------------------------------
+
+    def create_collection(
+        self,
+        schema: CollectionSchema,
+        shards_num: int,
+        consistency_level: ConsistencyLevel,
+        properties: dict[str, str],
+        raw_schema: bytes,
+    ) -> CollectionInfo:
+        shards = shards_num or self.config.default_shards
+        return self.scheduler.ddl(
+            lambda ts: self.rootcoord.create_collection(
+                ts, schema, shards, consistency_level, properties, raw_schema
+            )
+        )
+
+    def drop_collection(self, name: str) -> None:
+        info = self.meta.get(name)
+        self.querycoord.release_collection(info.collection_id)
+        self.scheduler.ddl(lambda ts: self.rootcoord.drop_collection(ts, name))
+        self.meta.invalidate(name)
+
+    def has_collection(self, name: str) -> bool:
+        try:
+            self.describe_collection(name)
+        except MilvusError as exc:
+            if exc.code == Code.COLLECTION_NOT_FOUND:
+                return False
+            raise
+        return True
+
+    def describe_collection(self, name: str = "", collection_id: int = 0) -> CollectionInfo:
+        return self.rootcoord.describe_collection(name or None, collection_id)
+
+    def show_collections(self) -> list[CollectionInfo]:
+        return self.rootcoord.show_collections()
+
+    # -- partitions --------------------------------------------------------------------------
+
+    def create_partition(self, collection: str, partition: str) -> None:
+        self.scheduler.ddl(lambda ts: self.rootcoord.create_partition(ts, collection, partition))
+        self.meta.invalidate(collection)
+
+    def drop_partition(self, collection: str, partition: str) -> None:
+        self.scheduler.ddl(lambda ts: self.rootcoord.drop_partition(ts, collection, partition))
+        self.meta.invalidate(collection)
+
+    def show_partitions(self, collection: str) -> CollectionInfo:
+        return self.describe_collection(collection)
+
+    def partition_id(self, info: CollectionInfo, name: str) -> int:
+        part = info.partition(name or "_default")
+        if part is None:
+            # the cache may predate a CreatePartition from another proxy
+            self.meta.invalidate(info.name)
+            part = self.meta.get(info.name).partition(name)
+        if part is None:
+            raise errors.partition_not_found(name)
+        return part.partition_id
+
+    # -- indexes -----------------------------------------------------------------------------
+
+    def create_index(
+        self, collection: str, field_name: str, index_name: str, params: dict[str, Any]
+    ) -> IndexInfo:
+        info = self.meta.get(collection)
+        field = info.schema.field(field_name)
+        if field is None:
+            raise errors.invalid(f"cannot create index on non-exist field: {field_name}")
+        if not field.is_vector:
+            raise errors.invalid(
+                f"Vectide indexes vector fields only; {field_name} is {field.data_type.name}"
+            )
+        index_type = str(params.pop("index_type", "AUTOINDEX") or "AUTOINDEX").upper()
+        metric = str(params.pop("metric_type", "COSINE" if index_type == "AUTOINDEX" else "L2"))
+        metric = metric.upper()
+        if index_type not in INDEX_TYPES:
+            raise errors.invalid(
+                f"invalid index type: {index_type} (supported: {', '.join(sorted(INDEX_TYPES))})"
+            )
+        if metric not in METRIC_TYPES:
+            raise errors.invalid(f"metric type {metric} not supported for float vectors")
+        index = IndexInfo(
+            0, index_name, field_name, index_type, metric, {k: str(v) for k, v in params.items()}
+        )
+        created = self.scheduler.ddl(lambda ts: self.rootcoord.create_index(ts, collection, index))
+        self.meta.invalidate(collection)
+        return created
+
+    def describe_index(
+        self, collection: str, index_name: str = "", field_name: str = ""
+    ) -> list[IndexInfo]:
+        info = self.describe_collection(collection)
+        found = [
+            i
+            for i in info.indexes
+            if index_name in ("", i.index_name) and field_name in ("", i.field_name)
+        ]
+        if not found:
+            raise MilvusError(Code.INDEX_NOT_FOUND, f"index not found[collection={collection}]")
+        return found
+
+    def drop_index(self, collection: str, index_name: str) -> None:
+        info = self.meta.get(collection)
+        if self.querycoord.load_state(info.collection_id)[0] == LOAD_STATE_LOADED:
+            raise errors.invalid(
+                "index cannot be dropped, collection is loaded, please release it first"
+            )
+        self.scheduler.ddl(lambda ts: self.rootcoord.drop_index(ts, collection, index_name))
+        self.meta.invalidate(collection)
+
+    # -- load --------------------------------------------------------------------------------
+
+    def load_collection(self, collection: str) -> None:
+        self.querycoord.load_collection(self.meta.get(collection).collection_id)
+
+    def release_collection(self, collection: str) -> None:
+        self.querycoord.release_collection(self.meta.get(collection).collection_id)
+
+    def load_state(self, collection: str) -> tuple[int, int]:
+        return self.querycoord.load_state(self.meta.get(collection).collection_id)
+
+    def require_loaded(self, info: CollectionInfo) -> None:
+        if self.querycoord.load_state(info.collection_id)[0] != LOAD_STATE_LOADED:
+            raise errors.collection_not_loaded(info.name)
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def insert(
+        self, collection: str, partition: str, columns: dict[str, FieldColumn], num_rows: int
+    ) -> MutationResult:
+        info = self.meta.get(collection)
+        return self.scheduler.run(InsertTask(self, info, partition, columns, num_rows))
+
+    def upsert(
+        self, collection: str, partition: str, columns: dict[str, FieldColumn], num_rows: int
+    ) -> MutationResult:
+        info = self.meta.get(collection)
+        return self.scheduler.run(InsertTask(self, info, partition, columns, num_rows, upsert=True))
+
+    def delete(
+        self, collection: str, partition: str, expr: str, expr_params: dict[str, Any] | None = None
+    ) -> MutationResult:
+        info = self.meta.get(collection)
+        pks = self._pks_to_delete(info, partition, expr, expr_params or {})
+        return self.scheduler.run(DeleteTask(self, info, partition, pks))
+
+    def _pks_to_delete(
+        self, info: CollectionInfo, partition: str, expr: str, params: dict[str, Any]
+    ) -> PrimaryKeys:
+        if not expr.strip():
+            raise errors.invalid("delete needs an expression")
+        pk = info.schema.primary
+        is_str = pk.data_type == DataType.VARCHAR
+        try:
+            terms = pk_terms(parse(expr, params or None), pk.name)
+        except ExprError as exc:
+            raise errors.invalid(str(exc)) from exc
+        if terms is not None:
+            bad = [t for t in terms if isinstance(t, str) != is_str or isinstance(t, bool)]
+            if bad:
+                raise errors.invalid(f"primary key {pk.name} values of the wrong type: {bad[:3]}")
+            return list(terms) if is_str else np.asarray(terms, dtype=np.int64)
+        # any other expression: delete what a Strong read matches right now
+        rows = self.query(
+            QuerySpec(
+                collection_name=info.name,
+                expr=expr,
+                expr_params=params,
+                partition_names=[partition] if partition else [],
+                use_default_consistency=False,
+                consistency_level=ConsistencyLevel.STRONG,
+            )
+        )[1]
+        return rows.pks
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def search(self, spec: SearchSpec) -> tuple[CollectionInfo, SearchHits, list[str]]:
+        return self.scheduler.run(SearchTask(self, spec))
+
+    def query(self, spec: QuerySpec) -> tuple[CollectionInfo, QueryRows, list[str]]:
+        return self.scheduler.run(QueryTask(self, spec))
+
+    def flush(self, collections: list[str]) -> int:
+        """Until the data node lands, data is durable once it is in the channels: a flush
+        only checks the names and returns the flush timestamp."""
+        for name in collections:
+            self.meta.get(name)
+        return self.rootcoord.alloc_timestamp()
+
+    def row_count(self, collection: str) -> int:
+        """Rows visible now (loaded collections), as GetCollectionStatistics reports."""
+        info = self.meta.get(collection)
+        if self.querycoord.load_state(info.collection_id)[0] != LOAD_STATE_LOADED:
+            return 0
+        spec = QuerySpec(
+            collection_name=collection,
+            output_fields=["count(*)"],
+            use_default_consistency=False,
+            consistency_level=ConsistencyLevel.EVENTUALLY,
+        )
+        return self.query(spec)[1].count or 0

@@ -1,0 +1,401 @@
+"""The Milvus gRPC service (pymilvus's own servicer base): each RPC unpacks its request,
+calls the proxy core and packs the answer; every error becomes a Milvus status.
+
+RPCs not listed here answer with pymilvus's base class (UNIMPLEMENTED), which pymilvus
+reports as an error, never as silent success.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import numpy as np
+from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc, schema_pb2
+
+from services import __version__
+from services.common import errors, timestamp
+from services.common.errors import MilvusError
+from services.common.schema import ConsistencyLevel
+from services.proxy import convert
+from services.proxy.core import Proxy
+from services.proxy.dql import QuerySpec, SearchSpec
+
+log = logging.getLogger(__name__)
+
+#: the Milvus version whose API this proxy speaks (pymilvus checks features against it)
+MILVUS_VERSION = "v2.6.0"
+
+
+def rpc(response_type: type) -> Callable:
+    """Turn exceptions into ``response_type(status=...)`` so clients see Milvus errors."""
+
+    def wrap(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def handler(self: MilvusService, request: Any, context: grpc.ServicerContext) -> Any:
+            try:
+                return fn(self, request, context)
+            except Exception as exc:
+                if not isinstance(exc, MilvusError):
+                    log.exception("request failed", extra={"rpc": fn.__name__})
+                status = convert.error_status(exc)
+                if response_type is common_pb2.Status:
+                    return status
+                return response_type(status=status)
+
+        return handler
+
+    return wrap
+
+
+def _ok() -> common_pb2.Status:
+    return convert.ok_status()
+
+
+class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
+    def __init__(self, proxy: Proxy, deploy_mode: str = "STANDALONE") -> None:
+        self.proxy = proxy
+        self._deploy_mode = deploy_mode
+
+    # -- connection ----------------------------------------------------------------------
+
+    @rpc(milvus_pb2.ConnectResponse)
+    def Connect(self, request, context):
+        info = common_pb2.ServerInfo(
+            build_tags=f"vectide-{__version__}",
+            deploy_mode=self._deploy_mode,
+            reserved={"vectide": __version__},
+        )
+        return milvus_pb2.ConnectResponse(
+            status=_ok(), server_info=info, identifier=self.proxy.server_id
+        )
+
+    @rpc(milvus_pb2.GetVersionResponse)
+    def GetVersion(self, request, context):
+        return milvus_pb2.GetVersionResponse(status=_ok(), version=MILVUS_VERSION)
+
+    @rpc(milvus_pb2.CheckHealthResponse)
+    def CheckHealth(self, request, context):
+        self.proxy.rootcoord.alloc_timestamp()
+        return milvus_pb2.CheckHealthResponse(status=_ok(), isHealthy=True)
+
+    @rpc(milvus_pb2.AllocTimestampResponse)
+    def AllocTimestamp(self, request, context):
+        return milvus_pb2.AllocTimestampResponse(
+            status=_ok(), timestamp=self.proxy.rootcoord.alloc_timestamp()
+        )
+
+    # -- collections ---------------------------------------------------------------------
+
+    @rpc(common_pb2.Status)
+    def CreateCollection(self, request, context):
+        schema = convert.schema_from_proto(request.schema, request.collection_name)
+        level = ConsistencyLevel(request.consistency_level)
+        self.proxy.create_collection(
+            schema,
+            request.shards_num,
+            level,
+            convert.kv_pairs(request.properties),
+            bytes(request.schema),
+        )
+        return _ok()
+
+    @rpc(common_pb2.Status)
+    def DropCollection(self, request, context):
+        self.proxy.drop_collection(request.collection_name)
+        return _ok()
+
+    @rpc(milvus_pb2.BoolResponse)
+    def HasCollection(self, request, context):
+        return milvus_pb2.BoolResponse(
+            status=_ok(), value=self.proxy.has_collection(request.collection_name)
+        )
+
+    @rpc(milvus_pb2.DescribeCollectionResponse)
+    def DescribeCollection(self, request, context):
+        info = self.proxy.describe_collection(request.collection_name, request.collectionID)
+        return convert.describe_response(info)
+
+    @rpc(milvus_pb2.ShowCollectionsResponse)
+    def ShowCollections(self, request, context):
+        infos = self.proxy.show_collections()
+        return milvus_pb2.ShowCollectionsResponse(
+            status=_ok(),
+            collection_names=[c.name for c in infos],
+            collection_ids=[c.collection_id for c in infos],
+            created_timestamps=[c.create_ts for c in infos],
+            created_utc_timestamps=[timestamp.physical_ms(c.create_ts) for c in infos],
+            shards_num=[c.shards_num for c in infos],
+        )
+
+    @rpc(milvus_pb2.GetCollectionStatisticsResponse)
+    def GetCollectionStatistics(self, request, context):
+        count = self.proxy.row_count(request.collection_name)
+        return milvus_pb2.GetCollectionStatisticsResponse(
+            status=_ok(), stats=[common_pb2.KeyValuePair(key="row_count", value=str(count))]
+        )
+
+    # -- partitions ----------------------------------------------------------------------
+
+    @rpc(common_pb2.Status)
+    def CreatePartition(self, request, context):
+        self.proxy.create_partition(request.collection_name, request.partition_name)
+        return _ok()
+
+    @rpc(common_pb2.Status)
+    def DropPartition(self, request, context):
+        self.proxy.drop_partition(request.collection_name, request.partition_name)
+        return _ok()
+
+    @rpc(milvus_pb2.BoolResponse)
+    def HasPartition(self, request, context):
+        info = self.proxy.describe_collection(request.collection_name)
+        return milvus_pb2.BoolResponse(
+            status=_ok(), value=info.partition(request.partition_name) is not None
+        )
+
+    @rpc(milvus_pb2.ShowPartitionsResponse)
+    def ShowPartitions(self, request, context):
+        parts = self.proxy.show_partitions(request.collection_name).partitions
+        if request.partition_names:
+            parts = [p for p in parts if p.name in set(request.partition_names)]
+        return milvus_pb2.ShowPartitionsResponse(
+            status=_ok(),
+            partition_names=[p.name for p in parts],
+            partitionIDs=[p.partition_id for p in parts],
+            created_timestamps=[p.create_ts for p in parts],
+            created_utc_timestamps=[timestamp.physical_ms(p.create_ts) for p in parts],
+        )
+
+    # -- indexes -------------------------------------------------------------------------
+
+    @rpc(common_pb2.Status)
+    def CreateIndex(self, request, context):
+        params: dict[str, Any] = {}
+        for kv in request.extra_params:
+            if kv.key == "params":
+                params.update(json.loads(kv.value or "{}"))
+            else:
+                params[kv.key] = kv.value
+        self.proxy.create_index(
+            request.collection_name, request.field_name, request.index_name, params
+        )
+        return _ok()
+
+    @rpc(milvus_pb2.DescribeIndexResponse)
+    def DescribeIndex(self, request, context):
+        indexes = self.proxy.describe_index(
+            request.collection_name, request.index_name, request.field_name
+        )
+        rows = self.proxy.row_count(request.collection_name)
+        response = milvus_pb2.DescribeIndexResponse(status=_ok())
+        for index in indexes:
+            response.index_descriptions.add(
+                index_name=index.index_name,
+                indexID=index.index_id,
+                field_name=index.field_name,
+                params=[
+                    common_pb2.KeyValuePair(key="index_type", value=index.index_type),
+                    common_pb2.KeyValuePair(key="metric_type", value=index.metric_type),
+                    common_pb2.KeyValuePair(key="params", value=json.dumps(index.params)),
+                ],
+                state=common_pb2.Finished,
+                indexed_rows=rows,
+                total_rows=rows,
+                pending_index_rows=0,
+            )
+        return response
+
+    @rpc(common_pb2.Status)
+    def DropIndex(self, request, context):
+        name = request.index_name
+        if not name and request.field_name:
+            info = self.proxy.describe_collection(request.collection_name)
+            index = info.index_on(request.field_name)
+            name = index.index_name if index else request.field_name
+        self.proxy.drop_index(request.collection_name, name)
+        return _ok()
+
+    # -- load ----------------------------------------------------------------------------
+
+    @rpc(common_pb2.Status)
+    def LoadCollection(self, request, context):
+        self.proxy.load_collection(request.collection_name)
+        return _ok()
+
+    @rpc(common_pb2.Status)
+    def ReleaseCollection(self, request, context):
+        self.proxy.release_collection(request.collection_name)
+        return _ok()
+
+    @rpc(milvus_pb2.GetLoadingProgressResponse)
+    def GetLoadingProgress(self, request, context):
+        _, progress = self.proxy.load_state(request.collection_name)
+        return milvus_pb2.GetLoadingProgressResponse(
+            status=_ok(), progress=progress, refresh_progress=progress
+        )
+
+    @rpc(milvus_pb2.GetLoadStateResponse)
+    def GetLoadState(self, request, context):
+        state, _ = self.proxy.load_state(request.collection_name)
+        return milvus_pb2.GetLoadStateResponse(status=_ok(), state=state)
+
+    # -- writes --------------------------------------------------------------------------
+
+    def _columns(self, request: Any) -> tuple[str, dict, int]:
+        info = self.proxy.meta.get(request.collection_name)
+        columns = convert.columns_from_fields_data(
+            info.schema, request.fields_data, request.num_rows
+        )
+        return request.collection_name, columns, request.num_rows
+
+    @rpc(milvus_pb2.MutationResult)
+    def Insert(self, request, context):
+        name, columns, num_rows = self._columns(request)
+        result = self.proxy.insert(name, request.partition_name, columns, num_rows)
+        return self._mutation(result)
+
+    @rpc(milvus_pb2.MutationResult)
+    def Upsert(self, request, context):
+        name, columns, num_rows = self._columns(request)
+        result = self.proxy.upsert(name, request.partition_name, columns, num_rows)
+        return self._mutation(result)
+
+    @rpc(milvus_pb2.MutationResult)
+    def Delete(self, request, context):
+        result = self.proxy.delete(
+            request.collection_name,
+            request.partition_name,
+            request.expr,
+            template_values(request.expr_template_values),
+        )
+        return self._mutation(result)
+
+    @staticmethod
+    def _mutation(result: Any) -> milvus_pb2.MutationResult:
+        n = len(result.pks)
+        return milvus_pb2.MutationResult(
+            status=_ok(),
+            IDs=convert.ids_proto(result.pks),
+            succ_index=list(range(n)) if result.insert_count or result.upsert_count else [],
+            insert_cnt=result.insert_count,
+            delete_cnt=result.delete_count,
+            upsert_cnt=result.upsert_count,
+            timestamp=result.ts,
+        )
+
+    # -- reads ---------------------------------------------------------------------------
+
+    @rpc(milvus_pb2.SearchResults)
+    def Search(self, request, context):
+        if request.sub_reqs or request.search_by_primary_keys:
+            raise MilvusError(
+                errors.Code.UNIMPLEMENTED,
+                "hybrid search and search by primary keys are not supported yet",
+            )
+        params = {kv.key: kv.value for kv in request.search_params}
+        info = self.proxy.meta.get(request.collection_name)
+        anns_field = _loads(params.get("anns_field", '""')) or ""
+        field = info.schema.field(anns_field) if anns_field else None
+        if field is None:
+            vectors = info.schema.vector_fields
+            field = vectors[0] if len(vectors) == 1 else None
+        if field is None:
+            raise errors.invalid("anns_field is required")
+        spec = SearchSpec(
+            vectors=convert.read_vectors(request.placeholder_group, field.dim),
+            anns_field=field.name,
+            metric_type=str(_loads(params.get("metric_type", '""')) or ""),
+            limit=int(_loads(params.get("topk", "10"))),
+            offset=int(_loads(params.get("offset", "0")) or 0),
+            round_decimal=int(_loads(params.get("round_decimal", "-1"))),
+            params=_params(params.get("params")),
+            **self._read_common(request, request.dsl, context),
+        )
+        info, hits, names = self.proxy.search(spec)
+        return convert.search_results(info, hits, names, spec.limit)
+
+    @rpc(milvus_pb2.QueryResults)
+    def Query(self, request, context):
+        params = {kv.key: kv.value for kv in request.query_params}
+        limit = params.get("limit")
+        spec = QuerySpec(
+            limit=int(limit) if limit not in (None, "") else None,
+            offset=int(params.get("offset") or 0),
+            **self._read_common(request, request.expr, context),
+        )
+        info, rows, names = self.proxy.query(spec)
+        return convert.query_results(info, rows, names)
+
+    def _read_common(self, request: Any, expr: str, context: grpc.ServicerContext) -> dict:
+        return {
+            "collection_name": request.collection_name,
+            "expr": expr,
+            "expr_params": template_values(request.expr_template_values),
+            "partition_names": list(request.partition_names),
+            "output_fields": list(request.output_fields),
+            "guarantee_ts": request.guarantee_timestamp,
+            "use_default_consistency": request.use_default_consistency,
+            "consistency_level": ConsistencyLevel(request.consistency_level),
+            "deadline_s": context.time_remaining() if context is not None else None,
+        }
+
+    # -- flush ---------------------------------------------------------------------------
+
+    @rpc(milvus_pb2.FlushResponse)
+    def Flush(self, request, context):
+        names = list(request.collection_names)
+        ts = self.proxy.flush(names)
+        response = milvus_pb2.FlushResponse(status=_ok(), db_name=request.db_name or "default")
+        for name in names:
+            response.coll_segIDs[name].CopyFrom(schema_pb2.LongArray())
+            response.flush_coll_segIDs[name].CopyFrom(schema_pb2.LongArray())
+            response.coll_seal_times[name] = timestamp.physical_ms(ts) // 1000
+            response.coll_flush_ts[name] = ts
+        return response
+
+    @rpc(milvus_pb2.GetFlushStateResponse)
+    def GetFlushState(self, request, context):
+        return milvus_pb2.GetFlushStateResponse(status=_ok(), flushed=True)
+
+
+def _loads(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _params(text: str | None) -> dict[str, Any]:
+    value = _loads(text)
+    return value if isinstance(value, dict) else {}
+
+
+def template_values(values: Any) -> dict[str, Any]:
+    """pymilvus's expression template values (``expr_params``) as Python values."""
+    return {name: _template_value(v) for name, v in values.items()}
+
+
+def _template_value(v: schema_pb2.TemplateValue) -> Any:
+    kind = v.WhichOneof("val")
+    if kind == "array_val":
+        return _template_array(v.array_val)
+    return getattr(v, kind) if kind else None
+
+
+def _template_array(a: schema_pb2.TemplateArrayValue) -> list[Any]:
+    kind = a.WhichOneof("data")
+    if kind is None:
+        return []
+    data = getattr(a, kind).data
+    if kind == "array_data":
+        return [_template_array(x) for x in data]
+    if kind == "json_data":
+        return [json.loads(x) for x in data]
+    return list(np.asarray(data).tolist()) if kind != "string_data" else list(data)

@@ -1,0 +1,92 @@
+"""Proxy tasks and their three queues (Milvus's dd, dm and dq).
+
+Every request becomes a task with the lifecycle pre_execute -> (stamp) -> execute ->
+post_execute:
+
+- dd (DDL) tasks run one at a time per proxy, each stamped when it starts, so one proxy's
+  DDL reaches the rootcoord in stamp order;
+- dm (insert, delete, upsert) tasks run concurrently; each is stamped through the
+  ChannelsTimeTicker, which holds its channels back from the timeticks until its messages
+  are acknowledged;
+- dq (search, query) tasks run concurrently up to a bound.
+
+pre_execute (validation, meta lookup, hashing) runs before the stamp, so a slow or invalid
+request never holds a channel's timetick back.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
+
+from services.proxy.channels_time_ticker import ChannelsTimeTicker
+
+Queue = Literal["dd", "dm", "dq"]
+
+
+class Task(ABC):
+    queue: ClassVar[Queue]
+    ts: int = 0
+
+    def pre_execute(self) -> None:
+        """Validate and resolve everything that needs no stamp."""
+
+    def channels(self) -> list[str]:
+        """dm tasks: the pchannels this task writes."""
+        return []
+
+    @abstractmethod
+    def execute(self) -> None: ...
+
+    def post_execute(self) -> Any:
+        """The task's result."""
+        return None
+
+
+class CallTask(Task):
+    """A DDL step given as a function of the task's stamp."""
+
+    queue: ClassVar[Queue] = "dd"
+
+    def __init__(self, fn: Callable[[int], Any]) -> None:
+        self._fn = fn
+        self._result: Any = None
+
+    def execute(self) -> None:
+        self._result = self._fn(self.ts)
+
+    def post_execute(self) -> Any:
+        return self._result
+
+
+class TaskScheduler:
+    def __init__(
+        self, alloc_ts: Callable[[], int], ticker: ChannelsTimeTicker, max_reads: int = 16
+    ) -> None:
+        self._alloc_ts = alloc_ts
+        self._ticker = ticker
+        self._dd_lock = threading.Lock()
+        self._dq_slots = threading.BoundedSemaphore(max_reads)
+
+    def run(self, task: Task) -> Any:
+        task.pre_execute()
+        if task.queue == "dd":
+            with self._dd_lock:
+                task.ts = self._alloc_ts()
+                task.execute()
+        elif task.queue == "dm":
+            channels = task.channels()
+            task.ts = self._ticker.stamp(channels)
+            try:
+                task.execute()
+            finally:
+                self._ticker.done(channels, task.ts)
+        else:
+            with self._dq_slots:
+                task.execute()
+        return task.post_execute()
+
+    def ddl(self, fn: Callable[[int], Any]) -> Any:
+        return self.run(CallTask(fn))

@@ -1,0 +1,69 @@
+"""Append-only columns with amortised growth: a growing segment appends a message's rows in
+one copy per column and reads them back as one contiguous array without concatenating."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+
+class FixedColumn:
+    """A numpy column (rows, or rows x dim) that doubles its capacity when full."""
+
+    def __init__(self, dtype: np.dtype, dim: int = 0, capacity: int = 1024) -> None:
+        shape = (capacity, dim) if dim else (capacity,)
+        self._data = np.empty(shape, dtype=dtype)
+        self._len = 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def append(self, values: np.ndarray) -> None:
+        n = len(values)
+        if self._len + n > len(self._data):
+            capacity = max(len(self._data) * 2, self._len + n)
+            grown = np.empty((capacity, *self._data.shape[1:]), dtype=self._data.dtype)
+            grown[: self._len] = self._data[: self._len]
+            self._data = grown
+        self._data[self._len : self._len + n] = values
+        self._len += n
+
+    def view(self) -> np.ndarray:
+        """The filled part. Valid until the next append (which may move the buffer)."""
+        return self._data[: self._len]
+
+
+class ObjectColumn:
+    """VarChar values, or JSON documents kept as text and parsed once, on first read."""
+
+    def __init__(self, is_json: bool = False) -> None:
+        self._values: list[Any] = []
+        self._is_json = is_json
+        self._parsed_upto = 0
+        self._parsed: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def append(self, values: list[str]) -> None:
+        self._values.extend(values)
+
+    def view(self) -> list[Any]:
+        if not self._is_json:
+            return self._values
+        if self._parsed_upto < len(self._values):
+            self._parsed.extend(_loads(v) for v in self._values[self._parsed_upto :])
+            self._parsed_upto = len(self._values)
+        return self._parsed
+
+    def raw(self) -> list[str]:
+        return self._values
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None

@@ -1,0 +1,242 @@
+"""The query node's logic: shards fed by tick-aligned packs, reads at a safe snapshot.
+
+Per watched shard (vchannel) the pipeline is filter -> insert -> delete: a pack's messages of
+other shards sharing the pchannel are dropped, inserts are applied before deletes (so an
+upsert's delete, stamped like its insert, removes only older rows), then tsafe moves to the
+pack's end. A read waits until tsafe reaches its guarantee timestamp and reads at the tsafe
+it found: never older than asked, never a half-applied pack.
+
+No transport here: a :class:`ChannelSubscriber` delivers packs (Kafka in a deployment,
+direct calls in unit tests).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from services.common import errors
+from services.common.errors import Code, MilvusError
+from services.common.expr import ExprError, evaluate, parse
+from services.common.msgstream.channels import pchannel_of
+from services.common.msgstream.message import (
+    CollectionDDLMsg,
+    DataType,
+    DDLOp,
+    DeleteMsg,
+    InsertMsg,
+    MsgPack,
+)
+from services.common.requests import ShardQueryRequest, ShardSearchRequest
+from services.common.results import QueryRows, SearchHits, merge_hits, merge_rows, pk_order, take
+from services.common.schema import CollectionInfo
+from services.querynode.segment import ShardStore
+from services.querynode.tsafe import TSafe
+
+log = logging.getLogger(__name__)
+
+
+class ChannelSubscriber(Protocol):
+    def subscribe(self, vchannel: str, pchannel: str, start_offset: int) -> None:
+        """Start delivering packs of ``pchannel`` from ``start_offset`` to ``apply``."""
+
+    def unsubscribe(self, vchannel: str) -> None: ...
+
+
+@dataclass
+class Shard:
+    collection: CollectionInfo
+    vchannel: str
+    store: ShardStore
+    tsafe: TSafe = field(default_factory=TSafe)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    dropped: bool = False
+
+
+class _StoreColumns:
+    """The expression engine's view of a shard's columns."""
+
+    def __init__(self, store: ShardStore) -> None:
+        self._store = store
+        self.num_rows = store.num_rows
+        dynamic = store.schema.dynamic_field
+        self.dynamic_field = dynamic.name if dynamic else None
+
+    def field_type(self, name: str) -> DataType | None:
+        f = self._store.schema.field(name)
+        return f.data_type if f else None
+
+    def column(self, name: str) -> np.ndarray | list:
+        if name == self._store.schema.primary.name:
+            return self._store.pks()
+        return self._store.column(name)
+
+
+class QueryNode:
+    def __init__(self, node_id: int, subscriber: ChannelSubscriber | None = None) -> None:
+        self.node_id = node_id
+        self._subscriber = subscriber
+        self._shards: dict[str, Shard] = {}
+        self._lock = threading.Lock()
+
+    def set_subscriber(self, subscriber: ChannelSubscriber) -> None:
+        self._subscriber = subscriber
+
+    # -- assignment (from querycoord) ------------------------------------------------------
+
+    def watch(self, collection: CollectionInfo, vchannel: str) -> None:
+        with self._lock:
+            if vchannel in self._shards:
+                return
+            self._shards[vchannel] = Shard(collection, vchannel, ShardStore(collection.schema))
+        pchannel = pchannel_of(vchannel)
+        if self._subscriber is not None:
+            self._subscriber.subscribe(vchannel, pchannel, collection.start_offsets[pchannel])
+        log.info("watching shard", extra={"node": self.node_id, "vchannel": vchannel})
+
+    def unwatch(self, vchannel: str) -> None:
+        with self._lock:
+            shard = self._shards.pop(vchannel, None)
+        if shard is None:
+            return
+        if self._subscriber is not None:
+            self._subscriber.unsubscribe(vchannel)
+        shard.tsafe.close()
+
+    def release(self, collection_id: int) -> None:
+        for vchannel in self.watched(collection_id):
+            self.unwatch(vchannel)
+
+    def watched(self, collection_id: int | None = None) -> list[str]:
+        with self._lock:
+            return [
+                v
+                for v, s in self._shards.items()
+                if collection_id is None or s.collection.collection_id == collection_id
+            ]
+
+    def tsafe(self, vchannel: str) -> int:
+        return self._shard(vchannel).tsafe.get()
+
+    # -- the pipeline --------------------------------------------------------------------------
+
+    def apply(self, vchannel: str, pack: MsgPack) -> None:
+        shard = self._shards.get(vchannel)
+        if shard is None:
+            return
+        mine = [m for m in pack.msgs if self._is_for(shard, m)]
+        inserts = [m for m in mine if isinstance(m, InsertMsg)]
+        with shard.lock:
+            for msg in [*inserts, *(m for m in mine if not isinstance(m, InsertMsg))]:
+                try:
+                    self._apply_one(shard, msg)
+                except Exception:  # a malformed message must not stop the shard
+                    log.exception(
+                        "skipping message that cannot be applied",
+                        extra={"vchannel": vchannel, "msg_id": msg.msg_id, "ts": msg.ts},
+                    )
+        shard.tsafe.advance(pack.end_ts)
+
+    @staticmethod
+    def _apply_one(shard: Shard, msg: Any) -> None:
+        if isinstance(msg, InsertMsg):
+            shard.store.insert(msg)
+        elif isinstance(msg, DeleteMsg):
+            shard.store.delete(msg)
+        elif isinstance(msg, CollectionDDLMsg) and msg.op == DDLOp.DROP_COLLECTION:
+            shard.dropped = True
+
+    @staticmethod
+    def _is_for(shard: Shard, msg: Any) -> bool:
+        if isinstance(msg, CollectionDDLMsg):
+            return msg.collection_id == shard.collection.collection_id
+        return msg.shard == shard.vchannel
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def search(self, req: ShardSearchRequest) -> SearchHits:
+        tree = _parse(req.expr, req.expr_params)
+        parts = [self._search_shard(self._shard(v), req, tree) for v in req.vchannels]
+        return merge_hits(parts, req.topk)
+
+    def query(self, req: ShardQueryRequest) -> QueryRows:
+        tree = _parse(req.expr, req.expr_params)
+        parts = [self._query_shard(self._shard(v), req, tree) for v in req.vchannels]
+        return merge_rows(parts, 0, req.limit)
+
+    def _shard(self, vchannel: str) -> Shard:
+        shard = self._shards.get(vchannel)
+        if shard is None:
+            raise MilvusError(
+                Code.SERVICE_NOT_READY, f"node {self.node_id} does not serve shard {vchannel}"
+            )
+        return shard
+
+    def _snapshot(self, shard: Shard, guarantee_ts: int, timeout_s: float) -> int:
+        ts = shard.tsafe.wait(guarantee_ts, timeout_s)
+        if ts is None:
+            if shard.tsafe.closed:
+                raise MilvusError(Code.SERVICE_NOT_READY, f"shard {shard.vchannel} was released")
+            raise MilvusError(
+                Code.TIMETICK_LAG,
+                f"shard {shard.vchannel} is serviceable up to {shard.tsafe.get()}, the read "
+                f"needs {guarantee_ts}: not reached within {timeout_s:.1f}s (a stalled channel "
+                "or writer); retry, or read with Bounded/Eventually consistency",
+            )
+        return ts
+
+    def _mask(self, shard: Shard, snapshot: int, partition_ids: list[int], tree: Any) -> np.ndarray:
+        mask = shard.store.candidates(snapshot, partition_ids or None).mask
+        if tree is not None and mask.any():
+            try:
+                mask &= evaluate(tree, _StoreColumns(shard.store))
+            except ExprError as exc:
+                raise errors.invalid(str(exc)) from exc
+        return mask
+
+    def _search_shard(self, shard: Shard, req: ShardSearchRequest, tree: Any) -> SearchHits:
+        snapshot = self._snapshot(shard, req.guarantee_ts, req.wait_timeout_s)
+        nq = len(req.vectors)
+        with shard.lock:
+            store = shard.store
+            mask = self._mask(shard, snapshot, req.partition_ids, tree)
+            scores, rows = store.search(
+                req.anns_field, req.vectors, req.metric_type, req.topk, mask
+            )
+            flat = rows.reshape(-1)
+            return SearchHits(
+                req.metric_type,
+                [rows.shape[1]] * nq,
+                take(store.pks(), flat),
+                scores.reshape(-1).astype(np.float32),
+                {name: take(store.raw_column(name), flat) for name in req.output_fields},
+            )
+
+    def _query_shard(self, shard: Shard, req: ShardQueryRequest, tree: Any) -> QueryRows:
+        snapshot = self._snapshot(shard, req.guarantee_ts, req.wait_timeout_s)
+        with shard.lock:
+            store = shard.store
+            mask = self._mask(shard, snapshot, req.partition_ids, tree)
+            if req.count_only:
+                return QueryRows(pks=[], count=int(mask.sum()))
+            rows = np.flatnonzero(mask)
+            pks = take(store.pks(), rows)
+            order = pk_order(pks)[: req.limit]
+            rows = rows[order]
+            return QueryRows(
+                take(store.pks(), rows),
+                {name: take(store.raw_column(name), rows) for name in req.output_fields},
+            )
+
+
+def _parse(expr: str, params: dict[str, Any]) -> Any:
+    if not expr.strip():
+        return None
+    try:
+        return parse(expr, params or None)
+    except ExprError as exc:
+        raise errors.invalid(str(exc)) from exc

@@ -1,0 +1,182 @@
+"""The rows of one shard (vchannel) held in memory, with timestamp-based visibility (MVCC).
+
+Every row keeps its insert timestamp and the timestamp of the first delete that hit it. A
+read at snapshot ``T`` sees a row iff ``insert_ts <= T < deleted_at``. A delete at ``d`` hits
+rows of its key with ``insert_ts < d`` (strictly): an upsert writes the delete and the new
+row at the same stamp, and the new row must survive its own delete.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from services.common.msgstream.message import FIXED_DTYPES, DataType, DeleteMsg, InsertMsg
+from services.common.results import SIMILARITY_METRICS
+from services.common.schema import CollectionSchema, FieldSchema
+from services.querynode.columns import FixedColumn, ObjectColumn
+
+NEVER = np.iinfo(np.int64).max
+METRICS = frozenset({"L2", "IP", "COSINE"})
+
+
+@dataclass
+class Candidates:
+    """Row offsets a read may return, plus the snapshot it was taken at."""
+
+    mask: np.ndarray
+    snapshot_ts: int
+
+
+class ShardStore:
+    def __init__(self, schema: CollectionSchema) -> None:
+        self.schema = schema
+        pk = schema.primary
+        self._pk_is_str = pk.data_type == DataType.VARCHAR
+        self._pks: FixedColumn | ObjectColumn = (
+            ObjectColumn() if self._pk_is_str else FixedColumn(np.dtype("<i8"))
+        )
+        #: varchar keys: key -> row offsets (deletes look rows up without a scan)
+        self._str_rows: dict[str, list[int]] = {}
+        self._insert_ts = FixedColumn(np.dtype("<i8"))
+        self._deleted_at = FixedColumn(np.dtype("<i8"))
+        self._partition = FixedColumn(np.dtype("<i8"))
+        self._columns: dict[str, FixedColumn | ObjectColumn] = {
+            f.name: _new_column(f) for f in schema.fields if not f.is_primary
+        }
+        #: squared norms of each vector field's rows (L2 and COSINE reuse them)
+        self._sq_norms: dict[str, FixedColumn] = {
+            f.name: FixedColumn(np.dtype("<f4")) for f in schema.vector_fields
+        }
+
+    @property
+    def num_rows(self) -> int:
+        return len(self._insert_ts)
+
+    @property
+    def pk_is_str(self) -> bool:
+        return self._pk_is_str
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def insert(self, msg: InsertMsg) -> None:
+        n = msg.num_rows
+        given = {c.name: c for c in msg.fields}
+        for f in self.schema.fields:
+            if f.is_primary:
+                continue
+            col = given.get(f.name)
+            if col is None:
+                raise ValueError(f"insert message lacks field {f.name}")
+            self._columns[f.name].append(col.data)
+            if f.is_vector:
+                vectors = np.asarray(col.data, dtype=np.float32)
+                self._sq_norms[f.name].append(np.einsum("ij,ij->i", vectors, vectors))
+        start = self.num_rows
+        if self._pk_is_str:
+            for i, key in enumerate(msg.pks):
+                self._str_rows.setdefault(key, []).append(start + i)
+        self._pks.append(msg.pks)
+        self._insert_ts.append(msg.timestamps)
+        self._deleted_at.append(np.full(n, NEVER, dtype=np.int64))
+        self._partition.append(np.full(n, msg.partition_id, dtype=np.int64))
+
+    def delete(self, msg: DeleteMsg) -> int:
+        """Apply a delete; returns how many live rows it hit."""
+        if not msg.num_rows or not self.num_rows:
+            return 0
+        rows, stamps = self._rows_of(msg)
+        if not len(rows):
+            return 0
+        insert_ts = self._insert_ts.view()[rows]
+        deleted_at = self._deleted_at.view()
+        hit = (insert_ts < stamps) & (stamps < deleted_at[rows])
+        if msg.partition_id >= 0:
+            hit &= self._partition.view()[rows] == msg.partition_id
+        deleted_at[rows[hit]] = stamps[hit]
+        return int(hit.sum())
+
+    def _rows_of(self, msg: DeleteMsg) -> tuple[np.ndarray, np.ndarray]:
+        """Row offsets holding the deleted keys, and the delete stamp for each."""
+        stamps = np.asarray(msg.timestamps, dtype=np.int64)
+        if self._pk_is_str:
+            rows, per_row = [], []
+            for key, ts in zip(msg.pks, stamps.tolist(), strict=True):
+                for row in self._str_rows.get(key, ()):
+                    rows.append(row)
+                    per_row.append(ts)
+            return np.array(rows, dtype=np.int64), np.array(per_row, dtype=np.int64)
+        pks = self._pks.view()
+        keys = np.asarray(msg.pks, dtype=np.int64)
+        rows = np.flatnonzero(np.isin(pks, keys))
+        if len(np.unique(stamps)) == 1:
+            return rows, np.full(len(rows), stamps[0], dtype=np.int64)
+        stamp_of = dict(zip(keys.tolist(), stamps.tolist(), strict=True))
+        return rows, np.array([stamp_of[k] for k in pks[rows].tolist()], dtype=np.int64)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def candidates(self, snapshot_ts: int, partition_ids: list[int] | None = None) -> Candidates:
+        mask = (self._insert_ts.view() <= snapshot_ts) & (self._deleted_at.view() > snapshot_ts)
+        if partition_ids:
+            mask &= np.isin(self._partition.view(), partition_ids)
+        return Candidates(mask, snapshot_ts)
+
+    def pks(self) -> np.ndarray | list[str]:
+        return self._pks.view()
+
+    def column(self, name: str) -> np.ndarray | list:
+        return self._columns[name].view()
+
+    def raw_column(self, name: str) -> np.ndarray | list:
+        """Values as clients wrote them (JSON as text)."""
+        col = self._columns[name]
+        return col.raw() if isinstance(col, ObjectColumn) else col.view()
+
+    def search(
+        self, field: str, queries: np.ndarray, metric: str, k: int, mask: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Exact top-``k`` per query among rows where ``mask`` holds.
+
+        Returns ``(scores, rows)``, each ``nq x k``; missing hits have row -1. Scores follow
+        Milvus: squared L2 distance (smaller is better), inner product, or cosine similarity.
+        """
+        if metric not in METRICS:
+            raise ValueError(f"metric type {metric} not supported (L2, IP, COSINE)")
+        nq = len(queries)
+        rows = np.flatnonzero(mask)
+        if not len(rows) or k <= 0:
+            return np.empty((nq, 0), np.float32), np.empty((nq, 0), np.int64)
+        base = self._columns[field].view()
+        vectors = base[rows] if len(rows) < len(base) else base
+        sq_norms = self._sq_norms[field].view()
+        sq_norms = sq_norms[rows] if len(rows) < len(base) else sq_norms
+        scores = _scores(vectors, sq_norms, queries.astype(np.float32, copy=False), metric)
+        k = min(k, len(rows))
+        better = -scores if metric in SIMILARITY_METRICS else scores
+        top = (
+            np.argpartition(better, k - 1, axis=1)[:, :k]
+            if k < len(rows)
+            else (np.tile(np.arange(len(rows)), (nq, 1)))
+        )
+        order = np.take_along_axis(better, top, axis=1).argsort(axis=1, kind="stable")
+        top = np.take_along_axis(top, order, axis=1)
+        return np.take_along_axis(scores, top, axis=1), rows[top]
+
+
+def _scores(vectors: np.ndarray, sq_norms: np.ndarray, queries: np.ndarray, metric: str):
+    dots = queries @ vectors.T  # nq x n
+    if metric == "IP":
+        return dots
+    q_sq = np.einsum("ij,ij->i", queries, queries)[:, None]
+    if metric == "L2":
+        return np.maximum(q_sq + sq_norms[None, :] - 2 * dots, 0)
+    denom = np.sqrt(q_sq) * np.sqrt(sq_norms)[None, :]
+    return np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
+
+
+def _new_column(field: FieldSchema) -> FixedColumn | ObjectColumn:
+    if field.data_type in FIXED_DTYPES:
+        return FixedColumn(FIXED_DTYPES[field.data_type], dim=field.dim)
+    return ObjectColumn(is_json=field.data_type == DataType.JSON)

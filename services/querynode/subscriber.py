@@ -1,0 +1,62 @@
+"""Feeds a QueryNode from Kafka: one reader thread per watched shard."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from services.common.msgstream.kafka import ChannelConsumer
+from services.common.msgstream.message import Position
+from services.querynode.core import QueryNode
+
+log = logging.getLogger(__name__)
+
+
+class KafkaSubscriber:
+    def __init__(self, bootstrap: str, node: QueryNode, fetch_wait_max_ms: int = 5) -> None:
+        self._bootstrap = bootstrap
+        self._node = node
+        self._fetch_wait_max_ms = fetch_wait_max_ms
+        self._readers: dict[str, tuple[threading.Thread, threading.Event]] = {}
+        self._lock = threading.Lock()
+
+    def subscribe(self, vchannel: str, pchannel: str, start_offset: int) -> None:
+        stop = threading.Event()
+        # Position ts 0: deliver everything from the collection's creation offset on.
+        consumer = ChannelConsumer(
+            self._bootstrap,
+            [pchannel],
+            start={pchannel: Position(pchannel, start_offset, 0)},
+            fetch_wait_max_ms=self._fetch_wait_max_ms,
+        )
+        thread = threading.Thread(
+            target=self._run, args=(vchannel, consumer, stop), name=f"qn-{vchannel}", daemon=True
+        )
+        with self._lock:
+            self._readers[vchannel] = (thread, stop)
+        thread.start()
+
+    def _run(self, vchannel: str, consumer: ChannelConsumer, stop: threading.Event) -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    for pack in consumer.poll(0.1):
+                        self._node.apply(vchannel, pack)
+                except Exception:
+                    log.exception("shard reader error; retrying", extra={"vchannel": vchannel})
+                    stop.wait(1.0)
+        finally:
+            consumer.close()
+
+    def unsubscribe(self, vchannel: str) -> None:
+        with self._lock:
+            entry = self._readers.pop(vchannel, None)
+        if entry is not None:
+            thread, stop = entry
+            stop.set()
+            if thread is not threading.current_thread():
+                thread.join(timeout=10)
+
+    def close(self) -> None:
+        for vchannel in list(self._readers):
+            self.unsubscribe(vchannel)

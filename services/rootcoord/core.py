@@ -1,0 +1,322 @@
+"""The root coordinator's logic, free of transport: TSO, ids, DDL, catalog and timeticks.
+
+DDL runs one at a time and in timestamp order: each request carries the stamp its proxy gave
+it, and a request older than the newest executed DDL is refused (its proxy lost a race with
+another proxy; the client retries and gets a newer stamp). Collection DDL is also written to
+the collection's channels, so consumers see it in order with the data; the message carries a
+stamp taken here and held back from the ticker until written, since the proxy's stamp may
+already lie below a tick.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Protocol
+
+from services.common import errors
+from services.common.errors import Code, MilvusError
+from services.common.id_allocator import IDAllocator
+from services.common.kv.base import MetaKV
+from services.common.msgstream.channels import pchannels, vchannel
+from services.common.msgstream.message import CollectionDDLMsg, DDLOp, Message, TimeTickMsg
+from services.common.schema import (
+    CollectionInfo,
+    CollectionSchema,
+    ConsistencyLevel,
+    IndexInfo,
+    PartitionInfo,
+)
+from services.common.tso import TSOAllocator
+from services.rootcoord.meta_table import MetaTable
+from services.rootcoord.timetick_sync import TimeTickSync
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PARTITION = "_default"
+MAX_SHARDS = 16
+
+
+class ChannelWriter(Protocol):
+    """Writes to pchannels and returns each message's offset once the broker has it."""
+
+    def write(self, messages: Sequence[tuple[str, Message]]) -> list[int]: ...
+
+
+class CacheInvalidator(Protocol):
+    """Tells every proxy that a collection's meta changed (Milvus's InvalidateCollectionMetaCache)."""
+
+    def invalidate(self, collection_name: str) -> None: ...
+
+
+class RootCoord:
+    def __init__(
+        self,
+        kv: MetaKV,
+        writer: ChannelWriter,
+        cluster: str,
+        dml_channels: int,
+        server_id: int = 0,
+        tso_window_ms: int = 3000,
+        invalidator: CacheInvalidator | None = None,
+    ) -> None:
+        self.server_id = server_id
+        self._writer = writer
+        self._invalidator = invalidator
+        self.pchannels = pchannels(cluster, dml_channels)
+        self.tso = TSOAllocator(kv, window_ms=tso_window_ms)
+        self.ids = IDAllocator(kv)
+        self.meta = MetaTable(kv)
+        self.ticks = TimeTickSync(self.pchannels)
+        self._dd_lock = threading.Lock()
+        #: allocation of a stamp and its registration as in-flight are one step for the ticker
+        self._stamp_lock = threading.Lock()
+        self._last_ddl_ts = 0
+        self._next_pchannel = 0
+
+    def start(self) -> None:
+        """Take over as the active coordinator: TSO above every stamp ever given out."""
+        self.tso.initialize()
+        self.meta.reload()
+        self._last_ddl_ts = max((c.create_ts for c in self.meta.list()), default=0)
+
+    # -- allocation ------------------------------------------------------------------------
+
+    def alloc_timestamp(self, count: int = 1) -> int:
+        return self.tso.alloc(count)
+
+    def alloc_ids(self, count: int = 1) -> tuple[int, int]:
+        return self.ids.alloc(count)
+
+    # -- timeticks -------------------------------------------------------------------------
+
+    def report_timetick(self, source_id: int, channels: dict[str, int]) -> None:
+        self.ticks.report(source_id, channels)
+
+    def set_live_proxies(self, source_ids: Sequence[int]) -> None:
+        self.ticks.set_live(source_ids)
+
+    def broadcast_ticks(self) -> dict[str, int]:
+        """Write the TimeTicks that became safe (the service calls this every interval)."""
+        with self._stamp_lock:
+            ticks = self.ticks.next_ticks(self.tso.alloc())
+        if ticks:
+            msg_id = self.ids.alloc_one()
+            self._writer.write(
+                [(ch, TimeTickMsg(msg_id, ts, self.server_id)) for ch, ts in ticks.items()]
+            )
+        return ticks
+
+    def update_tso(self) -> None:
+        self.tso.update()
+
+    # -- DDL ---------------------------------------------------------------------------------
+
+    def _begin_ddl(self, ts: int) -> None:
+        if ts <= self._last_ddl_ts:
+            raise MilvusError(
+                Code.DDL_OUT_OF_ORDER,
+                f"DDL stamped {ts} is older than the last executed DDL ({self._last_ddl_ts}); "
+                "retry the request",
+            )
+        self._last_ddl_ts = ts
+
+    def _broadcast_ddl(self, info: CollectionInfo, msg: CollectionDDLMsg) -> tuple[int, list[int]]:
+        """Stamp ``msg`` and write it to the collection's channels: (stamp, offsets)."""
+        channels = list(dict.fromkeys(info.pchannels))
+        with self._stamp_lock:
+            msg = replace(msg, ts=self.tso.alloc())
+            for ch in channels:
+                self.ticks.begin_own(ch, msg.ts)
+        try:
+            return msg.ts, self._writer.write([(ch, msg) for ch in channels])
+        finally:
+            for ch in channels:
+                self.ticks.end_own(ch, msg.ts)
+
+    def create_collection(
+        self,
+        ts: int,
+        schema: CollectionSchema,
+        shards_num: int,
+        consistency_level: ConsistencyLevel,
+        properties: dict[str, str] | None = None,
+        raw_schema: bytes = b"",
+    ) -> CollectionInfo:
+        shards_num = shards_num or 1
+        if not 1 <= shards_num <= MAX_SHARDS:
+            raise errors.invalid(f"shard_num must be in [1, {MAX_SHARDS}], got {shards_num}")
+        with self._dd_lock:
+            existing = self.meta.get(schema.name)
+            if existing is not None:
+                raise errors.invalid(f"collection {schema.name} already exists")
+            self._begin_ddl(ts)
+            collection_id = self.ids.alloc_one()
+            chosen = [self._pick_pchannel() for _ in range(shards_num)]
+            info = CollectionInfo(
+                collection_id=collection_id,
+                name=schema.name,
+                schema=schema,
+                shards_num=shards_num,
+                vchannels=[vchannel(p, collection_id, k) for k, p in enumerate(chosen)],
+                pchannels=chosen,
+                consistency_level=consistency_level,
+                create_ts=ts,
+                partitions=[PartitionInfo(self.ids.alloc_one(), DEFAULT_PARTITION, ts)],
+                properties=dict(properties or {}),
+                raw_schema=raw_schema,
+            )
+            msg = CollectionDDLMsg(
+                self.ids.alloc_one(),
+                0,
+                self.server_id,
+                DDLOp.CREATE_COLLECTION,
+                collection_id,
+                schema.name,
+                schema=raw_schema,
+            )
+            info.create_ts, offsets = self._broadcast_ddl(info, msg)
+            info.start_offsets = dict(zip(dict.fromkeys(info.pchannels), offsets, strict=True))
+            if not self.meta.add(info):
+                raise errors.invalid(f"collection {schema.name} already exists")
+            log.info("collection created", extra={"collection": schema.name, "id": collection_id})
+            return info
+
+    def _pick_pchannel(self) -> str:
+        channel = self.pchannels[self._next_pchannel % len(self.pchannels)]
+        self._next_pchannel += 1
+        return channel
+
+    def drop_collection(self, ts: int, name: str) -> None:
+        with self._dd_lock:
+            info = self._require(name)
+            self._begin_ddl(ts)
+            self._broadcast_ddl(
+                info,
+                CollectionDDLMsg(
+                    self.ids.alloc_one(),
+                    0,
+                    self.server_id,
+                    DDLOp.DROP_COLLECTION,
+                    info.collection_id,
+                    name,
+                ),
+            )
+            self.meta.remove(info)
+        self._invalidate(name)
+
+    def describe_collection(
+        self, name: str | None = None, collection_id: int = 0
+    ) -> CollectionInfo:
+        info = self.meta.get(name) if name else self.meta.get_by_id(collection_id)
+        if info is None:
+            raise errors.collection_not_found(name or str(collection_id))
+        return info
+
+    def show_collections(self) -> list[CollectionInfo]:
+        return self.meta.list()
+
+    def create_partition(self, ts: int, collection: str, partition: str) -> None:
+        with self._dd_lock:
+            info = self._require(collection)
+            if info.partition(partition) is not None:
+                raise errors.invalid(f"partition {partition} already exists")
+            self._begin_ddl(ts)
+            part = PartitionInfo(self.ids.alloc_one(), partition, ts)
+            self._broadcast_ddl(
+                info,
+                CollectionDDLMsg(
+                    self.ids.alloc_one(),
+                    0,
+                    self.server_id,
+                    DDLOp.CREATE_PARTITION,
+                    info.collection_id,
+                    collection,
+                    part.partition_id,
+                    partition,
+                ),
+            )
+            self.meta.update(replace(info, partitions=[*info.partitions, part]))
+        self._invalidate(collection)
+
+    def drop_partition(self, ts: int, collection: str, partition: str) -> None:
+        if partition == DEFAULT_PARTITION:
+            raise errors.invalid("the default partition cannot be dropped")
+        with self._dd_lock:
+            info = self._require(collection)
+            part = info.partition(partition)
+            if part is None:
+                raise errors.partition_not_found(partition)
+            self._begin_ddl(ts)
+            self._broadcast_ddl(
+                info,
+                CollectionDDLMsg(
+                    self.ids.alloc_one(),
+                    0,
+                    self.server_id,
+                    DDLOp.DROP_PARTITION,
+                    info.collection_id,
+                    collection,
+                    part.partition_id,
+                    partition,
+                ),
+            )
+            parts = [p for p in info.partitions if p.name != partition]
+            self.meta.update(replace(info, partitions=parts))
+        self._invalidate(collection)
+
+    def create_index(self, ts: int, collection: str, index: IndexInfo) -> IndexInfo:
+        with self._dd_lock:
+            info = self._require(collection)
+            field = info.schema.field(index.field_name)
+            if field is None:
+                raise errors.invalid(f"field {index.field_name} not exist")
+            current = info.index_on(index.field_name)
+            if current is not None:
+                same = (current.index_type, current.metric_type, current.params) == (
+                    index.index_type,
+                    index.metric_type,
+                    index.params,
+                )
+                if same:
+                    return current
+                raise MilvusError(
+                    Code.INDEX_DUPLICATE,
+                    f"at most one distinct index is allowed per field: {index.field_name} "
+                    f"has {current.index_type}/{current.metric_type}",
+                )
+            self._begin_ddl(ts)
+            created = replace(
+                index,
+                index_id=self.ids.alloc_one(),
+                create_ts=ts,
+                index_name=index.index_name or index.field_name,
+            )
+            self.meta.update(replace(info, indexes=[*info.indexes, created]))
+        self._invalidate(collection)
+        return created
+
+    def drop_index(self, ts: int, collection: str, index_name: str) -> None:
+        with self._dd_lock:
+            info = self._require(collection)
+            kept = [i for i in info.indexes if index_name not in ("", i.index_name)]
+            if len(kept) == len(info.indexes):
+                raise MilvusError(Code.INDEX_NOT_FOUND, f"index not found[index={index_name}]")
+            self._begin_ddl(ts)
+            self.meta.update(replace(info, indexes=kept))
+        self._invalidate(collection)
+
+    def _require(self, name: str) -> CollectionInfo:
+        info = self.meta.get(name)
+        if info is None:
+            raise errors.collection_not_found(name)
+        return info
+
+    def _invalidate(self, name: str) -> None:
+        if self._invalidator is not None:
+            try:
+                self._invalidator.invalidate(name)
+            except Exception:
+                log.exception("cache invalidation failed", extra={"collection": name})

@@ -1,0 +1,83 @@
+"""Which TimeTick each channel may carry: the minimum over every live writer's promise.
+
+A proxy reports, per pchannel, a stamp below which it will write nothing more (its oldest
+in-flight write minus one, or a fresh stamp when idle). The rootcoord adds its own in-flight
+DDL writes. A tick T is safe on a channel once no writer can still put a message with
+``ts <= T`` on it. A proxy that registered but has not reported yet, or stopped reporting
+while its session lives, holds the channels back: that is the point.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class _Report:
+    channels: dict[str, int]
+    received_at: float = field(default_factory=time.monotonic)
+
+
+class TimeTickSync:
+    def __init__(self, pchannels: Iterable[str], unregistered_grace_s: float = 10.0) -> None:
+        self._pchannels = list(pchannels)
+        self._lock = threading.Lock()
+        self._reports: dict[int, _Report] = {}
+        self._live: set[int] = set()
+        self._own_pending: dict[str, set[int]] = {c: set() for c in self._pchannels}
+        self._last: dict[str, int] = dict.fromkeys(self._pchannels, 0)
+        self._grace_s = unregistered_grace_s
+
+    def report(self, source_id: int, channels: dict[str, int]) -> None:
+        with self._lock:
+            self._reports[source_id] = _Report(dict(channels))
+
+    def set_live(self, source_ids: Iterable[int]) -> None:
+        """The proxies whose sessions are alive; reports of the others are dropped."""
+        with self._lock:
+            live = set(source_ids)
+            for gone in self._live - live:
+                self._reports.pop(gone, None)
+            self._live = live
+
+    def begin_own(self, channel: str, ts: int) -> None:
+        with self._lock:
+            self._own_pending[channel].add(ts)
+
+    def end_own(self, channel: str, ts: int) -> None:
+        with self._lock:
+            self._own_pending[channel].discard(ts)
+
+    def next_ticks(self, fresh_ts: int) -> dict[str, int]:
+        """Ticks to write now: per channel the safe stamp, where it advanced.
+
+        ``fresh_ts`` is a newly allocated stamp: nothing stamped later can be below it, so it
+        bounds channels with no in-flight writes.
+        """
+        with self._lock:
+            now = time.monotonic()
+            # reports from proxies never seen alive expire; live ones hold until they leave
+            for source in [s for s, r in self._reports.items() if s not in self._live]:
+                if now - self._reports[source].received_at > self._grace_s:
+                    del self._reports[source]
+            waiting = self._live - set(self._reports)
+            if waiting:
+                return {}  # a live proxy has not promised anything yet
+            ticks: dict[str, int] = {}
+            for channel in self._pchannels:
+                bound = fresh_ts
+                for report in self._reports.values():
+                    bound = min(bound, report.channels.get(channel, bound))
+                if self._own_pending[channel]:
+                    bound = min(bound, min(self._own_pending[channel]) - 1)
+                if bound > self._last[channel]:
+                    ticks[channel] = bound
+                    self._last[channel] = bound
+            return ticks
+
+    def last_ticks(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._last)
