@@ -54,6 +54,25 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_standalone(args: argparse.Namespace) -> int:
+    from services.launcher import serve_forever, start_standalone
+
+    config = load_config(args.config)
+    deployment = start_standalone(config, querynodes=args.querynodes, proxy_port=args.port)
+    _print(f"vectide standalone: Milvus API on {', '.join(deployment.proxy_addresses)}")
+    serve_forever(deployment)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from services.launcher import serve_forever, start_role
+
+    deployment = start_role(load_config(args.config), args.role, args.port)
+    _print(f"vectide {args.role}: running")
+    serve_forever(deployment)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vectide", description=__doc__)
     parser.add_argument("--config", help="YAML config file (default: $VECTIDE_CONFIG)")
@@ -63,6 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
     infra.add_argument("action", choices=["up", "down", "status"])
     infra.add_argument("--json", action="store_true", help="machine-readable status")
     infra.set_defaults(func=cmd_infra)
+
+    standalone = sub.add_parser("standalone", help="run every role in this process")
+    standalone.add_argument("--port", type=int, help="Milvus API port (default 19530)")
+    standalone.add_argument("--querynodes", type=int, default=1)
+    standalone.set_defaults(func=cmd_standalone)
+
+    run = sub.add_parser("run", help="run one role of a cluster in this process")
+    run.add_argument("role", choices=["rootcoord", "proxy", "querynode"])
+    run.add_argument("--port", type=int, help="the role's port (default from config)")
+    run.set_defaults(func=cmd_run)
 
     config = sub.add_parser("config", help="print the effective configuration")
     config.set_defaults(func=cmd_config)

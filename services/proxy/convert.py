@@ -357,9 +357,8 @@ def read_vectors(placeholder_group: bytes, dim: int) -> np.ndarray:
         raise errors.invalid("search request carries no vectors")
     holder = group.placeholders[0]
     if holder.type != common_pb2.PlaceholderType.FloatVector:
-        raise errors.invalid(
-            f"only float vectors can be searched, got {common_pb2.PlaceholderType.Name(holder.type)}"
-        )
+        kind = common_pb2.PlaceholderType.Name(holder.type)
+        raise errors.invalid(f"only float vectors can be searched, got {kind}")
     rows = [np.frombuffer(v, dtype="<f4") for v in holder.values]
     if any(len(r) != dim for r in rows):
         raise errors.invalid(f"query vector dim does not match the field's dim {dim}")

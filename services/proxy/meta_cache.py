@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 import threading
-from typing import Protocol
 
+from services.common.ports import CollectionSource
 from services.common.schema import CollectionInfo
-
-
-class CollectionSource(Protocol):
-    def describe_collection(
-        self, name: str | None = None, collection_id: int = 0
-    ) -> CollectionInfo: ...
 
 
 class MetaCache:

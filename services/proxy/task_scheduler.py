@@ -30,7 +30,7 @@ class Task(ABC):
     queue: ClassVar[Queue]
     ts: int = 0
 
-    def pre_execute(self) -> None:
+    def pre_execute(self) -> None:  # noqa: B027 - optional step, most tasks override it
         """Validate and resolve everything that needs no stamp."""
 
     def channels(self) -> list[str]:

@@ -18,6 +18,7 @@ from typing import Protocol
 from services.common import errors
 from services.common.errors import Code, MilvusError
 from services.common.kv.base import MetaKV
+from services.common.ports import CollectionSource
 from services.common.schema import CollectionInfo
 
 log = logging.getLogger(__name__)
@@ -39,12 +40,6 @@ class QueryNodePort(Protocol):
 class NodeDirectory(Protocol):
     def live_nodes(self) -> list[int]: ...
     def node(self, node_id: int) -> QueryNodePort: ...
-
-
-class CollectionSource(Protocol):
-    def describe_collection(
-        self, name: str | None = None, collection_id: int = 0
-    ) -> CollectionInfo: ...
 
 
 class QueryCoord:

@@ -46,7 +46,7 @@ class ChannelWriter(Protocol):
 
 
 class CacheInvalidator(Protocol):
-    """Tells every proxy that a collection's meta changed (Milvus's InvalidateCollectionMetaCache)."""
+    """Tells every proxy that a collection's meta changed (InvalidateCollectionMetaCache)."""
 
     def invalidate(self, collection_name: str) -> None: ...
 

@@ -1,0 +1,46 @@
+"""The dataclasses and enums allowed on the internal RPC wire."""
+
+from services.common.msgstream.message import DataType
+from services.common.requests import ShardQueryRequest, ShardSearchRequest
+from services.common.results import QueryRows, SearchHits
+from services.common.rpc import codec
+from services.common.schema import (
+    CollectionInfo,
+    CollectionSchema,
+    ConsistencyLevel,
+    FieldSchema,
+    IndexInfo,
+    PartitionInfo,
+)
+
+codec.register(
+    DataType,
+    ConsistencyLevel,
+    FieldSchema,
+    CollectionSchema,
+    IndexInfo,
+    PartitionInfo,
+    CollectionInfo,
+    ShardSearchRequest,
+    ShardQueryRequest,
+    SearchHits,
+    QueryRows,
+)
+
+#: methods each role serves, by RPC service name
+ROOTCOORD_METHODS = (
+    "alloc_timestamp",
+    "alloc_ids",
+    "create_collection",
+    "drop_collection",
+    "describe_collection",
+    "show_collections",
+    "create_partition",
+    "drop_partition",
+    "create_index",
+    "drop_index",
+    "report_timetick",
+)
+QUERYCOORD_METHODS = ("load_collection", "release_collection", "load_state", "shard_leaders")
+QUERYNODE_METHODS = ("watch", "unwatch", "release", "watched", "tsafe", "search", "query")
+PROXY_METHODS = ("invalidate_collection_cache",)

@@ -1,0 +1,185 @@
+"""Wiring the roles: all of them in one process (standalone) or one per process (cluster).
+
+Standalone calls the cores directly; cluster mode puts the same cores behind RPC and finds
+peers through ZooKeeper sessions. Both run against the real Kafka, ZooKeeper and S3.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.client import KazooClient
+
+from services.common.config import Config
+from services.common.discovery import ActiveClient, RoleClients
+from services.common.kv.zookeeper import cluster_root, connect_zookeeper
+from services.common.session import SessionRegistry
+from services.proxy.service import ProxyService
+from services.querynode.core import QueryNode
+from services.querynode.service import QueryNodeService
+from services.rootcoord.service import CoordinatorService
+
+log = logging.getLogger(__name__)
+
+ROLES = ("rootcoord", "proxy", "querynode")
+
+
+class LocalNodes:
+    """Query nodes living in this process, for the querycoord and the proxy."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[int, QueryNode] = {}
+
+    def add(self, node: QueryNode) -> None:
+        self._nodes[node.node_id] = node
+
+    def live_nodes(self) -> list[int]:
+        return sorted(self._nodes)
+
+    def node(self, node_id: int) -> QueryNode:
+        return self._nodes[node_id]
+
+
+class LocalProxies:
+    """Cache invalidation for proxies living in this process."""
+
+    def __init__(self) -> None:
+        self.proxies: list[Any] = []
+
+    def invalidate(self, collection_name: str) -> None:
+        for proxy in self.proxies:
+            proxy.invalidate_collection_cache(collection_name)
+
+
+class RemoteProxies:
+    """Cache invalidation for every live proxy, over RPC."""
+
+    def __init__(self, proxies: RoleClients) -> None:
+        self._proxies = proxies
+
+    def invalidate(self, collection_name: str) -> None:
+        for client in self._proxies.all():
+            try:
+                client.invalidate_collection_cache(collection_name)
+            except Exception:
+                log.warning("proxy cache invalidation failed", exc_info=True)
+
+
+@dataclass
+class Deployment:
+    """Started services of this process, stopped in reverse order."""
+
+    zk: KazooClient
+    stoppers: list[Callable[[], None]] = field(default_factory=list)
+    proxy_addresses: list[str] = field(default_factory=list)
+
+    def stop(self) -> None:
+        for stop in reversed(self.stoppers):
+            try:
+                stop()
+            except Exception:
+                log.exception("error while stopping")
+        self.zk.stop()
+        self.zk.close()
+
+
+def address(config: Config, port: int) -> str:
+    return f"{config.service.host}:{port}"
+
+
+def start_standalone(
+    config: Config, querynodes: int = 1, proxy_port: int | None = None
+) -> Deployment:
+    zk = connect_zookeeper(config.zookeeper)
+    deployment = Deployment(zk)
+    try:
+        nodes = LocalNodes()
+        for _ in range(querynodes):
+            service = QueryNodeService(config, zk).start()
+            deployment.stoppers.append(service.stop)
+            nodes.add(service.node)
+        proxies = LocalProxies()
+        coord = CoordinatorService(config, zk, nodes, proxies).start(campaign_timeout_s=60)
+        deployment.stoppers.append(coord.stop)
+        proxy_address = address(config, proxy_port or config.service.proxy_port)
+        proxy = ProxyService(
+            config,
+            zk,
+            coord.rootcoord,
+            coord.querycoord,
+            nodes,
+            proxy_address,
+            deploy_mode="STANDALONE",
+        ).start()
+        deployment.stoppers.append(proxy.stop)
+        proxies.proxies.append(proxy.proxy)
+        deployment.proxy_addresses.append(proxy_address)
+    except BaseException:
+        deployment.stop()
+        raise
+    return deployment
+
+
+def start_role(config: Config, role: str, port: int | None = None) -> Deployment:
+    """One role of a cluster in this process (``vectide run ROLE``)."""
+    zk = connect_zookeeper(config.zookeeper)
+    deployment = Deployment(zk)
+    registry = SessionRegistry(zk, cluster_root(config.zookeeper, config.cluster.name))
+    svc = config.service
+    try:
+        if role == "rootcoord":
+            nodes = RoleClients(registry, "querynode", "QueryNode")
+            proxies = RemoteProxies(RoleClients(registry, "proxy", "Proxy"))
+            coord = CoordinatorService(
+                config,
+                zk,
+                nodes,
+                proxies,
+                rpc_address=address(config, port or svc.rootcoord_port),
+                on_lost=_exit_on_lost,
+            ).start()
+            nodes.on_change(lambda live: coord.querycoord.rebalance(live))
+            deployment.stoppers.append(coord.stop)
+        elif role == "querynode":
+            qn = QueryNodeService(config, zk, address(config, port or svc.querynode_port)).start()
+            deployment.stoppers.append(qn.stop)
+        elif role == "proxy":
+            proxy_address = address(config, port or svc.proxy_port)
+            proxy = ProxyService(
+                config,
+                zk,
+                ActiveClient(registry, "rootcoord", "RootCoord"),
+                ActiveClient(registry, "rootcoord", "QueryCoord"),
+                RoleClients(registry, "querynode", "QueryNode"),
+                proxy_address,
+            ).start()
+            deployment.stoppers.append(proxy.stop)
+            deployment.proxy_addresses.append(proxy_address)
+        else:
+            raise ValueError(f"unknown role {role!r}; one of {', '.join(ROLES)}")
+    except BaseException:
+        deployment.stop()
+        raise
+    return deployment
+
+
+def _exit_on_lost() -> None:
+    """A coordinator that lost its ZooKeeper session must not keep serving: exit, and let
+    the supervisor (vectide up, Kubernetes) start a standby."""
+    log.error("rootcoord lost leadership; exiting")
+    os._exit(3)
+
+
+def serve_forever(deployment: Deployment) -> None:
+    """Block until SIGTERM or SIGINT, then stop everything cleanly."""
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    deployment.stop()

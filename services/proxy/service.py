@@ -1,0 +1,90 @@
+"""The proxy process: the Milvus gRPC service on its port, the internal cache-invalidation
+RPC on the same port, its session, and the periodic timetick report."""
+
+from __future__ import annotations
+
+import logging
+
+from kazoo.client import KazooClient
+from pymilvus.grpc_gen import milvus_pb2_grpc
+
+from services.common.config import Config
+from services.common.kv.zookeeper import cluster_root
+from services.common.msgstream.channels import pchannels
+from services.common.msgstream.writer import KafkaChannelWriter
+from services.common.periodic import Periodic
+from services.common.rpc import types as rpc_types
+from services.common.rpc.transport import generic_handler, new_server
+from services.common.session import SessionRegistry
+from services.proxy.core import Proxy, ProxyConfig, QueryCoordPort, QueryNodes, RootCoordPort
+from services.proxy.grpc_service import MilvusService
+
+log = logging.getLogger(__name__)
+
+
+class ProxyService:
+    def __init__(
+        self,
+        config: Config,
+        zk: KazooClient,
+        rootcoord: RootCoordPort,
+        querycoord: QueryCoordPort,
+        nodes: QueryNodes,
+        address: str,
+        deploy_mode: str = "CLUSTER",
+    ) -> None:
+        self.config = config
+        self.address = address
+        self.registry = SessionRegistry(zk, cluster_root(config.zookeeper, config.cluster.name))
+        self.writer = KafkaChannelWriter(config.kafka.bootstrap_servers)
+        self._ports = (rootcoord, querycoord, nodes)
+        self._deploy_mode = deploy_mode
+        self.proxy: Proxy
+        self._loop: Periodic | None = None
+        self._server = None
+
+    def start(self) -> ProxyService:
+        server = new_server(max_workers=64)
+        if server.add_insecure_port(self.address) == 0:
+            raise OSError(f"cannot listen on {self.address}: is another proxy running?")
+        info = self.registry.register("proxy", self.address)
+        rootcoord, querycoord, nodes = self._ports
+        q = self.config.query
+        self.proxy = Proxy(
+            info.id,
+            rootcoord,
+            querycoord,
+            nodes,
+            self.writer,
+            pchannels(self.config.cluster.name, self.config.cluster.dml_channels),
+            ProxyConfig(
+                q.graceful_time_ms,
+                q.max_timestamp_lag_ms,
+                q.max_concurrent_reads,
+                self.config.service.default_shards,
+            ),
+        )
+        # promise the rootcoord a timetick before taking any write
+        self.proxy.report_timetick()
+        self._loop = Periodic(
+            "proxy-timetick",
+            self.config.time.timetick_interval_ms / 1000,
+            self.proxy.report_timetick,
+        ).start()
+        milvus_pb2_grpc.add_MilvusServiceServicer_to_server(
+            MilvusService(self.proxy, self._deploy_mode), server
+        )
+        server.add_generic_rpc_handlers(
+            (generic_handler("Proxy", self.proxy, rpc_types.PROXY_METHODS),)
+        )
+        server.start()
+        self._server = server
+        log.info("proxy serving", extra={"address": self.address, "id": info.id})
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop(grace=2).wait()
+        if self._loop is not None:
+            self._loop.stop()
+        self.writer.close()

@@ -1,0 +1,49 @@
+"""The query node process: a QueryNode fed from Kafka, registered in ZooKeeper, and (in
+cluster mode) served over RPC."""
+
+from __future__ import annotations
+
+from kazoo.client import KazooClient
+
+from services.common.config import Config
+from services.common.kv.zookeeper import cluster_root
+from services.common.rpc import types as rpc_types
+from services.common.rpc.transport import generic_handler, new_server
+from services.common.session import SessionRegistry
+from services.querynode.core import QueryNode
+from services.querynode.subscriber import KafkaSubscriber
+
+
+class QueryNodeService:
+    def __init__(self, config: Config, zk: KazooClient, rpc_address: str | None = None) -> None:
+        self.config = config
+        self.registry = SessionRegistry(zk, cluster_root(config.zookeeper, config.cluster.name))
+        self._rpc_address = rpc_address
+        self._server = None
+        self.node: QueryNode
+        self.subscriber: KafkaSubscriber
+
+    def start(self) -> QueryNodeService:
+        if self._rpc_address:
+            server = new_server()
+            # the node exists before it is advertised: bind first, register last
+            self._server = server
+            if server.add_insecure_port(self._rpc_address) == 0:
+                raise OSError(f"cannot listen on {self._rpc_address}")
+        info = self.registry.register("querynode", self._rpc_address or "inproc")
+        self.node = QueryNode(info.id)
+        self.subscriber = KafkaSubscriber(
+            self.config.kafka.bootstrap_servers, self.node, self.config.kafka.fetch_wait_max_ms
+        )
+        self.node.set_subscriber(self.subscriber)
+        if self._server is not None:
+            self._server.add_generic_rpc_handlers(
+                (generic_handler("QueryNode", self.node, rpc_types.QUERYNODE_METHODS),)
+            )
+            self._server.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop(grace=1).wait()
+        self.subscriber.close()

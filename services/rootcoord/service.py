@@ -1,0 +1,108 @@
+"""The coordinator process: rootcoord and querycoord cores behind one leadership.
+
+Only the elected leader runs: it initialises the TSO above every stamp ever handed out,
+reloads the catalog and the shard assignments, then broadcasts timeticks. A standby waits on
+the election and takes over when the leader's ZooKeeper session ends. In cluster mode both
+cores are served over RPC on one port, and the leader's session advertises it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable
+
+from kazoo.client import KazooClient
+
+from services.common.config import Config
+from services.common.election import LeaderElection
+from services.common.kv.zookeeper import ZooKeeperKV, cluster_root
+from services.common.msgstream.kafka import ensure_topics
+from services.common.msgstream.writer import KafkaChannelWriter
+from services.common.periodic import Periodic
+from services.common.rpc import types as rpc_types
+from services.common.rpc.transport import generic_handler, new_server
+from services.common.session import SessionRegistry
+from services.querycoord.core import NodeDirectory, QueryCoord
+from services.rootcoord.core import CacheInvalidator, RootCoord
+
+log = logging.getLogger(__name__)
+
+
+class CoordinatorService:
+    def __init__(
+        self,
+        config: Config,
+        zk: KazooClient,
+        nodes: NodeDirectory,
+        invalidator: CacheInvalidator | None = None,
+        rpc_address: str | None = None,
+        on_lost: Callable[[], None] | None = None,
+    ) -> None:
+        self.config = config
+        root = cluster_root(config.zookeeper, config.cluster.name)
+        self.registry = SessionRegistry(zk, root)
+        self.writer = KafkaChannelWriter(config.kafka.bootstrap_servers)
+        kv = ZooKeeperKV(zk, root)
+        self.rootcoord = RootCoord(
+            kv,
+            self.writer,
+            config.cluster.name,
+            config.cluster.dml_channels,
+            tso_window_ms=config.time.tso_window_ms,
+            invalidator=invalidator,
+        )
+        self.querycoord = QueryCoord(kv, self.rootcoord, nodes)
+        identifier = f"{socket.gethostname()}:{os.getpid()}:{rpc_address or 'inproc'}"
+        self.election = LeaderElection(
+            zk, root, "rootcoord", identifier, on_lost=on_lost or self._default_lost
+        )
+        self._rpc_address = rpc_address
+        self._loops: list[Periodic] = []
+        self._server = None
+
+    def start(self, campaign_timeout_s: float | None = None) -> CoordinatorService:
+        ensure_topics(self.config.kafka.bootstrap_servers, self.rootcoord.pchannels)
+        if not self.election.campaign(campaign_timeout_s):
+            raise TimeoutError("another rootcoord stays active")
+        self.rootcoord.start()
+        self.querycoord.start()
+        if self._rpc_address:
+            self._serve(self._rpc_address)
+            info = self.registry.register("rootcoord", self._rpc_address)
+            self.rootcoord.server_id = info.id
+        self.registry.watch("proxy", lambda members: self.rootcoord.set_live_proxies(list(members)))
+        t = self.config.time
+        self._loops = [
+            Periodic("tso-update", t.tso_update_interval_ms / 1000, self.rootcoord.update_tso),
+            Periodic("timetick", t.timetick_interval_ms / 1000, self.rootcoord.broadcast_ticks),
+        ]
+        for loop in self._loops:
+            loop.start()
+        log.info("coordinator active", extra={"address": self._rpc_address or "inproc"})
+        return self
+
+    def _serve(self, address: str) -> None:
+        server = new_server()
+        server.add_generic_rpc_handlers(
+            (
+                generic_handler("RootCoord", self.rootcoord, rpc_types.ROOTCOORD_METHODS),
+                generic_handler("QueryCoord", self.querycoord, rpc_types.QUERYCOORD_METHODS),
+            )
+        )
+        if server.add_insecure_port(address) == 0:
+            raise OSError(f"cannot listen on {address}")
+        server.start()
+        self._server = server
+
+    def _default_lost(self) -> None:
+        log.error("rootcoord lost leadership: stopping")
+        self.stop()
+
+    def stop(self) -> None:
+        for loop in self._loops:
+            loop.stop()
+        if self._server is not None:
+            self._server.stop(grace=1).wait()
+        self.writer.close()
