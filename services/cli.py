@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 
 import yaml
 
@@ -73,6 +74,54 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_up(args: argparse.Namespace) -> int:
+    from services.infra.components import InfraError
+    from services.infra.deployment import DeploymentManager
+
+    manager = DeploymentManager(load_config(args.config), progress=_print)
+    try:
+        manager.up(args.mode, args.querynodes, args.proxies)
+    except InfraError as exc:
+        _print(f"error: {exc}")
+        return 1
+    return cmd_status(args)
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from services.infra.deployment import DeploymentManager
+
+    DeploymentManager(load_config(args.config), progress=_print).down(infra=not args.keep_infra)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from services.infra.deployment import DeploymentManager
+
+    manager = DeploymentManager(load_config(args.config))
+    infra = manager.infra.status()
+    roles = manager.status()
+    if getattr(args, "json", False):
+        print(
+            json.dumps(
+                {"infra": [s.to_dict() for s in infra], "roles": [asdict(r) for r in roles]},
+                indent=2,
+            )
+        )
+    else:
+        for s in infra:
+            print(
+                f"{s.name:<12} {s.endpoint:<22} {'healthy' if s.healthy else 'DOWN':<8} "
+                f"pid {s.pid or '-'}"
+            )
+        for r in roles:
+            print(
+                f"{r.name:<12} {r.endpoint:<22} {'healthy' if r.healthy else 'DOWN':<8} "
+                f"pid {r.pid or '-'}"
+            )
+    healthy = all(s.healthy for s in infra) and all(r.healthy for r in roles)
+    return 0 if healthy and roles else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vectide", description=__doc__)
     parser.add_argument("--config", help="YAML config file (default: $VECTIDE_CONFIG)")
@@ -82,6 +131,21 @@ def build_parser() -> argparse.ArgumentParser:
     infra.add_argument("action", choices=["up", "down", "status"])
     infra.add_argument("--json", action="store_true", help="machine-readable status")
     infra.set_defaults(func=cmd_infra)
+
+    up = sub.add_parser("up", help="start infra and Vectide in the background")
+    up.add_argument("--mode", choices=["standalone", "cluster"], default="standalone")
+    up.add_argument("--querynodes", type=int, default=1)
+    up.add_argument("--proxies", type=int, default=1)
+    up.add_argument("--json", action="store_true", help="print the status as JSON")
+    up.set_defaults(func=cmd_up)
+
+    down = sub.add_parser("down", help="stop what `vectide up` started")
+    down.add_argument("--keep-infra", action="store_true", help="leave ZooKeeper/Kafka/S3")
+    down.set_defaults(func=cmd_down)
+
+    status = sub.add_parser("status", help="infra and Vectide processes, with pids")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=cmd_status)
 
     standalone = sub.add_parser("standalone", help="run every role in this process")
     standalone.add_argument("--port", type=int, help="Milvus API port (default 19530)")

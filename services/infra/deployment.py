@@ -1,0 +1,166 @@
+"""``vectide up|down|status``: the infrastructure plus Vectide's own processes, in background.
+
+Standalone mode is one process; cluster mode is one rootcoord, N query nodes and M proxies
+(the first proxy on ``service.proxy_port``, the next ones on the following ports). ``up``
+returns once every proxy answers the Milvus API. What was started is recorded in
+``{run_dir}/deployment.json`` so ``status`` and ``down`` know it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import grpc
+from pymilvus.grpc_gen import milvus_pb2, milvus_pb2_grpc
+
+from services.common.config import Config
+from services.infra.components import Endpoint, InfraError
+from services.infra.manager import InfraManager, Progress
+from services.infra.process import ManagedProcess
+
+
+@dataclass
+class RoleProcess:
+    name: str
+    role: str
+    port: int
+    args: list[str]
+
+    def endpoint(self, host: str) -> str:
+        return f"{host}:{self.port}"
+
+
+@dataclass
+class RoleStatus:
+    name: str
+    role: str
+    endpoint: str
+    pid: int | None
+    healthy: bool
+
+
+def plan(config: Config, mode: str, querynodes: int, proxies: int) -> list[RoleProcess]:
+    svc = config.service
+    if mode == "standalone":
+        return [
+            RoleProcess(
+                "standalone",
+                "standalone",
+                svc.proxy_port,
+                ["standalone", "--port", str(svc.proxy_port), "--querynodes", str(querynodes)],
+            )
+        ]
+    if mode != "cluster":
+        raise InfraError(f"unknown mode {mode!r}: standalone or cluster")
+    roles = [
+        RoleProcess(
+            "rootcoord",
+            "rootcoord",
+            svc.rootcoord_port,
+            ["run", "rootcoord", "--port", str(svc.rootcoord_port)],
+        )
+    ]
+    for i in range(querynodes):
+        port = svc.querynode_port + i
+        roles.append(
+            RoleProcess(
+                f"querynode-{i}", "querynode", port, ["run", "querynode", "--port", str(port)]
+            )
+        )
+    for i in range(proxies):
+        port = svc.proxy_port + i
+        roles.append(
+            RoleProcess(f"proxy-{i}", "proxy", port, ["run", "proxy", "--port", str(port)])
+        )
+    return roles
+
+
+class DeploymentManager:
+    def __init__(self, config: Config, progress: Progress | None = None) -> None:
+        self.config = config
+        self.infra = InfraManager(config, progress)
+        self._progress = progress or (lambda line: None)
+        self._state_file = config.run_dir / "deployment.json"
+
+    def _process(self, role: RoleProcess) -> ManagedProcess:
+        return ManagedProcess(role.name, self.config.run_dir, " ".join(role.args))
+
+    def _recorded(self) -> list[RoleProcess]:
+        try:
+            return [RoleProcess(**r) for r in json.loads(self._state_file.read_text())]
+        except (OSError, ValueError):
+            return []
+
+    def up(
+        self, mode: str = "standalone", querynodes: int = 1, proxies: int = 1
+    ) -> list[RoleStatus]:
+        self.infra.up()
+        roles = plan(self.config, mode, querynodes, proxies)
+        running = {r.name for r in self._recorded() if self._process(r).pid() is not None}
+        if running and running != {r.name for r in roles}:
+            raise InfraError(
+                f"a different deployment is running ({', '.join(sorted(running))}): "
+                "run `vectide down` first"
+            )
+        self._state_file.parent.mkdir(parents=True, exist_ok=True)
+        self._state_file.write_text(json.dumps([asdict(r) for r in roles], indent=2))
+        env = self.config.to_env()
+        for role in roles:
+            proc = self._process(role)
+            if proc.pid() is None:
+                argv = [sys.executable, "-m", "services.cli", *role.args]
+                pid = proc.start(argv, env=env)
+                self._progress(f"{role.name}: started pid {pid} on port {role.port}")
+            self._wait(role, proc)
+        return self.status()
+
+    def _wait(self, role: RoleProcess, proc: ManagedProcess) -> None:
+        deadline = time.monotonic() + self.config.infra.startup_timeout_s
+        while not self._healthy(role):
+            if proc.exited_early():
+                raise InfraError(
+                    f"{role.name} exited during start-up; last log lines "
+                    f"({proc.log_file}):\n{proc.log_tail()}"
+                )
+            if time.monotonic() > deadline:
+                raise InfraError(
+                    f"{role.name} did not answer on port {role.port}; log "
+                    f"{proc.log_file}:\n{proc.log_tail()}"
+                )
+            time.sleep(0.1)
+        self._progress(f"{role.name}: ready on {role.endpoint(self.config.service.host)}")
+
+    def _healthy(self, role: RoleProcess) -> bool:
+        host = self.config.service.host
+        if role.role in ("proxy", "standalone"):
+            return milvus_answers(role.endpoint(host))
+        return Endpoint(host, role.port).accepts()
+
+    def status(self) -> list[RoleStatus]:
+        host = self.config.service.host
+        return [
+            RoleStatus(r.name, r.role, r.endpoint(host), self._process(r).pid(), self._healthy(r))
+            for r in self._recorded()
+        ]
+
+    def down(self, infra: bool = True) -> None:
+        for role in reversed(self._recorded()):
+            if self._process(role).stop():
+                self._progress(f"{role.name}: stopped")
+        self._state_file.unlink(missing_ok=True)
+        if infra:
+            self.infra.down()
+
+
+def milvus_answers(endpoint: str, timeout_s: float = 2.0) -> bool:
+    """True when a Milvus API server answers GetVersion on ``endpoint``."""
+    try:
+        with grpc.insecure_channel(endpoint) as channel:
+            stub = milvus_pb2_grpc.MilvusServiceStub(channel)
+            reply = stub.GetVersion(milvus_pb2.GetVersionRequest(), timeout=timeout_s)
+            return reply.status.code == 0
+    except grpc.RpcError:
+        return False
