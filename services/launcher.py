@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 
 from services.common.config import Config
 from services.common.discovery import ActiveClient, RoleClients
@@ -127,8 +127,13 @@ def start_standalone(
 
 
 def start_role(config: Config, role: str, port: int | None = None) -> Deployment:
-    """One role of a cluster in this process (``vectide run ROLE``)."""
+    """One role of a cluster in this process (``vectide run ROLE``).
+
+    A role whose ZooKeeper session expired is no longer known to the cluster (a proxy's
+    writes would no longer hold the timeticks back), so the process exits.
+    """
     zk = connect_zookeeper(config.zookeeper)
+    zk.add_listener(lambda state: _exit_on_lost() if state == KazooState.LOST else None)
     deployment = Deployment(zk)
     registry = SessionRegistry(zk, cluster_root(config.zookeeper, config.cluster.name))
     svc = config.service
@@ -170,9 +175,9 @@ def start_role(config: Config, role: str, port: int | None = None) -> Deployment
 
 
 def _exit_on_lost() -> None:
-    """A coordinator that lost its ZooKeeper session must not keep serving: exit, and let
-    the supervisor (vectide up, Kubernetes) start a standby."""
-    log.error("rootcoord lost leadership; exiting")
+    """A role that lost its ZooKeeper session or leadership must not keep serving: exit, and
+    let the supervisor (Kubernetes, a test) start it again."""
+    log.error("ZooKeeper session or leadership lost; exiting")
     os._exit(3)
 
 

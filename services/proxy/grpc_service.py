@@ -277,11 +277,14 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
 
     @staticmethod
     def _mutation(result: Any) -> milvus_pb2.MutationResult:
-        n = len(result.pks)
+        if result.delete_count:  # Milvus >= 2.3.2 returns no keys for deletes
+            return milvus_pb2.MutationResult(
+                status=_ok(), delete_cnt=result.delete_count, timestamp=result.ts
+            )
         return milvus_pb2.MutationResult(
             status=_ok(),
             IDs=convert.ids_proto(result.pks),
-            succ_index=list(range(n)) if result.insert_count or result.upsert_count else [],
+            succ_index=list(range(len(result.pks))),
             insert_cnt=result.insert_count,
             delete_cnt=result.delete_count,
             upsert_cnt=result.upsert_count,

@@ -103,6 +103,8 @@ class CoordinatorService:
     def stop(self) -> None:
         for loop in self._loops:
             loop.stop()
+        if self.election.is_leader:
+            self.election.resign()
         if self._server is not None:
             self._server.stop(grace=1).wait()
         self.writer.close()

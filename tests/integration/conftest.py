@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import copy
+import socket
 import uuid
+from types import SimpleNamespace
 
 import pytest
 
 from services.common.config import Config
 from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
+from services.launcher import start_standalone
 from tests.infra import running_infra
 
 
@@ -43,3 +47,28 @@ def zk_kv(zk, zk_root) -> ZooKeeperKV:
 @pytest.fixture
 def topic_prefix(infra) -> str:
     return f"{infra.cluster.name}-{uuid.uuid4().hex[:6]}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def isolated(config: Config, suffix: str) -> Config:
+    """A copy of the session config with its own cluster: own topics, znodes, S3 root."""
+    config = copy.deepcopy(config)
+    config.cluster.name = f"{config.cluster.name}{suffix}{uuid.uuid4().hex[:4]}"
+    config.cluster.dml_channels = 4
+    config.s3.root_path = config.cluster.name
+    return config
+
+
+@pytest.fixture(scope="module")
+def standalone(infra):
+    """Every role in this process (cores wired in-process), on the real infrastructure."""
+    config = isolated(infra, "s")
+    port = free_port()
+    deployment = start_standalone(config, querynodes=1, proxy_port=port)
+    yield SimpleNamespace(uri=f"http://127.0.0.1:{port}", config=config)
+    deployment.stop()
