@@ -284,7 +284,7 @@ def test_errors_are_milvus_statuses(client):
     client.insert(coll, rows)
     with pytest.raises(MilvusException, match="already exists"):
         client.create_collection(coll, schema=full_schema(client))
-    with pytest.raises(MilvusException, match="cannot compare|not exist|syntax|expression"):
+    with pytest.raises(MilvusException, match="unexpected end of expression at position 13"):
         client.query(coll, filter="title > 3 and", output_fields=["pk"])
     with pytest.raises(MilvusException, match="metric type not match"):
         client.search(coll, [vectors[0].tolist()], limit=3, search_params={"metric_type": "IP"})
