@@ -9,8 +9,9 @@ import pytest
 
 from services.common.config import Config
 from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
+from services.infra.deployment import DeploymentManager
 from services.launcher import start_standalone
-from tests.infra import running_infra
+from tests.infra import TEST_PORTS, running_infra
 
 
 def pytest_collection_modifyitems(items):
@@ -72,3 +73,24 @@ def standalone(infra):
     deployment = start_standalone(config, querynodes=1, proxy_port=port)
     yield SimpleNamespace(uri=f"http://127.0.0.1:{port}", config=config)
     deployment.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(infra):
+    """One process per role (rootcoord, 2 query nodes, 2 proxies), started by `vectide up`'s
+    DeploymentManager; the session's infrastructure is left running at the end."""
+    config = isolated(infra, "c")
+    config.zookeeper.session_timeout_s = 10.0
+    config.query.max_timestamp_lag_ms = 2000
+    config.service.proxy_port = TEST_PORTS["kafka"] + 600  # 19692.., clear of other tests
+    config.service.rootcoord_port = TEST_PORTS["kafka"] + 620
+    config.service.querynode_port = TEST_PORTS["kafka"] + 630
+    manager = DeploymentManager(config, progress=lambda line: print(f"[cluster] {line}"))
+    try:
+        manager.up("cluster", querynodes=2, proxies=2)
+        proxies = [r for r in manager.status() if r.role == "proxy"]
+        yield SimpleNamespace(
+            config=config, manager=manager, uris=[f"http://{p.endpoint}" for p in proxies]
+        )
+    finally:
+        manager.down(infra=False)
