@@ -1,0 +1,62 @@
+"""Rootcoord failover under load: a standby takes over when the active one is killed, and the
+timestamps clients see keep strictly increasing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+import grpc
+from pymilvus import MilvusClient
+from pymilvus.grpc_gen import milvus_pb2, milvus_pb2_grpc
+
+from services.infra.process import ManagedProcess
+
+
+def test_standby_rootcoord_takes_over_and_timestamps_keep_increasing(cluster):
+    config = cluster.config
+    standby_port = config.service.rootcoord_port + 1
+    standby = ManagedProcess("rootcoord-standby", config.run_dir, f"--port {standby_port}")
+    standby.start([sys.executable, "-m", "services.cli", "run", "rootcoord", "--port",
+                   str(standby_port)], env=config.to_env())
+    client = MilvusClient(cluster.uris[0])
+    channel = grpc.insecure_channel(cluster.uris[0].removeprefix("http://"))
+    stub = milvus_pb2_grpc.MilvusServiceStub(channel)
+    try:
+        client.create_collection("failover", dimension=4, consistency_level="Strong")
+        seen: list[int] = []  # every stamp a client got back, in the order it got them
+        inserted: list[int] = []
+        stop = threading.Event()
+
+        def load() -> None:
+            i = 0
+            while not stop.is_set():
+                reply = stub.AllocTimestamp(milvus_pb2.AllocTimestampRequest(), timeout=60)
+                assert reply.status.code == 0, reply.status
+                seen.append(reply.timestamp)
+                client.insert("failover", [{"id": i, "vector": [float(i), 0.0, 0.0, 1.0]}])
+                inserted.append(i)
+                i += 1
+
+        worker = threading.Thread(target=load)
+        worker.start()
+        time.sleep(2)
+        active = next(r for r in cluster.manager.status() if r.role == "rootcoord")
+        before = len(seen)
+        os.kill(active.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while len(seen) < before + 20 and time.monotonic() < deadline and worker.is_alive():
+            time.sleep(0.2)
+        stop.set()
+        worker.join(timeout=70)
+        assert len(seen) >= before + 20, "the cluster did not recover from the failover"
+        assert all(a < b for a, b in zip(seen, seen[1:], strict=False))
+        got = client.query("failover", filter="id >= 0", output_fields=["id"])
+        assert sorted(r["id"] for r in got) == inserted
+    finally:
+        channel.close()
+        client.close()
+        standby.stop()
