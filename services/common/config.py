@@ -112,6 +112,9 @@ class QueryConfig:
     max_timestamp_lag_ms: int = 10_000
     #: Concurrent reads a proxy runs (the dq queue's width).
     max_concurrent_reads: int = 16
+    #: Query nodes build an interim faiss index (IVF_FLAT/HNSW) per full chunk of this many
+    #: growing rows; the rest is searched exactly.
+    index_chunk_rows: int = 16_384
 
 
 @dataclass

@@ -69,7 +69,7 @@ def merge_hits(parts: list[SearchHits], topk: int) -> SearchHits:
     starts = [np.concatenate([[0], np.cumsum(p.counts)]).astype(np.int64) for p in parts]
     all_pks = concat([p.pks for p in parts])
     all_scores = np.concatenate([p.scores for p in parts])
-    bases = np.cumsum([0] + [len(p.scores) for p in parts])
+    bases = np.cumsum([0] + [len(p.scores) for p in parts])[:-1]
     names = list(parts[0].fields)
     all_fields = {n: concat([p.fields[n] for p in parts]) for n in names}
     picked: list[np.ndarray] = []

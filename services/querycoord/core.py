@@ -75,15 +75,18 @@ class QueryCoord:
             assignment = {v: n for v, n in current.items() if v in info.vchannels}
             for vchannel in info.vchannels:
                 if vchannel not in assignment:
-                    assignment[vchannel] = self._assign(info, vchannel)
+                    assignment[vchannel] = self._assign(info, vchannel, assignment)
             self._save(collection_id, assignment)
         log.info("collection loaded", extra={"collection": info.name, "shards": len(assignment)})
 
-    def _assign(self, info: CollectionInfo, vchannel: str) -> int:
+    def _assign(self, info: CollectionInfo, vchannel: str, pending: dict[str, int]) -> int:
+        """Watch ``vchannel`` on the live node serving the fewest shards (counting the
+        collection's assignment in progress, ``pending``)."""
         live = self._nodes.live_nodes()
         if not live:
             raise MilvusError(Code.SERVICE_NOT_READY, "no query node is available")
-        load = Counter(n for a in self._assignments.values() for n in a.values())
+        others = [a for cid, a in self._assignments.items() if cid != info.collection_id]
+        load = Counter(n for a in [*others, pending] for n in a.values())
         node_id = min(live, key=lambda n: (load[n], n))
         self._nodes.node(node_id).watch(info, vchannel)
         return node_id
@@ -135,7 +138,8 @@ class QueryCoord:
                 except MilvusError:
                     continue
                 for vchannel in orphans:
-                    assignment[vchannel] = self._assign(info, vchannel)
+                    del assignment[vchannel]
+                    assignment[vchannel] = self._assign(info, vchannel, assignment)
                     log.warning(
                         "shard reassigned",
                         extra={"vchannel": vchannel, "node": assignment[vchannel]},

@@ -34,6 +34,7 @@ from services.common.msgstream.message import (
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits, merge_hits, merge_rows, pk_order, take
 from services.common.schema import CollectionInfo
+from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
 from services.querynode.segment import ShardStore
 from services.querynode.tsafe import TSafe
 
@@ -77,8 +78,14 @@ class _StoreColumns:
 
 
 class QueryNode:
-    def __init__(self, node_id: int, subscriber: ChannelSubscriber | None = None) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        subscriber: ChannelSubscriber | None = None,
+        chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    ) -> None:
         self.node_id = node_id
+        self._chunk_rows = chunk_rows
         self._subscriber = subscriber
         self._shards: dict[str, Shard] = {}
         self._lock = threading.Lock()
@@ -92,7 +99,8 @@ class QueryNode:
         with self._lock:
             if vchannel in self._shards:
                 return
-            self._shards[vchannel] = Shard(collection, vchannel, ShardStore(collection.schema))
+            store = ShardStore(collection.schema, collection.indexes, self._chunk_rows)
+            self._shards[vchannel] = Shard(collection, vchannel, store)
         pchannel = pchannel_of(vchannel)
         if self._subscriber is not None:
             self._subscriber.subscribe(vchannel, pchannel, collection.start_offsets[pchannel])
@@ -156,6 +164,27 @@ class QueryNode:
             return msg.collection_id == shard.collection.collection_id
         return msg.shard == shard.vchannel
 
+    # -- interim indexes -------------------------------------------------------------------
+
+    def build_pending_indexes(self) -> int:
+        """Build one pending chunk index per shard and field; returns how many were built.
+
+        Runs off the ingest path (the service calls it periodically): building takes the
+        vectors of a full chunk, which never change, so no lock is held while faiss works.
+        """
+        built = 0
+        for shard in list(self._shards.values()):
+            for field, indexes in shard.store.indexes.items():
+                with shard.lock:
+                    chunk = indexes.next_chunk(shard.store.num_rows)
+                    if chunk is None:
+                        continue
+                    start = chunk * indexes.chunk_rows
+                    vectors = shard.store.vectors(field, start, start + indexes.chunk_rows)
+                indexes.install(chunk, indexes.spec.build(vectors))
+                built += 1
+        return built
+
     # -- reads ---------------------------------------------------------------------------------
 
     def search(self, req: ShardSearchRequest) -> SearchHits:
@@ -205,14 +234,15 @@ class QueryNode:
             store = shard.store
             mask = self._mask(shard, snapshot, req.partition_ids, tree)
             scores, rows = store.search(
-                req.anns_field, req.vectors, req.metric_type, req.topk, mask
+                req.anns_field, req.vectors, req.metric_type, req.topk, mask, req.search_params
             )
-            flat = rows.reshape(-1)
+            valid = rows >= 0  # -1 rows (fewer matches than topk) sort last in each query
+            flat = rows[valid]
             return SearchHits(
                 req.metric_type,
-                [rows.shape[1]] * nq,
+                valid.sum(axis=1).tolist() if nq else [],
                 take(store.pks(), flat),
-                scores.reshape(-1).astype(np.float32),
+                scores[valid].astype(np.float32),
                 {name: take(store.raw_column(name), flat) for name in req.output_fields},
             )
 

@@ -14,7 +14,8 @@ import numpy as np
 
 from services.common.msgstream.message import FIXED_DTYPES, DataType, DeleteMsg, InsertMsg
 from services.common.results import SIMILARITY_METRICS
-from services.common.schema import CollectionSchema, FieldSchema
+from services.common.schema import CollectionSchema, FieldSchema, IndexInfo
+from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS, ChunkIndexes, IndexSpec
 from services.querynode.columns import FixedColumn, ObjectColumn
 
 NEVER = np.iinfo(np.int64).max
@@ -30,8 +31,19 @@ class Candidates:
 
 
 class ShardStore:
-    def __init__(self, schema: CollectionSchema) -> None:
+    def __init__(
+        self,
+        schema: CollectionSchema,
+        indexes: list[IndexInfo] | None = None,
+        chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    ) -> None:
         self.schema = schema
+        #: interim faiss indexes per vector field (FLAT needs none: it is exact)
+        self.indexes: dict[str, ChunkIndexes] = {
+            i.field_name: ChunkIndexes(IndexSpec.of(i), chunk_rows)
+            for i in indexes or []
+            if IndexSpec.of(i).approximate
+        }
         pk = schema.primary
         self._pk_is_str = pk.data_type == DataType.VARCHAR
         self._pks: FixedColumn | ObjectColumn = (
@@ -134,16 +146,39 @@ class ShardStore:
         col = self._columns[name]
         return col.raw() if isinstance(col, ObjectColumn) else col.view()
 
-    def search(
-        self, field: str, queries: np.ndarray, metric: str, k: int, mask: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Exact top-``k`` per query among rows where ``mask`` holds.
+    def vectors(self, field: str, start: int, end: int) -> np.ndarray:
+        return self._columns[field].view()[start:end]
 
-        Returns ``(scores, rows)``, each ``nq x k``; missing hits have row -1. Scores follow
+    def search(
+        self,
+        field: str,
+        queries: np.ndarray,
+        metric: str,
+        k: int,
+        mask: np.ndarray,
+        params: dict[str, object] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` per query among rows where ``mask`` holds: the field's interim index over
+        its built chunks, exact search over the rest.
+
+        Returns ``(scores, rows)``, each ``nq x k'``; missing hits have row -1. Scores follow
         Milvus: squared L2 distance (smaller is better), inner product, or cosine similarity.
         """
         if metric not in METRICS:
             raise ValueError(f"metric type {metric} not supported (L2, IP, COSINE)")
+        indexes = self.indexes.get(field)
+        if indexes is None or indexes.spec.metric != metric or not indexes.indexed_rows:
+            return self._exact(field, queries, metric, k, mask)
+        covered = indexes.indexed_rows
+        indexed = indexes.search(queries, k, mask[:covered], params or {})
+        rest = mask.copy()
+        rest[:covered] = False
+        exact = self._exact(field, queries, metric, k, rest)
+        return _merge(metric, k, indexed, exact)
+
+    def _exact(
+        self, field: str, queries: np.ndarray, metric: str, k: int, mask: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         nq = len(queries)
         rows = np.flatnonzero(mask)
         if not len(rows) or k <= 0:
@@ -163,6 +198,17 @@ class ShardStore:
         order = np.take_along_axis(better, top, axis=1).argsort(axis=1, kind="stable")
         top = np.take_along_axis(top, order, axis=1)
         return np.take_along_axis(scores, top, axis=1), rows[top]
+
+
+def _merge(metric: str, k: int, *parts: tuple[np.ndarray, np.ndarray]):
+    """Best ``k`` per query over several (scores, rows) parts; -1 rows sort last."""
+    scores = np.hstack([p[0] for p in parts]).astype(np.float32)
+    rows = np.hstack([p[1] for p in parts])
+    worst = -np.inf if metric in SIMILARITY_METRICS else np.inf
+    scores = np.where(rows >= 0, scores, worst)
+    better = -scores if metric in SIMILARITY_METRICS else scores
+    order = np.argsort(better, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(scores, order, axis=1), np.take_along_axis(rows, order, axis=1)
 
 
 def _scores(vectors: np.ndarray, sq_norms: np.ndarray, queries: np.ndarray, metric: str):

@@ -7,6 +7,7 @@ from kazoo.client import KazooClient
 
 from services.common.config import Config
 from services.common.kv.zookeeper import cluster_root
+from services.common.periodic import Periodic
 from services.common.rpc import types as rpc_types
 from services.common.rpc.transport import generic_handler, new_server
 from services.common.session import SessionRegistry
@@ -31,11 +32,12 @@ class QueryNodeService:
             if server.add_insecure_port(self._rpc_address) == 0:
                 raise OSError(f"cannot listen on {self._rpc_address}")
         info = self.registry.register("querynode", self._rpc_address or "inproc")
-        self.node = QueryNode(info.id)
+        self.node = QueryNode(info.id, chunk_rows=self.config.query.index_chunk_rows)
         self.subscriber = KafkaSubscriber(
             self.config.kafka.bootstrap_servers, self.node, self.config.kafka.fetch_wait_max_ms
         )
         self.node.set_subscriber(self.subscriber)
+        self._builder = Periodic("index-builder", 0.5, self.node.build_pending_indexes).start()
         if self._server is not None:
             self._server.add_generic_rpc_handlers(
                 (generic_handler("QueryNode", self.node, rpc_types.QUERYNODE_METHODS),)
@@ -44,6 +46,7 @@ class QueryNodeService:
         return self
 
     def stop(self) -> None:
+        self._builder.stop()
         if self._server is not None:
             self._server.stop(grace=1).wait()
         self.subscriber.close()

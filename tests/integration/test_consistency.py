@@ -113,3 +113,26 @@ def test_stalled_channel_strong_fails_bounded_and_eventually_do_not_wait(cluster
     # once the proxy reports again, Strong reads work again
     assert len(client.search(name, [VEC], limit=10, consistency_level="Strong")[0]) == 5
     client.drop_collection(name)
+
+
+def test_sharded_collection_spreads_over_nodes_and_merges_exactly(cluster, clients):
+    import numpy as np
+
+    client = clients[0]
+    name = f"sharded_{uuid.uuid4().hex[:6]}"
+    client.create_collection(
+        name, dimension=8, num_shards=2, metric_type="L2", consistency_level="Strong"
+    )
+    assert client.describe_collection(name)["num_shards"] == 2
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((1000, 8)).astype(np.float32)
+    client.insert(name, [{"id": i, "vector": v.tolist()} for i, v in enumerate(vectors)])
+    queries = vectors[:5] + 0.05
+    results = client.search(name, queries.tolist(), limit=20, search_params={"metric_type": "L2"})
+    for q, hits in zip(queries, results, strict=True):
+        truth = np.argsort(((vectors - q) ** 2).sum(1))[:20].tolist()
+        assert [h["id"] for h in hits] == truth
+    assert client.query(name, filter="", output_fields=["count(*)"])[0]["count(*)"] == 1000
+    page = client.query(name, filter="id >= 0", output_fields=["id"], limit=10, offset=495)
+    assert [r["id"] for r in page] == list(range(495, 505))
+    client.drop_collection(name)

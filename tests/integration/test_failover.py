@@ -20,8 +20,10 @@ def test_standby_rootcoord_takes_over_and_timestamps_keep_increasing(cluster):
     config = cluster.config
     standby_port = config.service.rootcoord_port + 1
     standby = ManagedProcess("rootcoord-standby", config.run_dir, f"--port {standby_port}")
-    standby.start([sys.executable, "-m", "services.cli", "run", "rootcoord", "--port",
-                   str(standby_port)], env=config.to_env())
+    standby.start(
+        [sys.executable, "-m", "services.cli", "run", "rootcoord", "--port", str(standby_port)],
+        env=config.to_env(),
+    )
     client = MilvusClient(cluster.uris[0])
     channel = grpc.insecure_channel(cluster.uris[0].removeprefix("http://"))
     stub = milvus_pb2_grpc.MilvusServiceStub(channel)

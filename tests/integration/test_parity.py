@@ -43,8 +43,13 @@ def create(client: MilvusClient, name: str) -> None:
 def random_rows(rng: np.random.Generator, ids: np.ndarray) -> list[dict]:
     vectors = rng.standard_normal((len(ids), DIM)).astype(np.float32)
     return [
-        {"id": int(i), "vec": v.tolist(), "cat": int(rng.integers(0, 4)),
-         "score": float(rng.random()), "tag": f"t{int(rng.integers(0, 30))}"}
+        {
+            "id": int(i),
+            "vec": v.tolist(),
+            "cat": int(rng.integers(0, 4)),
+            "score": float(rng.random()),
+            "tag": f"t{int(rng.integers(0, 30))}",
+        }
         for i, v in zip(ids, vectors, strict=True)
     ]
 
@@ -69,8 +74,9 @@ def test_same_operations_same_results(pair):
                 client.delete(name, ids=victims)
                 client.delete(name, filter=f"cat == 2 and score < 0.1 and id < {next_id // 2}")
         else:  # upsert: rewrite existing keys and add new ones
-            ids = np.concatenate([rng.choice(next_id, size=80, replace=False),
-                                  np.arange(next_id, next_id + 20)])
+            ids = np.concatenate(
+                [rng.choice(next_id, size=80, replace=False), np.arange(next_id, next_id + 20)]
+            )
             next_id += 20
             rows = random_rows(rng, ids)
             for client in pair:
@@ -81,19 +87,26 @@ def test_same_operations_same_results(pair):
 
     queries = rng.standard_normal((8, DIM)).astype(np.float32).tolist()
     for expr in FILTERS:
-        got = [c.search(name, queries, limit=15, filter=expr, output_fields=["cat"])
-               for c in pair]
+        got = [c.search(name, queries, limit=15, filter=expr, output_fields=["cat"]) for c in pair]
         for ours_hits, lite_hits in zip(*got, strict=True):
             assert [h["id"] for h in ours_hits] == [h["id"] for h in lite_hits], expr
             np.testing.assert_allclose(
-                [h["distance"] for h in ours_hits], [h["distance"] for h in lite_hits],
-                atol=1e-4, rtol=1e-5,
+                [h["distance"] for h in ours_hits],
+                [h["distance"] for h in lite_hits],
+                atol=1e-4,
+                rtol=1e-5,
             )
             assert [h["entity"]["cat"] for h in ours_hits] == [
-                h["entity"]["cat"] for h in lite_hits]
+                h["entity"]["cat"] for h in lite_hits
+            ]
         if expr:
-            rows = [sorted(c.query(name, filter=expr, output_fields=["cat", "score", "tag"]),
-                           key=lambda r: r["id"]) for c in pair]
+            rows = [
+                sorted(
+                    c.query(name, filter=expr, output_fields=["cat", "score", "tag"]),
+                    key=lambda r: r["id"],
+                )
+                for c in pair
+            ]
             assert len(rows[0]) == len(rows[1])
             for a, b in zip(*rows, strict=True):
                 assert (a["id"], a["cat"], a["tag"]) == (b["id"], b["cat"], b["tag"])

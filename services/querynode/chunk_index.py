@@ -1,0 +1,124 @@
+"""faiss indexes over the full chunks of a growing shard's vectors (Milvus's interim index).
+
+A shard's vector column is cut into chunks of ``chunk_rows``; each full chunk gets an index
+of the collection's type (IVF_FLAT, HNSW; AUTOINDEX means HNSW), built off the ingest path.
+A search runs the index of each built chunk with the visibility/filter mask as a faiss
+ID selector, brute-forces the rest exactly, and merges. FLAT is always exact.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import faiss
+import numpy as np
+
+from services.common.schema import IndexInfo
+
+DEFAULT_CHUNK_ROWS = 16_384
+APPROXIMATE = frozenset({"IVF_FLAT", "HNSW", "AUTOINDEX"})
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    index_type: str
+    metric: str
+    params: dict[str, str]
+
+    @classmethod
+    def of(cls, info: IndexInfo) -> IndexSpec:
+        return cls(info.index_type.upper(), info.metric_type.upper(), dict(info.params))
+
+    @property
+    def approximate(self) -> bool:
+        return self.index_type in APPROXIMATE
+
+    def _int(self, key: str, default: int) -> int:
+        try:
+            return int(self.params.get(key, default))
+        except ValueError:
+            return default
+
+    def build(self, vectors: np.ndarray) -> faiss.Index:
+        """An index over ``vectors`` (COSINE: over their normalised copies, searched by IP)."""
+        dim = vectors.shape[1]
+        metric = faiss.METRIC_L2 if self.metric == "L2" else faiss.METRIC_INNER_PRODUCT
+        data = _normalised(vectors) if self.metric == "COSINE" else np.ascontiguousarray(vectors)
+        if self.index_type == "IVF_FLAT":
+            nlist = max(1, min(self._int("nlist", 128), len(data) // 39))
+            index = faiss.IndexIVFFlat(faiss.IndexFlat(dim, metric), dim, nlist, metric)
+            index.train(data)
+        else:
+            index = faiss.IndexHNSWFlat(dim, self._int("M", 16), metric)
+            index.hnsw.efConstruction = self._int("efConstruction", 200)
+        index.add(data)
+        return index
+
+    def search_params(
+        self, selector: faiss.IDSelector, k: int, params: dict[str, object]
+    ) -> faiss.SearchParameters:
+        if self.index_type == "IVF_FLAT":
+            return faiss.SearchParametersIVF(sel=selector, nprobe=int(params.get("nprobe", 16)))
+        ef = max(int(params.get("ef", 64)), k)
+        return faiss.SearchParametersHNSW(sel=selector, efSearch=ef)
+
+
+def _normalised(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.ascontiguousarray(vectors / np.where(norms == 0, 1, norms), dtype=np.float32)
+
+
+class ChunkIndexes:
+    """The built chunk indexes of one vector field of one shard."""
+
+    def __init__(self, spec: IndexSpec, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> None:
+        self.spec = spec
+        self.chunk_rows = chunk_rows
+        self._built: list[faiss.Index] = []
+        self._lock = threading.Lock()
+
+    @property
+    def indexed_rows(self) -> int:
+        with self._lock:
+            return len(self._built) * self.chunk_rows
+
+    def next_chunk(self, num_rows: int) -> int | None:
+        """The first full chunk without an index, if any."""
+        with self._lock:
+            chunk = len(self._built)
+        return chunk if (chunk + 1) * self.chunk_rows <= num_rows else None
+
+    def install(self, chunk: int, index: faiss.Index) -> None:
+        with self._lock:
+            if chunk == len(self._built):
+                self._built.append(index)
+
+    def search(
+        self, queries: np.ndarray, k: int, mask: np.ndarray, params: dict[str, object]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Best ``k`` per query over the indexed rows where ``mask`` holds: (scores, rows),
+        faiss's scores (squared L2, or inner product of normalised vectors for COSINE)."""
+        with self._lock:
+            built = list(self._built)
+        nq = len(queries)
+        if self.spec.metric == "COSINE":
+            queries = _normalised(queries)
+        parts_scores, parts_rows = [], []
+        for chunk, index in enumerate(built):
+            start = chunk * self.chunk_rows
+            local = mask[start : start + self.chunk_rows]
+            if not local.any():
+                continue
+            bits = np.packbits(local, bitorder="little")
+            selector = faiss.IDSelectorBitmap(len(local), faiss.swig_ptr(bits))
+            scores, ids = index.search(
+                queries,
+                min(k, int(local.sum())),
+                params=self.spec.search_params(selector, k, params),
+            )
+            parts_scores.append(scores)
+            parts_rows.append(np.where(ids >= 0, ids + start, -1))
+        if not parts_scores:
+            return np.empty((nq, 0), np.float32), np.empty((nq, 0), np.int64)
+        return np.hstack(parts_scores), np.hstack(parts_rows)

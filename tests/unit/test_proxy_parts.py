@@ -1,0 +1,116 @@
+import threading
+
+import numpy as np
+
+from services.common.msgstream.message import DataType
+from services.common.results import QueryRows, SearchHits, merge_hits, merge_rows
+from services.common.rpc import codec
+from services.common.rpc import types as _types  # noqa: F401  (registers the RPC types)
+from services.common.schema import CollectionSchema, FieldSchema
+from services.proxy.channels_time_ticker import ChannelsTimeTicker
+from services.proxy.hashing import murmur3_int64, shard_of
+
+
+def test_murmur3_matches_the_reference_implementation():
+    # mmh3.hash(struct.pack("<q", k), 0, signed=False) for k = 0, 1, -1
+    assert murmur3_int64(np.array([0, 1, -1])).tolist() == [1669671676, 1392991556, 1651860712]
+
+
+def test_shards_are_stable_and_spread():
+    keys = np.arange(10_000)
+    shards = shard_of(keys, 4)
+    assert np.array_equal(shards, shard_of(keys, 4))
+    assert np.bincount(shards).min() > 2_000
+    assert shard_of(["a", "b", "a"], 3)[0] == shard_of(["a"], 3)[0]
+
+
+def test_ticker_reports_below_pending_and_fresh_when_idle():
+    clock = iter(range(100, 10_000))
+    ticker = ChannelsTimeTicker(["a", "b"], lambda: next(clock))
+    ts = ticker.stamp(["a"])
+    report = ticker.report()
+    assert report["a"] == ts - 1
+    assert report["b"] > ts
+    ticker.done(["a"], ts)
+    later = ticker.report()
+    assert later["a"] == later["b"] > report["b"]
+
+
+def test_ticker_stamps_concurrently_unique():
+    clock = iter(range(1, 1_000_000))
+    lock = threading.Lock()
+
+    def alloc():
+        with lock:
+            return next(clock)
+
+    ticker = ChannelsTimeTicker(["a"], alloc)
+    stamps: list[int] = []
+
+    def writer():
+        for _ in range(500):
+            ts = ticker.stamp(["a"])
+            stamps.append(ts)
+            assert ticker.report()["a"] <= ts - 1 or ticker.pending() == 0
+            ticker.done(["a"], ts)
+
+    threads = [threading.Thread(target=writer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(stamps)) == 2000 and ticker.pending() == 0
+
+
+def test_merge_hits_keeps_the_best_per_query():
+    a = SearchHits(
+        "L2",
+        [2, 1],
+        np.array([1, 2, 3]),
+        np.array([0.1, 0.5, 0.2], np.float32),
+        {"f": ["a1", "a2", "a3"]},
+    )
+    b = SearchHits(
+        "L2",
+        [1, 2],
+        np.array([4, 5, 6]),
+        np.array([0.3, 0.1, 0.9], np.float32),
+        {"f": ["b4", "b5", "b6"]},
+    )
+    merged = merge_hits([a, b], 2)
+    assert merged.counts == [2, 2]
+    assert merged.pks.tolist() == [1, 4, 5, 3]
+    assert merged.fields["f"] == ["a1", "b4", "b5", "a3"]
+    ip = merge_hits(
+        [
+            SearchHits("IP", [1], np.array([1]), np.array([0.2], np.float32)),
+            SearchHits("IP", [1], np.array([2]), np.array([0.9], np.float32)),
+        ],
+        1,
+    )
+    assert ip.pks.tolist() == [2]
+
+
+def test_merge_rows_pages_in_pk_order():
+    parts = [
+        QueryRows(np.array([5, 1]), {"x": ["e", "a"]}),
+        QueryRows(np.array([3, 2]), {"x": ["c", "b"]}),
+    ]
+    page = merge_rows(parts, offset=1, limit=2)
+    assert page.pks.tolist() == [2, 3] and page.fields["x"] == ["b", "c"]
+    assert merge_rows([QueryRows([], count=3), QueryRows([], count=4)]).count == 7
+
+
+def test_rpc_codec_round_trips_registered_types():
+    schema = CollectionSchema("c", [FieldSchema(100, "id", DataType.INT64, is_primary=True)])
+    hits = SearchHits(
+        "L2",
+        [1],
+        np.array([7]),
+        np.array([0.5], np.float32),
+        {"v": np.ones((1, 4), np.float32), "s": ["x"]},
+    )
+    back = codec.decode(codec.encode([schema, hits, (1, 2), {"k": None}]))
+    assert back[0] == schema
+    assert back[1].pks.tolist() == [7] and back[1].fields["v"].shape == (1, 4)
+    assert back[2] == (1, 2) and back[3] == {"k": None}

@@ -1,0 +1,172 @@
+"""The query node core without a network: packs in, reads out."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from services.common.errors import Code, MilvusError
+from services.common.msgstream.message import (
+    DataType,
+    DeleteMsg,
+    FieldColumn,
+    InsertMsg,
+    MsgPack,
+)
+from services.common.requests import ShardQueryRequest, ShardSearchRequest
+from services.common.schema import (
+    CollectionInfo,
+    CollectionSchema,
+    ConsistencyLevel,
+    FieldSchema,
+    IndexInfo,
+)
+from services.querynode.core import QueryNode
+
+DIM = 8
+VCH = "c-dml_0_7v0"
+
+
+def collection(index_type: str = "FLAT", metric: str = "L2") -> CollectionInfo:
+    schema = CollectionSchema(
+        "c",
+        [
+            FieldSchema(100, "id", DataType.INT64, is_primary=True),
+            FieldSchema(101, "vec", DataType.FLOAT_VECTOR, dim=DIM),
+            FieldSchema(102, "n", DataType.INT64),
+        ],
+    )
+    index = IndexInfo(1, "vec", "vec", index_type, metric, {"nlist": "16"})
+    return CollectionInfo(
+        7,
+        "c",
+        schema,
+        1,
+        [VCH],
+        ["c-dml_0"],
+        ConsistencyLevel.STRONG,
+        1,
+        {"c-dml_0": 0},
+        indexes=[index],
+    )
+
+
+def insert(ids, ts, vectors) -> InsertMsg:
+    ids = np.asarray(ids, dtype=np.int64)
+    return InsertMsg(
+        ts,
+        ts,
+        0,
+        7,
+        1,
+        0,
+        VCH,
+        ids,
+        np.zeros(len(ids), np.int64),
+        np.full(len(ids), ts, np.int64),
+        [
+            FieldColumn(101, "vec", DataType.FLOAT_VECTOR, vectors, DIM),
+            FieldColumn(102, "n", DataType.INT64, ids * 10),
+        ],
+    )
+
+
+def delete(ids, ts) -> DeleteMsg:
+    ids = np.asarray(ids, dtype=np.int64)
+    return DeleteMsg(ts, ts, 0, 7, -1, VCH, ids, np.full(len(ids), ts, np.int64))
+
+
+def pack(begin, end, *msgs) -> MsgPack:
+    return MsgPack(begin, end, list(msgs), {})
+
+
+def query(node, ts, expr="id >= 0", wait=0.2):
+    rows = node.query(ShardQueryRequest(7, [VCH], ts, wait, expr=expr, output_fields=["n"]))
+    return rows.pks.tolist()
+
+
+@pytest.fixture
+def node():
+    n = QueryNode(1, chunk_rows=256)
+    n.watch(collection(), VCH)
+    return n
+
+
+def test_reads_wait_for_tsafe_and_see_the_snapshot(node):
+    vec = np.eye(DIM, dtype=np.float32)[:3]
+    node.apply(VCH, pack(0, 10, insert([1, 2, 3], 5, vec)))
+    assert query(node, 10) == [1, 2, 3]
+    with pytest.raises(MilvusError) as lag:
+        query(node, 20)
+    assert lag.value.code == Code.TIMETICK_LAG
+    node.apply(VCH, pack(10, 20, delete([2], 15)))
+    assert query(node, 20) == [1, 3]
+
+
+def test_upsert_at_one_stamp_keeps_the_new_row(node):
+    vec = np.ones((1, DIM), np.float32)
+    node.apply(VCH, pack(0, 10, insert([1], 5, vec)))
+    node.apply(VCH, pack(10, 20, delete([1], 12), insert([1], 12, vec * 2)))
+    rows = node.query(ShardQueryRequest(7, [VCH], 20, 0.1, expr="id == 1", output_fields=["vec"]))
+    assert rows.pks.tolist() == [1]
+    np.testing.assert_array_equal(rows.fields["vec"][0], vec[0] * 2)
+
+
+def test_messages_of_other_shards_are_ignored(node):
+    other = insert([9], 5, np.ones((1, DIM), np.float32))
+    other.shard = "c-dml_0_8v0"
+    node.apply(VCH, pack(0, 10, other))
+    assert query(node, 10) == []
+
+
+def test_unknown_shard_and_bad_expression_are_clear_errors(node):
+    with pytest.raises(MilvusError, match="does not serve"):
+        node.query(ShardQueryRequest(7, ["nope"], 1, 0.1))
+    node.apply(VCH, pack(0, 10))
+    with pytest.raises(MilvusError, match="in expression"):
+        query(node, 10, expr="id >")
+
+
+@pytest.mark.parametrize(
+    ("index_type", "metric"), [("HNSW", "L2"), ("IVF_FLAT", "IP"), ("HNSW", "COSINE")]
+)
+def test_interim_index_recall_against_brute_force(index_type, metric):
+    node = QueryNode(1, chunk_rows=1000)
+    node.watch(collection(index_type, metric), VCH)
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((3500, DIM)).astype(np.float32)
+    node.apply(VCH, pack(0, 10, insert(np.arange(3500), 5, vectors)))
+    assert node.build_pending_indexes() == 1
+    while node.build_pending_indexes():
+        pass
+    assert node._shards[VCH].store.indexes["vec"].indexed_rows == 3000
+    queries = rng.standard_normal((50, DIM)).astype(np.float32)
+    hits = node.search(
+        ShardSearchRequest(
+            7, [VCH], "vec", queries, metric, 10, 10, 0.1, search_params={"ef": 64, "nprobe": 8}
+        )
+    )
+    if metric == "COSINE":
+        base = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        scores = queries @ base.T
+    elif metric == "IP":
+        scores = queries @ vectors.T
+    else:
+        scores = -((queries[:, None, :] - vectors[None]) ** 2).sum(-1)
+    truth = np.argsort(-scores, axis=1)[:, :10]
+    found = np.asarray(hits.pks).reshape(50, 10)
+    recall = np.mean([len(set(f) & set(t)) / 10 for f, t in zip(found, truth, strict=True)])
+    assert recall >= 0.95, recall
+
+
+def test_deleted_rows_never_come_back_from_an_indexed_chunk():
+    node = QueryNode(1, chunk_rows=100)
+    node.watch(collection("HNSW", "L2"), VCH)
+    vectors = np.random.default_rng(1).standard_normal((200, DIM)).astype(np.float32)
+    node.apply(VCH, pack(0, 10, insert(np.arange(200), 5, vectors)))
+    node.apply(VCH, pack(10, 20, delete(np.arange(0, 200, 2), 15)))
+    node.build_pending_indexes()
+    node.build_pending_indexes()
+    hits = node.search(ShardSearchRequest(7, [VCH], "vec", vectors[:20], "L2", 5, 20, 0.1))
+    assert all(pk % 2 == 1 for pk in np.asarray(hits.pks).tolist())
+    assert hits.counts == [5] * 20

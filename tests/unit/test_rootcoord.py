@@ -1,0 +1,142 @@
+"""Rootcoord and querycoord cores on a memory metastore and a recording channel writer."""
+
+import pytest
+
+from services.common.errors import Code, MilvusError
+from services.common.kv import MemoryKV
+from services.common.msgstream.message import CollectionDDLMsg, DataType, DDLOp, TimeTickMsg
+from services.common.schema import CollectionSchema, ConsistencyLevel, FieldSchema, IndexInfo
+from services.querycoord.core import LOAD_STATE_LOADED, LOAD_STATE_NOT_LOAD, QueryCoord
+from services.rootcoord.core import RootCoord
+from services.rootcoord.timetick_sync import TimeTickSync
+
+
+class Recorder:
+    def __init__(self):
+        self.written = []
+
+    def write(self, messages):
+        start = len(self.written)
+        self.written += messages
+        return list(range(start, start + len(messages)))
+
+
+def schema(name="c"):
+    return CollectionSchema(
+        name,
+        [
+            FieldSchema(100, "id", DataType.INT64, is_primary=True),
+            FieldSchema(101, "v", DataType.FLOAT_VECTOR, dim=4),
+        ],
+    )
+
+
+@pytest.fixture
+def root():
+    rc = RootCoord(MemoryKV(), Recorder(), "t", 3)
+    rc.start()
+    return rc
+
+
+def test_create_collection_broadcasts_ddl_and_records_start_offsets(root):
+    info = root.create_collection(root.alloc_timestamp(), schema(), 2, ConsistencyLevel.STRONG)
+    assert info.vchannels == [f"t-dml_0_{info.collection_id}v0", f"t-dml_1_{info.collection_id}v1"]
+    ddl = [(ch, m) for ch, m in root._writer.written if isinstance(m, CollectionDDLMsg)]
+    assert [ch for ch, _ in ddl] == ["t-dml_0", "t-dml_1"]
+    assert ddl[0][1].op == DDLOp.CREATE_COLLECTION and ddl[0][1].ts == info.create_ts
+    assert info.start_offsets == {"t-dml_0": 0, "t-dml_1": 1}
+    assert root.describe_collection("c").partitions[0].name == "_default"
+
+
+def test_ddl_older_than_the_newest_executed_is_rejected(root):
+    early, late = root.alloc_timestamp(), root.alloc_timestamp()
+    root.create_collection(late, schema("a"), 1, ConsistencyLevel.BOUNDED)
+    with pytest.raises(MilvusError) as race:
+        root.create_collection(early, schema("b"), 1, ConsistencyLevel.BOUNDED)
+    assert race.value.code == Code.DDL_OUT_OF_ORDER
+
+
+def test_catalog_survives_a_new_coordinator_and_stamps_stay_ahead():
+    kv = MemoryKV()
+    first = RootCoord(kv, Recorder(), "t", 2)
+    first.start()
+    info = first.create_collection(first.alloc_timestamp(), schema(), 1, ConsistencyLevel.STRONG)
+    first.create_partition(first.alloc_timestamp(), "c", "p")
+    second = RootCoord(kv, Recorder(), "t", 2)
+    second.start()
+    assert second.describe_collection("c").collection_id == info.collection_id
+    assert [p.name for p in second.describe_collection("c").partitions] == ["_default", "p"]
+    assert second.alloc_timestamp() > info.create_ts
+
+
+def test_missing_things_are_milvus_errors(root):
+    with pytest.raises(MilvusError) as missing:
+        root.describe_collection("nope")
+    assert missing.value.code == Code.COLLECTION_NOT_FOUND
+    root.create_collection(root.alloc_timestamp(), schema(), 1, ConsistencyLevel.STRONG)
+    with pytest.raises(MilvusError, match="already exists"):
+        root.create_collection(root.alloc_timestamp(), schema(), 1, ConsistencyLevel.STRONG)
+    with pytest.raises(MilvusError, match="default partition"):
+        root.drop_partition(root.alloc_timestamp(), "c", "_default")
+
+
+def test_ticks_wait_for_every_live_proxy_and_cover_idle_channels(root):
+    root.set_live_proxies([7])
+    assert root.broadcast_ticks() == {}  # proxy 7 has not promised anything yet
+    root.report_timetick(7, {"t-dml_0": 100, "t-dml_1": 10**18, "t-dml_2": 10**18})
+    ticks = root.broadcast_ticks()
+    assert ticks["t-dml_0"] == 100 and ticks["t-dml_1"] > 100
+    written = [(ch, m.ts) for ch, m in root._writer.written if isinstance(m, TimeTickMsg)]
+    assert sorted(ch for ch, _ in written) == ["t-dml_0", "t-dml_1", "t-dml_2"]
+    assert root.broadcast_ticks().get("t-dml_0") is None  # no progress, no new tick
+    root.set_live_proxies([])
+    assert root.broadcast_ticks()["t-dml_0"] > 100
+
+
+def test_own_pending_ddl_holds_its_channel_back():
+    sync = TimeTickSync(["a", "b"])
+    sync.begin_own("a", 50)
+    assert sync.next_ticks(100) == {"a": 49, "b": 100}
+    sync.end_own("a", 50)
+    assert sync.next_ticks(101) == {"a": 101, "b": 101}
+
+
+class Nodes:
+    def __init__(self, ids):
+        self.ids = list(ids)
+        self.watched = {i: set() for i in self.ids}
+
+    def live_nodes(self):
+        return list(self.ids)
+
+    def node(self, node_id):
+        nodes = self
+
+        class Port:
+            def watch(self, collection, vchannel):
+                nodes.watched[node_id].add(vchannel)
+
+            def unwatch(self, vchannel):
+                nodes.watched[node_id].discard(vchannel)
+
+        return Port()
+
+
+def test_querycoord_loads_balances_and_reassigns_lost_shards(root):
+    info = root.create_collection(root.alloc_timestamp(), schema(), 2, ConsistencyLevel.STRONG)
+    nodes = Nodes([1, 2])
+    qc = QueryCoord(MemoryKV(), root, nodes)
+    with pytest.raises(MilvusError, match="no vector index"):
+        qc.load_collection(info.collection_id)
+    root.create_index(root.alloc_timestamp(), "c", IndexInfo(0, "", "v", "FLAT", "L2"))
+    qc.load_collection(info.collection_id)
+    leaders = qc.shard_leaders(info.collection_id)
+    assert sorted(leaders.values()) == [1, 2]
+    assert qc.load_state(info.collection_id)[0] == LOAD_STATE_LOADED
+    nodes.ids = [2]
+    qc.rebalance()
+    assert set(qc.shard_leaders(info.collection_id).values()) == {2}
+    assert nodes.watched[2] == set(info.vchannels)
+    qc.release_collection(info.collection_id)
+    assert qc.load_state(info.collection_id)[0] == LOAD_STATE_NOT_LOAD
+    assert nodes.watched[2] == set()
