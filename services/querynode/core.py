@@ -174,13 +174,13 @@ class QueryNode:
         """
         built = 0
         for shard in list(self._shards.values()):
-            for field, indexes in shard.store.indexes.items():
+            for field_name, indexes in shard.store.indexes.items():
                 with shard.lock:
                     chunk = indexes.next_chunk(shard.store.num_rows)
                     if chunk is None:
                         continue
                     start = chunk * indexes.chunk_rows
-                    vectors = shard.store.vectors(field, start, start + indexes.chunk_rows)
+                    vectors = shard.store.vectors(field_name, start, start + indexes.chunk_rows)
                 indexes.install(chunk, indexes.spec.build(vectors))
                 built += 1
         return built

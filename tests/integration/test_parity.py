@@ -55,7 +55,6 @@ def random_rows(rng: np.random.Generator, ids: np.ndarray) -> list[dict]:
 
 
 def test_same_operations_same_results(pair):
-    ours, lite = pair
     name = f"parity_{uuid.uuid4().hex[:6]}"
     for client in pair:
         create(client, name)
