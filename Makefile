@@ -7,16 +7,20 @@ PYTEST_ARGS ?=
 setup:
 	@bash scripts/setup.sh
 
-## Set up, start the local deployment in the background and print its status.
+MODE ?= standalone
+
+## Set up, start infra + Vectide in the background (MODE=cluster for one process per role),
+## then run the pymilvus demo against it.
 run: setup
-	$(BIN)/vectide infra up
+	$(BIN)/vectide up --mode $(MODE)
+	$(BIN)/python scripts/demo.py
 
 ## Stop everything `make run` started.
 down:
-	@if [ -x $(BIN)/vectide ]; then $(BIN)/vectide infra down; fi
+	@if [ -x $(BIN)/vectide ]; then $(BIN)/vectide down; fi
 
 status:
-	$(BIN)/vectide infra status
+	$(BIN)/vectide status
 
 ## Set up and run lint plus the whole test suite (the tests start their own infrastructure).
 test: setup lint
