@@ -223,7 +223,7 @@ def test_partitions(client):
     client.drop_collection(coll)
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the ORM API is what we test
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # the deprecated ORM API is under test
 def test_orm_workflow(standalone):
     alias = f"orm{uuid.uuid4().hex[:4]}"
     connections.connect(alias, uri=standalone.uri)
