@@ -65,12 +65,6 @@ class ManagedProcess:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
             return True
-        try:
-            waited, _ = os.waitpid(pid, os.WNOHANG)
-            if waited == pid:
-                return True
-        except ChildProcessError:
-            pass
         return not _alive(pid)
 
     def stop(self, timeout_s: float = 15.0) -> bool:

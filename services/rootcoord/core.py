@@ -123,11 +123,23 @@ class RootCoord:
             )
         self._last_ddl_ts = ts
 
-    def _broadcast_ddl(self, info: CollectionInfo, msg: CollectionDDLMsg) -> tuple[int, list[int]]:
-        """Stamp ``msg`` and write it to the collection's channels: (stamp, offsets)."""
+    def _broadcast_ddl(
+        self, info: CollectionInfo, op: DDLOp, partition: PartitionInfo | None = None
+    ) -> tuple[int, list[int]]:
+        """Stamp a DDL message and write it to the collection's channels: (stamp, offsets)."""
         channels = list(dict.fromkeys(info.pchannels))
         with self._stamp_lock:
-            msg = replace(msg, ts=self.tso.alloc())
+            msg = CollectionDDLMsg(
+                msg_id=self.ids.alloc_one(),
+                ts=self.tso.alloc(),
+                source_id=self.server_id,
+                op=op,
+                collection_id=info.collection_id,
+                collection_name=info.name,
+                partition_id=partition.partition_id if partition else -1,
+                partition_name=partition.name if partition else "",
+                schema=info.raw_schema if op == DDLOp.CREATE_COLLECTION else b"",
+            )
             for ch in channels:
                 self.ticks.begin_own(ch, msg.ts)
         try:
@@ -168,16 +180,7 @@ class RootCoord:
                 properties=dict(properties or {}),
                 raw_schema=raw_schema,
             )
-            msg = CollectionDDLMsg(
-                self.ids.alloc_one(),
-                0,
-                self.server_id,
-                DDLOp.CREATE_COLLECTION,
-                collection_id,
-                schema.name,
-                schema=raw_schema,
-            )
-            info.create_ts, offsets = self._broadcast_ddl(info, msg)
+            info.create_ts, offsets = self._broadcast_ddl(info, DDLOp.CREATE_COLLECTION)
             info.start_offsets = dict(zip(dict.fromkeys(info.pchannels), offsets, strict=True))
             if not self.meta.add(info):
                 raise errors.invalid(f"collection {schema.name} already exists")
@@ -193,17 +196,7 @@ class RootCoord:
         with self._dd_lock:
             info = self._require(name)
             self._begin_ddl(ts)
-            self._broadcast_ddl(
-                info,
-                CollectionDDLMsg(
-                    self.ids.alloc_one(),
-                    0,
-                    self.server_id,
-                    DDLOp.DROP_COLLECTION,
-                    info.collection_id,
-                    name,
-                ),
-            )
+            self._broadcast_ddl(info, DDLOp.DROP_COLLECTION)
             self.meta.remove(info)
         self._invalidate(name)
 
@@ -225,19 +218,7 @@ class RootCoord:
                 raise errors.invalid(f"partition {partition} already exists")
             self._begin_ddl(ts)
             part = PartitionInfo(self.ids.alloc_one(), partition, ts)
-            self._broadcast_ddl(
-                info,
-                CollectionDDLMsg(
-                    self.ids.alloc_one(),
-                    0,
-                    self.server_id,
-                    DDLOp.CREATE_PARTITION,
-                    info.collection_id,
-                    collection,
-                    part.partition_id,
-                    partition,
-                ),
-            )
+            self._broadcast_ddl(info, DDLOp.CREATE_PARTITION, part)
             self.meta.update(replace(info, partitions=[*info.partitions, part]))
         self._invalidate(collection)
 
@@ -250,19 +231,7 @@ class RootCoord:
             if part is None:
                 raise errors.partition_not_found(partition)
             self._begin_ddl(ts)
-            self._broadcast_ddl(
-                info,
-                CollectionDDLMsg(
-                    self.ids.alloc_one(),
-                    0,
-                    self.server_id,
-                    DDLOp.DROP_PARTITION,
-                    info.collection_id,
-                    collection,
-                    part.partition_id,
-                    partition,
-                ),
-            )
+            self._broadcast_ddl(info, DDLOp.DROP_PARTITION, part)
             parts = [p for p in info.partitions if p.name != partition]
             self.meta.update(replace(info, partitions=parts))
         self._invalidate(collection)
