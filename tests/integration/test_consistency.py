@@ -136,3 +136,22 @@ def test_sharded_collection_spreads_over_nodes_and_merges_exactly(cluster, clien
     page = client.query(name, filter="id >= 0", output_fields=["id"], limit=10, offset=495)
     assert [r["id"] for r in page] == list(range(495, 505))
     client.drop_collection(name)
+
+
+def test_vectide_status_json_lists_every_role_with_pid_and_endpoint(cluster):
+    result = subprocess.run(
+        [sys.executable, "-m", "services.cli", "status", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env={**os.environ, **cluster.config.to_env()},
+    )
+    status = json.loads(result.stdout)
+    roles = {r["name"]: r for r in status["roles"]}
+    assert {"querynode-0", "querynode-1", "proxy-0", "proxy-1"} <= set(roles)
+    for role in roles.values():
+        if role["pid"] is not None:  # the failover test may have replaced the rootcoord
+            assert role["healthy"] and role["endpoint"].startswith("127.0.0.1:")
+    assert roles["proxy-1"]["endpoint"].endswith(str(cluster.config.service.proxy_port + 1))
+    assert all(s["healthy"] for s in status["infra"])
