@@ -59,7 +59,12 @@ def cmd_standalone(args: argparse.Namespace) -> int:
     from services.launcher import serve_forever, start_standalone
 
     config = load_config(args.config)
-    deployment = start_standalone(config, querynodes=args.querynodes, proxy_port=args.port)
+    deployment = start_standalone(
+        config,
+        querynodes=args.querynodes,
+        proxy_port=args.port,
+        coordinator_port=config.service.rootcoord_port,
+    )
     _print(f"vectide standalone: Milvus API on {', '.join(deployment.proxy_addresses)}")
     serve_forever(deployment)
     return 0
@@ -147,13 +152,15 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=cmd_status)
 
-    standalone = sub.add_parser("standalone", help="run every role in this process")
+    standalone = sub.add_parser(
+        "standalone", help="run every role but the data node in this process"
+    )
     standalone.add_argument("--port", type=int, help="Milvus API port (default 19530)")
     standalone.add_argument("--querynodes", type=int, default=1)
     standalone.set_defaults(func=cmd_standalone)
 
     run = sub.add_parser("run", help="run one role of a cluster in this process")
-    run.add_argument("role", choices=["rootcoord", "proxy", "querynode"])
+    run.add_argument("role", choices=["rootcoord", "proxy", "querynode", "datanode"])
     run.add_argument("--port", type=int, help="the role's port (default from config)")
     run.set_defaults(func=cmd_run)
 

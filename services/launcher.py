@@ -27,7 +27,7 @@ from services.rootcoord.service import CoordinatorService
 
 log = logging.getLogger(__name__)
 
-ROLES = ("rootcoord", "proxy", "querynode")
+ROLES = ("rootcoord", "proxy", "querynode", "datanode")
 
 
 class LocalNodes:
@@ -79,7 +79,14 @@ class Deployment:
     stoppers: list[Callable[[], None]] = field(default_factory=list)
     proxy_addresses: list[str] = field(default_factory=list)
 
+    def watch_session(self) -> None:
+        """Exit the process if its ZooKeeper session expires (cluster roles)."""
+        self._listener = lambda state: _exit_on_lost() if state == KazooState.LOST else None
+        self.zk.add_listener(self._listener)
+
     def stop(self) -> None:
+        if getattr(self, "_listener", None) is not None:
+            self.zk.remove_listener(self._listener)  # our own shutdown is no session loss
         for stop in reversed(self.stoppers):
             try:
                 stop()
@@ -94,8 +101,13 @@ def address(config: Config, port: int) -> str:
 
 
 def start_standalone(
-    config: Config, querynodes: int = 1, proxy_port: int | None = None
+    config: Config,
+    querynodes: int = 1,
+    proxy_port: int | None = None,
+    coordinator_port: int | None = None,
 ) -> Deployment:
+    """Every role but the data node in this process. With ``coordinator_port`` the
+    coordinators are also served over RPC, so a data node process can attach."""
     zk = connect_zookeeper(config.zookeeper)
     deployment = Deployment(zk)
     try:
@@ -105,7 +117,13 @@ def start_standalone(
             deployment.stoppers.append(service.stop)
             nodes.add(service.node)
         proxies = LocalProxies()
-        coord = CoordinatorService(config, zk, nodes, proxies).start(campaign_timeout_s=60)
+        coord = CoordinatorService(
+            config,
+            zk,
+            nodes,
+            proxies,
+            rpc_address=address(config, coordinator_port) if coordinator_port else None,
+        ).start(campaign_timeout_s=60)
         deployment.stoppers.append(coord.stop)
         proxy_address = address(config, proxy_port or config.service.proxy_port)
         proxy = ProxyService(
@@ -116,6 +134,7 @@ def start_standalone(
             nodes,
             proxy_address,
             deploy_mode="STANDALONE",
+            datacoord=coord.datacoord,
         ).start()
         deployment.stoppers.append(proxy.stop)
         proxies.proxies.append(proxy.proxy)
@@ -133,8 +152,8 @@ def start_role(config: Config, role: str, port: int | None = None) -> Deployment
     writes would no longer hold the timeticks back), so the process exits.
     """
     zk = connect_zookeeper(config.zookeeper)
-    zk.add_listener(lambda state: _exit_on_lost() if state == KazooState.LOST else None)
     deployment = Deployment(zk)
+    deployment.watch_session()
     registry = SessionRegistry(zk, cluster_root(config.zookeeper, config.cluster.name))
     svc = config.service
     try:
@@ -163,15 +182,38 @@ def start_role(config: Config, role: str, port: int | None = None) -> Deployment
                 ActiveClient(registry, "rootcoord", "QueryCoord"),
                 RoleClients(registry, "querynode", "QueryNode"),
                 proxy_address,
+                datacoord=ActiveClient(registry, "rootcoord", "DataCoord"),
             ).start()
             deployment.stoppers.append(proxy.stop)
             deployment.proxy_addresses.append(proxy_address)
+        elif role == "datanode":
+            deployment.stoppers.append(start_datanode(config, registry))
         else:
             raise ValueError(f"unknown role {role!r}; one of {', '.join(ROLES)}")
     except BaseException:
         deployment.stop()
         raise
     return deployment
+
+
+def start_datanode(config: Config, registry: SessionRegistry) -> Callable[[], None]:
+    """The Spark data node's streaming query, reporting to the active datacoord."""
+    from streaming.job import run
+
+    data = config.data
+    query = run(
+        config,
+        ActiveClient(registry, "rootcoord", "DataCoord", patience_s=120),
+        master=data.spark_master,
+        trigger_s=data.trigger_s,
+    )
+    registry.register("datanode", f"spark:{data.spark_master}")
+
+    def stop() -> None:
+        query.stop()
+        query.sparkSession.stop()
+
+    return stop
 
 
 def _exit_on_lost() -> None:

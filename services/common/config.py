@@ -118,6 +118,19 @@ class QueryConfig:
 
 
 @dataclass
+class DataConfig:
+    #: A growing segment is sealed once this many rows were assigned to it (Milvus seals by
+    #: size; 500k rows of 128-d float vectors is ~250 MB).
+    segment_max_rows: int = 500_000
+    #: ... or once nothing was written to it for this long.
+    segment_idle_seal_s: float = 600.0
+    #: The data node's Spark master (``local[N]`` runs Spark inside the data node process).
+    spark_master: str = "local[2]"
+    #: Micro-batch trigger of the data node's streaming query.
+    trigger_s: float = 1.0
+
+
+@dataclass
 class ServiceConfig:
     #: Host the Vectide services bind and advertise.
     host: str = "127.0.0.1"
@@ -140,6 +153,7 @@ class Config:
     infra: InfraConfig = field(default_factory=InfraConfig)
     time: TimeConfig = field(default_factory=TimeConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
+    data: DataConfig = field(default_factory=DataConfig)
     service: ServiceConfig = field(default_factory=ServiceConfig)
 
     @property

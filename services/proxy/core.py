@@ -71,6 +71,15 @@ class QueryCoordPort(Protocol):
     def shard_leaders(self, collection_id: int) -> dict[str, int]: ...
 
 
+class DataCoordPort(Protocol):
+    def assign_segment(
+        self, collection_id: int, partition_id: int, vchannel: str, rows: int
+    ) -> int: ...
+    def flush(self, collection_id: int) -> tuple[list[int], int]: ...
+    def flushed(self, segment_ids: list[int]) -> bool: ...
+    def drop_collection(self, collection_id: int) -> None: ...
+
+
 class QueryNodePort(Protocol):
     def search(self, req: ShardSearchRequest) -> SearchHits: ...
     def query(self, req: ShardQueryRequest) -> QueryRows: ...
@@ -102,8 +111,10 @@ class Proxy:
         writer: ChannelWriter,
         pchannels: Sequence[str],
         config: ProxyConfig | None = None,
+        datacoord: DataCoordPort | None = None,
     ) -> None:
         self.server_id = server_id
+        self.datacoord = datacoord
         self.rootcoord = rootcoord
         self.querycoord = querycoord
         self.nodes = nodes
@@ -145,6 +156,8 @@ class Proxy:
         info = self.meta.get(name)
         self.querycoord.release_collection(info.collection_id)
         self.scheduler.ddl(lambda ts: self.rootcoord.drop_collection(ts, name))
+        if self.datacoord is not None:
+            self.datacoord.drop_collection(info.collection_id)
         self.meta.invalidate(name)
 
     def has_collection(self, name: str) -> bool:
@@ -309,12 +322,17 @@ class Proxy:
     def query(self, spec: QuerySpec) -> tuple[CollectionInfo, QueryRows, list[str]]:
         return self.scheduler.run(QueryTask(self, spec))
 
-    def flush(self, collections: list[str]) -> int:
-        """Until the data node lands, data is durable once it is in the channels: a flush
-        only checks the names and returns the flush timestamp."""
-        for name in collections:
-            self.meta.get(name)
-        return self.rootcoord.alloc_timestamp()
+    def flush(self, collections: list[str]) -> dict[str, tuple[list[int], int]]:
+        """Seal the collections' growing segments: per name, the segments the client waits
+        for (GetFlushState) and the flush timestamp."""
+        infos = [self.meta.get(name) for name in collections]
+        if self.datacoord is None:
+            ts = self.rootcoord.alloc_timestamp()
+            return {info.name: ([], ts) for info in infos}
+        return {info.name: self.datacoord.flush(info.collection_id) for info in infos}
+
+    def flushed(self, segment_ids: list[int]) -> bool:
+        return self.datacoord is None or self.datacoord.flushed(segment_ids)
 
     def row_count(self, collection: str) -> int:
         """Rows visible now (loaded collections), as GetCollectionStatistics reports."""

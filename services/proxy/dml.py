@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from services.common import errors
+from services.common.hashing import shard_of
 from services.common.msgstream.channels import pchannel_of
 from services.common.msgstream.message import (
     DataType,
@@ -26,7 +27,6 @@ from services.common.msgstream.message import (
 )
 from services.common.results import take
 from services.common.schema import CollectionInfo
-from services.proxy.hashing import shard_of
 from services.proxy.task_scheduler import Queue, Task
 
 if TYPE_CHECKING:
@@ -134,6 +134,11 @@ class InsertTask(Task):
         for shard, rows in self._groups.items():
             vchannel = info.vchannels[shard]
             channel = pchannel_of(vchannel)
+            segment_id = 0
+            if proxy.datacoord is not None:  # after the stamp: see DataCoord.assign_segment
+                segment_id = proxy.datacoord.assign_segment(
+                    info.collection_id, self._partition_id, vchannel, len(rows)
+                )
             if self._upsert:
                 messages.append(
                     (
@@ -160,7 +165,7 @@ class InsertTask(Task):
                             source_id=proxy.server_id,
                             collection_id=info.collection_id,
                             partition_id=self._partition_id,
-                            segment_id=0,
+                            segment_id=segment_id,
                             shard=vchannel,
                             pks=take(self._pks, chunk),
                             row_ids=np.zeros(len(chunk), dtype=np.int64),

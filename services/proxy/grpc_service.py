@@ -351,11 +351,10 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
 
     @rpc(milvus_pb2.FlushResponse)
     def Flush(self, request, context):
-        names = list(request.collection_names)
-        ts = self.proxy.flush(names)
+        flushed = self.proxy.flush(list(request.collection_names))
         response = milvus_pb2.FlushResponse(status=_ok(), db_name=request.db_name or "default")
-        for name in names:
-            response.coll_segIDs[name].CopyFrom(schema_pb2.LongArray())
+        for name, (segments, ts) in flushed.items():
+            response.coll_segIDs[name].CopyFrom(schema_pb2.LongArray(data=segments))
             response.flush_coll_segIDs[name].CopyFrom(schema_pb2.LongArray())
             response.coll_seal_times[name] = timestamp.physical_ms(ts) // 1000
             response.coll_flush_ts[name] = ts
@@ -363,7 +362,9 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
 
     @rpc(milvus_pb2.GetFlushStateResponse)
     def GetFlushState(self, request, context):
-        return milvus_pb2.GetFlushStateResponse(status=_ok(), flushed=True)
+        return milvus_pb2.GetFlushStateResponse(
+            status=_ok(), flushed=self.proxy.flushed(list(request.segmentIDs))
+        )
 
 
 def _loads(text: str | None) -> Any:

@@ -16,7 +16,14 @@ from services.common.periodic import Periodic
 from services.common.rpc import types as rpc_types
 from services.common.rpc.transport import generic_handler, new_server
 from services.common.session import SessionRegistry
-from services.proxy.core import Proxy, ProxyConfig, QueryCoordPort, QueryNodes, RootCoordPort
+from services.proxy.core import (
+    DataCoordPort,
+    Proxy,
+    ProxyConfig,
+    QueryCoordPort,
+    QueryNodes,
+    RootCoordPort,
+)
 from services.proxy.grpc_service import MilvusService
 
 log = logging.getLogger(__name__)
@@ -32,7 +39,9 @@ class ProxyService:
         nodes: QueryNodes,
         address: str,
         deploy_mode: str = "CLUSTER",
+        datacoord: DataCoordPort | None = None,
     ) -> None:
+        self._datacoord = datacoord
         self.config = config
         self.address = address
         self.registry = SessionRegistry(zk, cluster_root(config.zookeeper, config.cluster.name))
@@ -63,6 +72,7 @@ class ProxyService:
                 q.max_concurrent_reads,
                 self.config.service.default_shards,
             ),
+            datacoord=self._datacoord,
         )
         # promise the rootcoord a timetick before taking any write
         self.proxy.report_timetick()

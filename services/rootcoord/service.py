@@ -24,6 +24,7 @@ from services.common.periodic import Periodic
 from services.common.rpc import types as rpc_types
 from services.common.rpc.transport import generic_handler, new_server
 from services.common.session import SessionRegistry
+from services.datacoord.core import DataCoord, DataCoordConfig
 from services.querycoord.core import NodeDirectory, QueryCoord
 from services.rootcoord.core import CacheInvalidator, RootCoord
 
@@ -53,6 +54,13 @@ class CoordinatorService:
             tso_window_ms=config.time.tso_window_ms,
             invalidator=invalidator,
         )
+        self.datacoord = DataCoord(
+            kv,
+            self.rootcoord.alloc_timestamp,
+            self.rootcoord.ids.alloc_one,
+            DataCoordConfig(config.data.segment_max_rows, config.data.segment_idle_seal_s),
+            datanode_alive=lambda: bool(self.registry.members("datanode")),
+        )
         self.querycoord = QueryCoord(kv, self.rootcoord, nodes)
         identifier = f"{socket.gethostname()}:{os.getpid()}:{rpc_address or 'inproc'}"
         self.election = LeaderElection(
@@ -67,6 +75,7 @@ class CoordinatorService:
         if not self.election.campaign(campaign_timeout_s):
             raise TimeoutError("another rootcoord stays active")
         self.rootcoord.start()
+        self.datacoord.start()
         self.querycoord.start()
         if self._rpc_address:
             self._serve(self._rpc_address)
@@ -77,6 +86,7 @@ class CoordinatorService:
         self._loops = [
             Periodic("tso-update", t.tso_update_interval_ms / 1000, self.rootcoord.update_tso),
             Periodic("timetick", t.timetick_interval_ms / 1000, self.rootcoord.broadcast_ticks),
+            Periodic("segment-seal", 1.0, self.datacoord.seal_idle),
         ]
         for loop in self._loops:
             loop.start()
@@ -89,6 +99,7 @@ class CoordinatorService:
             (
                 generic_handler("RootCoord", self.rootcoord, rpc_types.ROOTCOORD_METHODS),
                 generic_handler("QueryCoord", self.querycoord, rpc_types.QUERYCOORD_METHODS),
+                generic_handler("DataCoord", self.datacoord, rpc_types.DATACOORD_METHODS),
             )
         )
         if server.add_insecure_port(address) == 0:

@@ -2,13 +2,13 @@ import threading
 
 import numpy as np
 
+from services.common.hashing import murmur3_int64, shard_of
 from services.common.msgstream.message import DataType
 from services.common.results import QueryRows, SearchHits, merge_hits, merge_rows
 from services.common.rpc import codec
 from services.common.rpc import types as _types  # noqa: F401  (registers the RPC types)
 from services.common.schema import CollectionSchema, FieldSchema
 from services.proxy.channels_time_ticker import ChannelsTimeTicker
-from services.proxy.hashing import murmur3_int64, shard_of
 
 
 def test_murmur3_matches_the_reference_implementation():

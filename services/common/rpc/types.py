@@ -1,6 +1,6 @@
 """The dataclasses and enums allowed on the internal RPC wire."""
 
-from services.common.msgstream.message import DataType
+from services.common.msgstream.message import DataType, Position
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits
 from services.common.rpc import codec
@@ -12,6 +12,7 @@ from services.common.schema import (
     IndexInfo,
     PartitionInfo,
 )
+from services.datacoord.segment import BatchReport, Binlog, Deltalog, SegmentInfo, SegmentState
 
 codec.register(
     DataType,
@@ -25,6 +26,12 @@ codec.register(
     ShardQueryRequest,
     SearchHits,
     QueryRows,
+    Position,
+    SegmentState,
+    SegmentInfo,
+    Binlog,
+    Deltalog,
+    BatchReport,
 )
 
 #: methods each role serves, by RPC service name
@@ -40,6 +47,18 @@ ROOTCOORD_METHODS = (
     "create_index",
     "drop_index",
     "report_timetick",
+)
+DATACOORD_METHODS = (
+    "assign_segment",
+    "flush",
+    "flushed",
+    "save_batch",
+    "segments",
+    "segment",
+    "deltalogs",
+    "checkpoint",
+    "set_index_file",
+    "drop_collection",
 )
 QUERYCOORD_METHODS = ("load_collection", "release_collection", "load_state", "shard_leaders")
 QUERYNODE_METHODS = ("watch", "unwatch", "release", "watched", "tsafe", "search", "query")

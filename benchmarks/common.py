@@ -1,0 +1,50 @@
+"""Small helpers shared by the phases: progress lines, percentiles, the repository root."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+_START = time.monotonic()
+
+
+def log(message: str) -> None:
+    """A progress line with the time since the run started (long phases print several)."""
+    print(f"[{time.monotonic() - _START:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def percentile_ms(samples_s: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile of latencies given in seconds, in milliseconds."""
+    if not len(samples_s):
+        return float("nan")
+    return float(np.percentile(np.asarray(samples_s) * 1000.0, q))
+
+
+def latency_summary(samples_s: Sequence[float]) -> dict[str, float]:
+    """p50/p99/mean in ms and the serial rate those latencies imply."""
+    total = float(np.sum(samples_s)) if len(samples_s) else 0.0
+    return {
+        "n": len(samples_s),
+        "p50_ms": percentile_ms(samples_s, 50),
+        "p99_ms": percentile_ms(samples_s, 99),
+        "mean_ms": total / len(samples_s) * 1000.0 if len(samples_s) else float("nan"),
+        "qps": len(samples_s) / total if total > 0 else float("nan"),
+    }
+
+
+def rounded(value: object, digits: int = 4) -> object:
+    """JSON-friendly figures: floats rounded, NaN as None, containers recursed."""
+    if isinstance(value, float):
+        return None if value != value else round(value, digits)
+    if isinstance(value, dict):
+        return {str(k): rounded(v, digits) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [rounded(v, digits) for v in value]
+    if isinstance(value, np.floating | np.integer):
+        return rounded(value.item(), digits)
+    return value

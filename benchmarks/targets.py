@@ -1,0 +1,215 @@
+"""The systems under test, each a server process of its own that the bench starts and stops.
+
+Every port and directory here is the bench's own, clear of a developer deployment (2181,
+9092, 8333, 19530) and of the test suite's ports, so ``make bench`` can run beside both:
+
+- Vectide: ZooKeeper, the Tansu broker and SeaweedFS started by ``InfraManager``, then a
+  standalone process by ``DeploymentManager``, all under ``.vectide/bench``;
+- milvus-lite: its own gRPC server (``milvus-lite server``) on port 39540;
+- the do-nothing server (``benchmarks.nullserver``) on port 39550.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from benchmarks.common import REPO, log
+from services.common.config import Config
+from services.infra.deployment import DeploymentManager, milvus_answers
+from services.infra.manager import InfraManager
+
+HOST = "127.0.0.1"
+RUN_DIR = REPO / ".vectide" / "bench"
+MILVUS_LITE_PORT = 39540
+NULL_PORT = 39550
+
+
+def bench_config(cluster_name: str, dml_channels: int = 4) -> Config:
+    """Vectide's configuration for the bench: defaults, with the bench's ports and run dir.
+
+    Built in code from the defaults (not from ``vectide.yaml`` or ``VECTIDE_*``), so a
+    developer's settings never leak into the measurement; the child process receives it
+    whole through ``Config.to_env``.
+    """
+    config = Config()
+    config.infra.run_dir = str(RUN_DIR)
+    config.zookeeper.hosts = f"{HOST}:32181"
+    config.kafka.bootstrap_servers = f"{HOST}:39092"
+    config.s3.endpoint = f"http://{HOST}:38333"
+    config.infra.seaweed_master_port = 39333
+    config.infra.seaweed_volume_port = 38380
+    config.infra.seaweed_filer_port = 38888
+    config.service.host = HOST
+    config.service.proxy_port = 39530
+    config.service.rootcoord_port = 39600
+    config.service.querynode_port = 39610
+    config.cluster.name = cluster_name
+    config.cluster.dml_channels = dml_channels
+    return config
+
+
+@dataclass
+class Target:
+    """A server the bench talks to through pymilvus."""
+
+    name: str
+    uri: str
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def processes(self) -> dict[str, int]:
+        """Name -> pid of the processes serving this target (for RSS and profiling)."""
+        return {}
+
+
+@dataclass
+class VectideTarget(Target):
+    """Infra plus a standalone Vectide, started like a user does (``vectide up``)."""
+
+    config: Config = field(default_factory=lambda: bench_config("bench"))
+
+    @property
+    def deployment(self) -> DeploymentManager:
+        return DeploymentManager(self.config, progress=lambda line: log(f"vectide: {line}"))
+
+    def start(self) -> None:
+        self.stop()  # leftovers of an interrupted bench run (only our own run dir)
+        shutil.rmtree(self.config.run_dir / "data", ignore_errors=True)
+        InfraManager(self.config, progress=lambda line: log(f"infra: {line}")).up()
+        self.deployment.up("standalone")
+
+    def stop(self) -> None:
+        self.deployment.down()
+
+    def processes(self) -> dict[str, int]:
+        found = {s.name: s.pid for s in self.deployment.status() if s.pid}
+        infra = InfraManager(self.config).status()
+        found.update({f"infra:{s.name}": s.pid for s in infra if s.pid})
+        return found
+
+
+@dataclass
+class SubprocessTarget(Target):
+    """A server launched as a child process in its own process group, stopped with it."""
+
+    argv: list[str] = field(default_factory=list)
+    log_name: str = "server"
+    _proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return self.uri.removeprefix("http://")
+
+    def prepare(self) -> None:
+        """Clear what a previous run left (data directories)."""
+
+    def start(self) -> None:
+        self.prepare()
+        self._refuse_taken_port()
+        log_file = RUN_DIR / "logs" / f"{self.log_name}.log"
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_file, "ab") as out:
+            self._proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 60
+        while not milvus_answers(self.endpoint, timeout_s=1.0):
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                tail = log_file.read_text(errors="replace")[-2000:]
+                self.stop()
+                raise RuntimeError(f"{self.name} did not start; log {log_file}:\n{tail}")
+            time.sleep(0.2)
+        log(f"{self.name}: ready on {self.endpoint} (pid {self._proc.pid})")
+
+    def _refuse_taken_port(self) -> None:
+        if milvus_answers(self.endpoint, timeout_s=0.5):
+            raise RuntimeError(
+                f"{self.endpoint} already answers: another bench run (or something else) "
+                "holds the bench's port; stop it first"
+            )
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def processes(self) -> dict[str, int]:
+        if self._proc is None or self._proc.poll() is not None:
+            return {}
+        return {self.name: self._proc.pid}
+
+
+@dataclass
+class MilvusLiteTarget(SubprocessTarget):
+    """milvus-lite as a real gRPC server process on its own data directory."""
+
+    data_dir: Path = RUN_DIR / "milvus-lite"
+
+    def prepare(self) -> None:
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        self.data_dir.mkdir(parents=True)
+
+
+def vectide_target(cluster_name: str) -> VectideTarget:
+    config = bench_config(cluster_name)
+    return VectideTarget("vectide", f"http://{HOST}:{config.service.proxy_port}", config=config)
+
+
+def milvus_lite_target() -> MilvusLiteTarget:
+    data_dir = RUN_DIR / "milvus-lite"
+    binary = str(Path(sys.executable).parent / "milvus-lite")
+    argv = [binary, "server", "--data-dir", str(data_dir), "--host", HOST]
+    argv += ["--port", str(MILVUS_LITE_PORT)]
+    return MilvusLiteTarget(
+        "milvus-lite",
+        f"http://{HOST}:{MILVUS_LITE_PORT}",
+        argv=argv,
+        log_name="milvus-lite",
+        data_dir=data_dir,
+    )
+
+
+def null_target() -> SubprocessTarget:
+    argv = [sys.executable, "-m", "benchmarks.nullserver", "--host", HOST]
+    argv += ["--port", str(NULL_PORT)]
+    return SubprocessTarget(
+        "ceiling", f"http://{HOST}:{NULL_PORT}", argv=argv, log_name="nullserver"
+    )
+
+
+def rss_bytes(pids: dict[str, int]) -> dict[str, int]:
+    """Resident memory of each process and its children (a server's workers count too)."""
+    out: dict[str, int] = {}
+    for name, pid in pids.items():
+        try:
+            proc = psutil.Process(pid)
+            total = proc.memory_info().rss
+            total += sum(c.memory_info().rss for c in proc.children(recursive=True))
+        except psutil.Error:
+            continue
+        out[name] = total
+    return out

@@ -1,0 +1,150 @@
+"""Binlog files on S3: the persisted form of segments, written by the data node and read by
+query nodes and index builders.
+
+Layout (Milvus's, under the configured root path)::
+
+    insert_log/{collection}/{partition}/{segment}/{field_id}/{log_id}   one column, Parquet
+    stats_log/{collection}/{partition}/{segment}/{pk_field_id}/{log_id} JSON: rows, pk range, bloom
+    delta_log/{collection}/-1/{vchannel}/{log_id}                       Parquet: pk, ts
+    index_files/{build_id}/{segment}                                    a faiss index
+
+Field 1 holds the rows' timestamps (Milvus's system field). A ``log_id`` names the channel
+and the offset range a micro-batch covered, so a replayed batch overwrites its own objects.
+Deletes are kept per shard (vchannel), not per segment: the data node does not need to know
+which segment holds a key, and readers apply them by timestamp.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from services.common.hashing import shard_of
+from services.common.msgstream.message import FIXED_DTYPES, DataType
+
+TIMESTAMP_FIELD = 1
+
+
+class Store(Protocol):
+    def put(self, key: str, data: bytes) -> None: ...
+    def get(self, key: str) -> bytes: ...
+
+
+def insert_log_key(
+    collection: int, partition: int, segment: int, field_id: int, log_id: str
+) -> str:
+    return f"insert_log/{collection}/{partition}/{segment}/{field_id}/{log_id}"
+
+
+def stats_log_key(collection: int, partition: int, segment: int, field_id: int, log_id: str) -> str:
+    return f"stats_log/{collection}/{partition}/{segment}/{field_id}/{log_id}"
+
+
+def delta_log_key(collection: int, vchannel: str, log_id: str) -> str:
+    return f"delta_log/{collection}/-1/{vchannel}/{log_id}"
+
+
+def index_file_key(build_id: int, segment: int) -> str:
+    return f"index_files/{build_id}/{segment}"
+
+
+def _arrow(values: Any, data_type: DataType, dim: int) -> pa.Array:
+    if data_type == DataType.FLOAT_VECTOR:
+        flat = pa.array(np.ascontiguousarray(values, dtype="<f4").reshape(-1))
+        return pa.FixedSizeListArray.from_arrays(flat, dim)
+    if data_type in FIXED_DTYPES:
+        return pa.array(np.asarray(values, dtype=FIXED_DTYPES[data_type]))
+    return pa.array(list(values), type=pa.string())
+
+
+def encode_column(values: Any, data_type: DataType, dim: int = 0) -> bytes:
+    table = pa.table({"v": _arrow(values, data_type, dim)})
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd" if data_type != DataType.FLOAT_VECTOR else "none")
+    return buf.getvalue()
+
+
+def decode_column(raw: bytes, data_type: DataType, dim: int = 0) -> np.ndarray | list[str]:
+    column = pq.read_table(io.BytesIO(raw)).column("v").combine_chunks()
+    if data_type == DataType.FLOAT_VECTOR:
+        return column.flatten().to_numpy().astype(np.float32).reshape(-1, dim)
+    if data_type in FIXED_DTYPES:
+        return column.to_numpy(zero_copy_only=False).astype(FIXED_DTYPES[data_type])
+    return column.to_pylist()
+
+
+def encode_deltas(pks: np.ndarray | list[str], timestamps: np.ndarray) -> bytes:
+    pk_array = (
+        pa.array(list(pks), type=pa.string())
+        if isinstance(pks, list)
+        else pa.array(np.asarray(pks, dtype=np.int64))
+    )
+    buf = io.BytesIO()
+    pq.write_table(
+        pa.table({"pk": pk_array, "ts": pa.array(np.asarray(timestamps, np.int64))}), buf
+    )
+    return buf.getvalue()
+
+
+def decode_deltas(raw: bytes) -> tuple[np.ndarray | list[str], np.ndarray]:
+    table = pq.read_table(io.BytesIO(raw))
+    pk = table.column("pk").combine_chunks()
+    pks = pk.to_pylist() if pa.types.is_string(pk.type) else pk.to_numpy().astype(np.int64)
+    return pks, table.column("ts").combine_chunks().to_numpy().astype(np.int64)
+
+
+@dataclass
+class PkStats:
+    """Statistics of a binlog's primary keys: range and a bloom filter (a delete can skip a
+    segment whose filter says no)."""
+
+    rows: int
+    pk_min: Any
+    pk_max: Any
+    bloom: bytes
+
+    BITS = 1 << 16
+    HASHES = 4
+
+    @classmethod
+    def of(cls, pks: np.ndarray | list[str]) -> PkStats:
+        bits = np.zeros(cls.BITS, dtype=bool)
+        bits[cls._positions(pks).reshape(-1)] = True
+        if isinstance(pks, np.ndarray):
+            lo, hi = (int(pks.min()), int(pks.max())) if len(pks) else (0, 0)
+        else:
+            lo, hi = (min(pks), max(pks)) if pks else ("", "")
+        return cls(len(pks), lo, hi, np.packbits(bits).tobytes())
+
+    @classmethod
+    def _positions(cls, pks: np.ndarray | list[str]) -> np.ndarray:
+        base = shard_of(pks, 1 << 31).astype(np.uint64) if len(pks) else np.empty(0, np.uint64)
+        salts = np.arange(1, cls.HASHES + 1, dtype=np.uint64)[None, :] * np.uint64(0x9E3779B1)
+        return ((base[:, None] * np.uint64(2654435761) + salts) % np.uint64(cls.BITS)).astype(
+            np.int64
+        )
+
+    def may_contain(self, pks: np.ndarray | list[str]) -> np.ndarray:
+        bits = np.unpackbits(np.frombuffer(self.bloom, dtype=np.uint8)).astype(bool)
+        return bits[self._positions(pks)].all(axis=1)
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "rows": self.rows,
+                "pk_min": self.pk_min,
+                "pk_max": self.pk_max,
+                "bloom": self.bloom.hex(),
+            }
+        ).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> PkStats:
+        data = json.loads(raw)
+        return cls(data["rows"], data["pk_min"], data["pk_max"], bytes.fromhex(data["bloom"]))

@@ -1,0 +1,1 @@
+"""Data coordinator: segment allocation and states, binlog records, channel checkpoints."""

@@ -1,0 +1,283 @@
+"""Data coordinator: segment ids, segment states, binlog records and channel checkpoints.
+
+A segment collects the inserts of one (collection, partition, shard). Proxies ask for a
+segment *after* stamping a write, and sealing takes a fresh stamp under the same lock, so
+every row of a sealed segment has ``ts < seal_ts``. A channel's TimeTick >= ``seal_ts`` then
+proves every row of the segment was written before it: once the data node's checkpoint of
+that channel passes ``seal_ts``, the segment is complete in S3 and becomes Flushed.
+
+States: Growing -> Sealed (size, idle time, or Flush) -> Flushed -> Indexed -> Dropped.
+Binlog records are keyed by their log id, so a data node replaying a batch after a crash
+records the same files again without duplicating anything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from services.common.kv.base import MetaKV
+from services.common.msgstream.channels import pchannel_of
+from services.common.msgstream.message import Position
+from services.datacoord.segment import (
+    PERSISTED,
+    BatchReport,
+    Deltalog,
+    SegmentInfo,
+    SegmentState,
+)
+
+log = logging.getLogger(__name__)
+
+_SEGMENTS = "datacoord/segments"
+_CHECKPOINTS = "datacoord/checkpoints"
+
+
+@dataclass
+class DataCoordConfig:
+    #: a growing segment seals once this many rows were assigned to it
+    segment_max_rows: int = 500_000
+    #: ... or when nothing was assigned to it for this long
+    segment_idle_seal_s: float = 600.0
+
+
+class DataCoord:
+    def __init__(
+        self,
+        kv: MetaKV,
+        alloc_ts: Callable[[], int],
+        alloc_id: Callable[[], int],
+        config: DataCoordConfig | None = None,
+        datanode_alive: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self._datanode_alive = datanode_alive
+        self._kv = kv
+        self._alloc_ts = alloc_ts
+        self._alloc_id = alloc_id
+        self.config = config or DataCoordConfig()
+        self._lock = threading.RLock()
+        self._segments: dict[int, SegmentInfo] = {}
+        self._checkpoints: dict[str, Position] = {}
+        self._deltalogs: dict[int, dict[str, Deltalog]] = {}
+
+    def start(self) -> None:
+        with self._lock:
+            self._segments = {
+                s.segment_id: s
+                for s in map(SegmentInfo.from_json, self._kv.list_prefix(_SEGMENTS).values())
+            }
+            self._checkpoints = {
+                key.rsplit("/", 1)[1]: Position(**json.loads(raw))
+                for key, raw in self._kv.list_prefix(_CHECKPOINTS).items()
+            }
+            self._deltalogs = {}
+            for key, raw in self._kv.list_prefix("datacoord/deltalogs").items():
+                collection_id = int(key.split("/")[2])
+                entry = Deltalog(**json.loads(raw))
+                self._deltalogs.setdefault(collection_id, {})[entry.log_id] = entry
+
+    # -- allocation (proxies) ------------------------------------------------------------------
+
+    def assign_segment(
+        self, collection_id: int, partition_id: int, vchannel: str, rows: int
+    ) -> int:
+        """The growing segment that takes ``rows`` more rows of this shard and partition.
+
+        Call it after the write is stamped: sealing takes a newer stamp, so a sealed
+        segment's rows are all older than its ``seal_ts``.
+        """
+        with self._lock:
+            current = next(
+                (
+                    s
+                    for s in self._segments.values()
+                    if s.state == SegmentState.GROWING
+                    and s.collection_id == collection_id
+                    and s.partition_id == partition_id
+                    and s.vchannel == vchannel
+                ),
+                None,
+            )
+            if (
+                current is not None
+                and current.assigned_rows + rows > self.config.segment_max_rows
+                and current.assigned_rows > 0
+            ):
+                self._seal(current)
+                current = None
+            if current is None:
+                current = SegmentInfo(self._alloc_id(), collection_id, partition_id, vchannel)
+                self._segments[current.segment_id] = current
+            current.assigned_rows += rows
+            current.last_assigned_at = time.time()
+            self._save(current)
+            return current.segment_id
+
+    def _seal(self, segment: SegmentInfo) -> None:
+        segment.state = SegmentState.SEALED
+        segment.seal_ts = self._alloc_ts()
+        self._save(segment)
+        log.info(
+            "segment sealed", extra={"segment": segment.segment_id, "rows": segment.assigned_rows}
+        )
+
+    def seal_idle(self) -> list[int]:
+        """Seal growing segments that took no rows for ``segment_idle_seal_s``."""
+        now = time.time()
+        with self._lock:
+            idle = [
+                s
+                for s in self._segments.values()
+                if s.state == SegmentState.GROWING
+                and now - s.last_assigned_at > self.config.segment_idle_seal_s
+            ]
+            for segment in idle:
+                self._seal(segment)
+            self._promote()
+            return [s.segment_id for s in idle]
+
+    # -- Flush / GetFlushState -----------------------------------------------------------------
+
+    def flush(self, collection_id: int) -> tuple[list[int], int]:
+        """Seal every growing segment of the collection: (segments to wait for, flush ts).
+
+        With no data node alive nothing can be flushed now: the segments are sealed (they
+        flush when a data node starts) and none is returned, so a client does not wait
+        forever; its data is durable in the channels meanwhile.
+        """
+        with self._lock:
+            for segment in self._segments.values():
+                if segment.collection_id == collection_id and segment.state == SegmentState.GROWING:
+                    self._seal(segment)
+            flush_ts = self._alloc_ts()
+            waiting = [
+                s.segment_id
+                for s in self._segments.values()
+                if s.collection_id == collection_id and s.state == SegmentState.SEALED
+            ]
+            self._promote()
+            if not self._datanode_alive():
+                log.warning("flush without a data node: segments stay sealed until one runs")
+                return [], flush_ts
+            return waiting, flush_ts
+
+    def flushed(self, segment_ids: list[int]) -> bool:
+        with self._lock:
+            return all(
+                self._segments[s].state in (*PERSISTED, SegmentState.DROPPED)
+                for s in segment_ids
+                if s in self._segments
+            )
+
+    # -- data node progress --------------------------------------------------------------------
+
+    def save_batch(self, report: BatchReport) -> list[int]:
+        """Record a micro-batch (idempotent); returns segments that became Flushed."""
+        with self._lock:
+            for segment_id, collection_id, partition_id, vchannel, binlog, first in report.binlogs:
+                segment = self._segments.get(segment_id)
+                if segment is None:  # written before datacoord knew it (e.g. external producer)
+                    segment = SegmentInfo(
+                        segment_id,
+                        collection_id,
+                        partition_id,
+                        vchannel,
+                        state=SegmentState.GROWING,
+                    )
+                    self._segments[segment_id] = segment
+                segment.binlogs[binlog.log_id] = binlog
+                if segment.start_position is None or first.offset < segment.start_position.offset:
+                    segment.start_position = first
+                self._save(segment)
+            for collection_id, delta in report.deltalogs:
+                self._deltalogs.setdefault(collection_id, {})[delta.log_id] = delta
+                self._kv.put(
+                    f"datacoord/deltalogs/{collection_id}/{delta.log_id}",
+                    json.dumps(asdict(delta)).encode(),
+                )
+            for pchannel, position in report.checkpoints.items():
+                old = self._checkpoints.get(pchannel)
+                if old is None or position.ts > old.ts:
+                    self._checkpoints[pchannel] = position
+                    self._kv.put(
+                        f"{_CHECKPOINTS}/{pchannel}", json.dumps(asdict(position)).encode()
+                    )
+            return self._promote()
+
+    def _promote(self) -> list[int]:
+        """Sealed segments whose channel checkpoint passed their seal stamp are Flushed."""
+        done = []
+        for segment in self._segments.values():
+            if segment.state != SegmentState.SEALED:
+                continue
+            checkpoint = self._checkpoints.get(pchannel_of(segment.vchannel))
+            if checkpoint is not None and checkpoint.ts >= segment.seal_ts:
+                segment.state = SegmentState.FLUSHED
+                self._save(segment)
+                done.append(segment.segment_id)
+                log.info(
+                    "segment flushed",
+                    extra={"segment": segment.segment_id, "rows": segment.num_rows},
+                )
+        return done
+
+    # -- readers (querycoord, index builder) -------------------------------------------------
+
+    def segments(
+        self, collection_id: int, states: tuple[SegmentState, ...] | None = None
+    ) -> list[SegmentInfo]:
+        with self._lock:
+            return [
+                s
+                for s in self._segments.values()
+                if s.collection_id == collection_id and (states is None or s.state in states)
+            ]
+
+    def segment(self, segment_id: int) -> SegmentInfo | None:
+        with self._lock:
+            return self._segments.get(segment_id)
+
+    def deltalogs(self, collection_id: int, vchannel: str) -> list[Deltalog]:
+        with self._lock:
+            return sorted(
+                (
+                    d
+                    for d in self._deltalogs.get(collection_id, {}).values()
+                    if d.vchannel == vchannel
+                ),
+                key=lambda d: d.max_ts,
+            )
+
+    def checkpoint(self, pchannel: str) -> Position | None:
+        with self._lock:
+            return self._checkpoints.get(pchannel)
+
+    def set_index_file(self, segment_id: int, build_id: int, path: str) -> None:
+        with self._lock:
+            segment = self._segments[segment_id]
+            segment.index_files[str(build_id)] = path
+            if segment.state == SegmentState.FLUSHED:
+                segment.state = SegmentState.INDEXED
+            self._save(segment)
+
+    def drop_collection(self, collection_id: int) -> None:
+        with self._lock:
+            for segment in self._segments.values():
+                if segment.collection_id == collection_id:
+                    segment.state = SegmentState.DROPPED
+                    self._save(segment)
+
+    def _save(self, segment: SegmentInfo) -> None:
+        self._kv.put(f"{_SEGMENTS}/{segment.segment_id}", segment.to_json())
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            by_state: dict[str, int] = {}
+            for s in self._segments.values():
+                by_state[s.state.value] = by_state.get(s.state.value, 0) + 1
+            return by_state

@@ -1,0 +1,89 @@
+"""Segment meta: what datacoord records about each segment and each data-node batch."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+
+from services.common.msgstream.message import Position
+
+
+class SegmentState(StrEnum):
+    GROWING = "Growing"
+    SEALED = "Sealed"
+    FLUSHED = "Flushed"
+    INDEXED = "Indexed"
+    DROPPED = "Dropped"
+
+
+#: states whose data is complete in S3
+PERSISTED = (SegmentState.FLUSHED, SegmentState.INDEXED)
+
+
+@dataclass
+class Binlog:
+    """One micro-batch's share of a segment: a file per field."""
+
+    log_id: str
+    rows: int
+    #: field id (as str, JSON keys) -> object key
+    paths: dict[str, str]
+    stats_path: str
+    min_ts: int
+    max_ts: int
+
+
+@dataclass
+class SegmentInfo:
+    segment_id: int
+    collection_id: int
+    partition_id: int
+    vchannel: str
+    state: SegmentState = SegmentState.GROWING
+    assigned_rows: int = 0
+    last_assigned_at: float = field(default_factory=time.time)
+    seal_ts: int = 0
+    binlogs: dict[str, Binlog] = field(default_factory=dict)
+    #: where the shard's channel must be replayed from to see this segment's rows
+    start_position: Position | None = None
+    #: index builds: build id -> object key of the index file
+    index_files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def num_rows(self) -> int:
+        return sum(b.rows for b in self.binlogs.values())
+
+    def to_json(self) -> bytes:
+        data = asdict(self)
+        data["state"] = self.state.value
+        return json.dumps(data).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> SegmentInfo:
+        data = json.loads(raw)
+        data["state"] = SegmentState(data["state"])
+        data["binlogs"] = {k: Binlog(**v) for k, v in data["binlogs"].items()}
+        if data["start_position"]:
+            data["start_position"] = Position(**data["start_position"])
+        return cls(**data)
+
+
+@dataclass
+class Deltalog:
+    vchannel: str
+    log_id: str
+    path: str
+    rows: int
+    max_ts: int
+
+
+@dataclass
+class BatchReport:
+    """What one data-node micro-batch wrote, and how far each channel is now persisted."""
+
+    #: segment id -> (collection, partition, vchannel, binlog, first position)
+    binlogs: list[tuple[int, int, int, str, Binlog, Position]]
+    deltalogs: list[tuple[int, Deltalog]]
+    checkpoints: dict[str, Position]

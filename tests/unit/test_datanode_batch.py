@@ -1,0 +1,147 @@
+"""The data node's batch logic and datacoord's segment lifecycle, without Spark or S3."""
+
+import numpy as np
+import pytest
+
+from services.common import binlog
+from services.common.kv import MemoryKV
+from services.common.msgstream import codec
+from services.common.msgstream.message import (
+    DataType,
+    DeleteMsg,
+    FieldColumn,
+    InsertMsg,
+    Position,
+    TimeTickMsg,
+)
+from services.datacoord.core import DataCoord, DataCoordConfig
+from services.datacoord.segment import SegmentState
+from streaming.flush import PK_FIELD, TS_FIELD, Record, process_batch
+
+VCH = "c-dml_0_7v0"
+
+
+class DictStore:
+    def __init__(self):
+        self.objects = {}
+
+    def put(self, key, data):
+        self.objects[key] = data
+
+    def get(self, key):
+        return self.objects[key]
+
+
+def insert(segment, ids, ts):
+    ids = np.asarray(ids, np.int64)
+    vec = np.tile(ids[:, None].astype(np.float32), (1, 4))
+    return InsertMsg(
+        ts,
+        ts,
+        0,
+        7,
+        1,
+        segment,
+        VCH,
+        ids,
+        np.zeros(len(ids), np.int64),
+        np.full(len(ids), ts, np.int64),
+        [
+            FieldColumn(101, "v", DataType.FLOAT_VECTOR, vec, 4),
+            FieldColumn(102, "t", DataType.VARCHAR, [f"r{i}" for i in ids]),
+        ],
+    )
+
+
+def records(*msgs):
+    return [
+        Record("c-dml_0", i, m if isinstance(m, bytes) else codec.encode(m))
+        for i, m in enumerate(msgs)
+    ]
+
+
+def counter(start=1000):
+    state = {"n": start}
+
+    def next_value():
+        state["n"] += 1
+        return state["n"]
+
+    return next_value
+
+
+def test_batch_writes_columns_deltas_and_checkpoint_deterministically():
+    batch = records(
+        insert(5, [1, 2], 10),
+        b"poison",
+        insert(5, [3], 11),
+        DeleteMsg(9, 12, 0, 7, -1, VCH, np.array([1]), np.array([12])),
+        TimeTickMsg(0, 20, 0),
+    )
+    store = DictStore()
+    report, stats = process_batch(batch, store)
+    assert (stats.rows, stats.deletes, stats.poison) == (3, 1, 1)
+    [(segment, coll, part, vchannel, log, start)] = report.binlogs
+    assert (segment, coll, part, vchannel, log.rows) == (5, 7, 1, VCH, 3)
+    assert start == Position("c-dml_0", 0, 0)
+    pks = binlog.decode_column(store.get(log.paths[str(PK_FIELD)]), DataType.INT64)
+    assert pks.tolist() == [1, 2, 3]
+    ts = binlog.decode_column(store.get(log.paths[str(TS_FIELD)]), DataType.INT64)
+    assert ts.tolist() == [10, 10, 11]
+    vec = binlog.decode_column(store.get(log.paths["101"]), DataType.FLOAT_VECTOR, 4)
+    assert vec[:, 0].tolist() == [1.0, 2.0, 3.0]
+    assert binlog.decode_column(store.get(log.paths["102"]), DataType.VARCHAR) == ["r1", "r2", "r3"]
+    [(_, delta)] = report.deltalogs
+    assert binlog.decode_deltas(store.get(delta.path))[0].tolist() == [1]
+    assert report.checkpoints == {"c-dml_0": Position("c-dml_0", 5, 20)}
+    again = DictStore()
+    assert process_batch(batch, again)[0] == report
+    assert again.objects == store.objects  # a replay writes the very same objects
+
+
+def test_segments_seal_on_size_and_flush_once_the_checkpoint_passes():
+    clock = counter()
+    dc = DataCoord(MemoryKV(), clock, counter(1), DataCoordConfig(segment_max_rows=10))
+    first = dc.assign_segment(7, 1, VCH, 8)
+    assert dc.assign_segment(7, 1, VCH, 2) == first
+    second = dc.assign_segment(7, 1, VCH, 5)  # would exceed 10: the first seals
+    assert second != first
+    sealed = dc.segment(first)
+    assert sealed.state == SegmentState.SEALED
+    report, _ = process_batch(
+        records(insert(first, range(10), 5), TimeTickMsg(0, sealed.seal_ts - 1, 0)), DictStore()
+    )
+    assert dc.save_batch(report) == []  # the checkpoint is still below the seal stamp
+    report2, _ = process_batch(
+        [Record("c-dml_0", 9, codec.encode(TimeTickMsg(0, clock(), 0)))], DictStore()
+    )
+    assert dc.save_batch(report2) == [first]
+    assert dc.segment(first).num_rows == 10
+    assert dc.save_batch(report) == []  # replaying an old batch changes nothing
+    assert dc.segment(first).num_rows == 10
+
+
+def test_flush_seals_growing_segments_and_reports_state():
+    clock = counter()
+    kv = MemoryKV()
+    dc = DataCoord(kv, clock, counter(1))
+    seg = dc.assign_segment(7, 1, VCH, 3)
+    waiting, flush_ts = dc.flush(7)
+    assert waiting == [seg] and flush_ts > dc.segment(seg).seal_ts
+    assert not dc.flushed(waiting)
+    dc.save_batch(process_batch(records(TimeTickMsg(0, flush_ts, 0)), DictStore())[0])
+    assert dc.flushed(waiting)
+    restarted = DataCoord(kv, clock, counter(50))
+    restarted.start()
+    assert restarted.segment(seg).state == SegmentState.FLUSHED
+    assert restarted.checkpoint("c-dml_0").ts == flush_ts
+
+
+@pytest.mark.parametrize("pks", [np.arange(1000), [f"k{i}" for i in range(1000)]])
+def test_pk_stats_have_no_false_negatives(pks):
+    stats = binlog.PkStats.from_json(binlog.PkStats.of(pks).to_json())
+    assert stats.may_contain(pks).all()
+    others = (
+        np.arange(10_000, 11_000) if isinstance(pks, np.ndarray) else [f"x{i}" for i in range(1000)]
+    )
+    assert stats.may_contain(others).mean() < 0.05
