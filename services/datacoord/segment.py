@@ -87,3 +87,14 @@ class BatchReport:
     binlogs: list[tuple[int, int, int, str, Binlog, Position]]
     deltalogs: list[tuple[int, Deltalog]]
     checkpoints: dict[str, Position]
+
+
+@dataclass
+class LoadPlan:
+    """What a query node loads to serve a shard: persisted segments, the shard's deletes
+    from the deltalogs, and where to replay the channel from (inserts of ``segments`` met
+    in the replay are skipped)."""
+
+    segments: list[SegmentInfo] = field(default_factory=list)
+    deltalogs: list[Deltalog] = field(default_factory=list)
+    replay_offset: int = 0

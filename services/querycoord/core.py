@@ -18,8 +18,11 @@ from typing import Protocol
 from services.common import errors
 from services.common.errors import Code, MilvusError
 from services.common.kv.base import MetaKV
+from services.common.msgstream.channels import pchannel_of
+from services.common.msgstream.message import Position
 from services.common.ports import CollectionSource
 from services.common.schema import CollectionInfo
+from services.datacoord.segment import PERSISTED, Deltalog, LoadPlan, SegmentInfo, SegmentState
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +36,21 @@ LOAD_STATE_LOADED = 3
 
 
 class QueryNodePort(Protocol):
-    def watch(self, collection: CollectionInfo, vchannel: str) -> None: ...
+    def watch(
+        self, collection: CollectionInfo, vchannel: str, plan: LoadPlan | None = None
+    ) -> None: ...
+    def load_segment(self, vchannel: str, segment: SegmentInfo) -> bool: ...
     def unwatch(self, vchannel: str) -> None: ...
+
+
+class SegmentSource(Protocol):
+    """The datacoord, as far as loading is concerned."""
+
+    def segments(
+        self, collection_id: int, states: tuple[SegmentState, ...] | None = None
+    ) -> list[SegmentInfo]: ...
+    def deltalogs(self, collection_id: int, vchannel: str) -> list[Deltalog]: ...
+    def checkpoint(self, pchannel: str) -> Position | None: ...
 
 
 class NodeDirectory(Protocol):
@@ -43,7 +59,16 @@ class NodeDirectory(Protocol):
 
 
 class QueryCoord:
-    def __init__(self, kv: MetaKV, collections: CollectionSource, nodes: NodeDirectory) -> None:
+    def __init__(
+        self,
+        kv: MetaKV,
+        collections: CollectionSource,
+        nodes: NodeDirectory,
+        segments: SegmentSource | None = None,
+    ) -> None:
+        self._segments = segments
+        #: (segment, node) pairs already handed off
+        self._handed: set[tuple[int, int]] = set()
         self._kv = kv
         self._collections = collections
         self._nodes = nodes
@@ -88,8 +113,58 @@ class QueryCoord:
         others = [a for cid, a in self._assignments.items() if cid != info.collection_id]
         load = Counter(n for a in [*others, pending] for n in a.values())
         node_id = min(live, key=lambda n: (load[n], n))
-        self._nodes.node(node_id).watch(info, vchannel)
+        plan = self._plan(info, vchannel)
+        self._nodes.node(node_id).watch(info, vchannel, plan)
+        if plan is not None:
+            self._handed |= {(s.segment_id, node_id) for s in plan.segments}
         return node_id
+
+    def _plan(self, info: CollectionInfo, vchannel: str) -> LoadPlan | None:
+        """Persisted segments of the shard, its deltalogs, and the replay offset: the data
+        node's checkpoint, or earlier if a segment not yet flushed started before it."""
+        if self._segments is None:
+            return None
+        pchannel = pchannel_of(vchannel)
+        mine = [s for s in self._segments.segments(info.collection_id) if s.vchannel == vchannel]
+        checkpoint = self._segments.checkpoint(pchannel)
+        replay = info.start_offsets[pchannel]
+        if checkpoint is not None:
+            unflushed = [
+                s.start_position.offset
+                for s in mine
+                if s.state in (SegmentState.GROWING, SegmentState.SEALED)
+                and s.start_position is not None
+            ]
+            replay = max(replay, min([checkpoint.offset, *unflushed]))
+        return LoadPlan(
+            [s for s in mine if s.state in PERSISTED],
+            self._segments.deltalogs(info.collection_id, vchannel),
+            replay,
+        )
+
+    def handoff(self) -> int:
+        """Tell each shard's node about its newly flushed segments; returns how many."""
+        if self._segments is None:
+            return 0
+        handed = 0
+        with self._lock:
+            assignments = {c: dict(a) for c, a in self._assignments.items()}
+        for collection_id, assignment in assignments.items():
+            for segment in self._segments.segments(collection_id, PERSISTED):
+                node_id = assignment.get(segment.vchannel)
+                if node_id is None or (segment.segment_id, node_id) in self._handed:
+                    continue
+                try:
+                    self._nodes.node(node_id).load_segment(segment.vchannel, segment)
+                except Exception:
+                    log.exception(
+                        "handoff failed; will retry",
+                        extra={"segment": segment.segment_id, "node": node_id},
+                    )
+                    continue
+                self._handed.add((segment.segment_id, node_id))
+                handed += 1
+        return handed
 
     def _save(self, collection_id: int, assignment: dict[str, int]) -> None:
         self._kv.put(f"{_LOADED}/{collection_id}", json.dumps(assignment).encode())

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from services.common import errors
+from services.common import binlog, errors
 from services.common.errors import Code, MilvusError
 from services.common.expr import ExprError, evaluate, parse
 from services.common.msgstream.channels import pchannel_of
@@ -34,7 +34,9 @@ from services.common.msgstream.message import (
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits, merge_hits, merge_rows, pk_order, take
 from services.common.schema import CollectionInfo
+from services.datacoord.segment import LoadPlan, SegmentInfo
 from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
+from services.querynode.sealed import load_sealed, read_deltalogs
 from services.querynode.segment import ShardStore
 from services.querynode.tsafe import TSafe
 
@@ -56,6 +58,11 @@ class Shard:
     tsafe: TSafe = field(default_factory=TSafe)
     lock: threading.Lock = field(default_factory=threading.Lock)
     dropped: bool = False
+    #: flushed segments loaded from S3, by segment id
+    sealed: dict[int, ShardStore] = field(default_factory=dict)
+
+    def stores(self) -> list[ShardStore]:
+        return [self.store, *self.sealed.values()]
 
 
 class _StoreColumns:
@@ -83,8 +90,10 @@ class QueryNode:
         node_id: int,
         subscriber: ChannelSubscriber | None = None,
         chunk_rows: int = DEFAULT_CHUNK_ROWS,
+        binlogs: binlog.Store | None = None,
     ) -> None:
         self.node_id = node_id
+        self._binlogs = binlogs
         self._chunk_rows = chunk_rows
         self._subscriber = subscriber
         self._shards: dict[str, Shard] = {}
@@ -95,16 +104,74 @@ class QueryNode:
 
     # -- assignment (from querycoord) ------------------------------------------------------
 
-    def watch(self, collection: CollectionInfo, vchannel: str) -> None:
+    def watch(
+        self, collection: CollectionInfo, vchannel: str, plan: LoadPlan | None = None
+    ) -> None:
+        """Serve ``vchannel``: load its persisted segments and deletes (``plan``), then
+        replay its channel from the plan's offset (or the collection's start)."""
+        if vchannel in self._shards:
+            return
+        shard = Shard(
+            collection,
+            vchannel,
+            ShardStore(collection.schema, collection.indexes, self._chunk_rows),
+        )
+        pchannel = pchannel_of(vchannel)
+        start_offset = collection.start_offsets[pchannel]
+        if plan is not None:
+            for segment in plan.segments:
+                shard.sealed[segment.segment_id] = self._load(collection, segment)
+            for pks, stamps in read_deltalogs(plan.deltalogs, self._require_binlogs()):
+                for sealed in shard.sealed.values():
+                    sealed.delete_keys(pks, stamps)
+                shard.store.remember_deletes(pks, stamps)
+            start_offset = max(start_offset, plan.replay_offset)
         with self._lock:
             if vchannel in self._shards:
                 return
-            store = ShardStore(collection.schema, collection.indexes, self._chunk_rows)
-            self._shards[vchannel] = Shard(collection, vchannel, store)
-        pchannel = pchannel_of(vchannel)
+            self._shards[vchannel] = shard
         if self._subscriber is not None:
-            self._subscriber.subscribe(vchannel, pchannel, collection.start_offsets[pchannel])
-        log.info("watching shard", extra={"node": self.node_id, "vchannel": vchannel})
+            self._subscriber.subscribe(vchannel, pchannel, start_offset)
+        log.info(
+            "watching shard",
+            extra={
+                "node": self.node_id,
+                "vchannel": vchannel,
+                "sealed": len(shard.sealed),
+                "from": start_offset,
+            },
+        )
+
+    def load_segment(self, vchannel: str, segment: SegmentInfo) -> bool:
+        """Handoff: serve a newly flushed segment from its binlogs instead of the growing
+        rows it covers. The swap happens under the shard lock, so no read sees the rows
+        twice or not at all; deletes already applied to the growing rows move along."""
+        shard = self._shard(vchannel)
+        if segment.segment_id in shard.sealed:
+            return False
+        sealed = self._load(shard.collection, segment)
+        with shard.lock:
+            rows = shard.store.segment_rows(segment.segment_id)
+            pks, stamps = shard.store.deletes_of(rows)
+            sealed.delete_keys(pks, stamps)
+            shard.store.hide(rows)
+            shard.sealed[segment.segment_id] = sealed
+        log.info(
+            "segment handed off",
+            extra={"vchannel": vchannel, "segment": segment.segment_id, "rows": sealed.num_rows},
+        )
+        return True
+
+    def sealed_segments(self, vchannel: str) -> list[int]:
+        return sorted(self._shard(vchannel).sealed)
+
+    def _load(self, collection: CollectionInfo, segment: SegmentInfo) -> ShardStore:
+        return load_sealed(collection, segment, self._require_binlogs(), self._chunk_rows)
+
+    def _require_binlogs(self) -> binlog.Store:
+        if self._binlogs is None:
+            raise MilvusError(Code.SERVICE_NOT_READY, "this query node has no object store")
+        return self._binlogs
 
     def unwatch(self, vchannel: str) -> None:
         with self._lock:
@@ -152,9 +219,11 @@ class QueryNode:
     @staticmethod
     def _apply_one(shard: Shard, msg: Any) -> None:
         if isinstance(msg, InsertMsg):
-            shard.store.insert(msg)
+            if msg.segment_id not in shard.sealed:  # else served from its binlogs already
+                shard.store.insert(msg)
         elif isinstance(msg, DeleteMsg):
-            shard.store.delete(msg)
+            for store in shard.stores():
+                store.delete(msg)
         elif isinstance(msg, CollectionDDLMsg) and msg.op == DDLOp.DROP_COLLECTION:
             shard.dropped = True
 
@@ -174,15 +243,16 @@ class QueryNode:
         """
         built = 0
         for shard in list(self._shards.values()):
-            for field_name, indexes in shard.store.indexes.items():
-                with shard.lock:
-                    chunk = indexes.next_chunk(shard.store.num_rows)
-                    if chunk is None:
-                        continue
-                    start = chunk * indexes.chunk_rows
-                    vectors = shard.store.vectors(field_name, start, start + indexes.chunk_rows)
-                indexes.install(chunk, indexes.spec.build(vectors))
-                built += 1
+            for store in shard.stores():
+                for field_name, indexes in store.indexes.items():
+                    with shard.lock:
+                        chunk = indexes.next_chunk(store.num_rows)
+                        if chunk is None:
+                            continue
+                        start = chunk * indexes.chunk_rows
+                        vectors = store.vectors(field_name, start, start + indexes.chunk_rows)
+                    indexes.install(chunk, indexes.spec.build(vectors))
+                    built += 1
         return built
 
     # -- reads ---------------------------------------------------------------------------------
@@ -218,49 +288,57 @@ class QueryNode:
             )
         return ts
 
-    def _mask(self, shard: Shard, snapshot: int, partition_ids: list[int], tree: Any) -> np.ndarray:
-        mask = shard.store.candidates(snapshot, partition_ids or None).mask
+    @staticmethod
+    def _mask(store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any) -> np.ndarray:
+        mask = store.candidates(snapshot, partition_ids or None).mask
         if tree is not None and mask.any():
             try:
-                mask &= evaluate(tree, _StoreColumns(shard.store))
+                mask &= evaluate(tree, _StoreColumns(store))
             except ExprError as exc:
                 raise errors.invalid(str(exc)) from exc
         return mask
 
     def _search_shard(self, shard: Shard, req: ShardSearchRequest, tree: Any) -> SearchHits:
         snapshot = self._snapshot(shard, req.guarantee_ts, req.wait_timeout_s)
-        nq = len(req.vectors)
         with shard.lock:
-            store = shard.store
-            mask = self._mask(shard, snapshot, req.partition_ids, tree)
-            scores, rows = store.search(
-                req.anns_field, req.vectors, req.metric_type, req.topk, mask, req.search_params
-            )
-            valid = rows >= 0  # -1 rows (fewer matches than topk) sort last in each query
-            flat = rows[valid]
-            return SearchHits(
-                req.metric_type,
-                valid.sum(axis=1).tolist() if nq else [],
-                take(store.pks(), flat),
-                scores[valid].astype(np.float32),
-                {name: take(store.raw_column(name), flat) for name in req.output_fields},
-            )
+            parts = [self._search_store(s, req, tree, snapshot) for s in shard.stores()]
+        return merge_hits(parts, req.topk)
+
+    def _search_store(
+        self, store: ShardStore, req: ShardSearchRequest, tree: Any, snapshot: int
+    ) -> SearchHits:
+        mask = self._mask(store, snapshot, req.partition_ids, tree)
+        scores, rows = store.search(
+            req.anns_field, req.vectors, req.metric_type, req.topk, mask, req.search_params
+        )
+        valid = rows >= 0  # -1 rows (fewer matches than topk) sort last in each query
+        flat = rows[valid]
+        return SearchHits(
+            req.metric_type,
+            valid.sum(axis=1).tolist() if len(req.vectors) else [],
+            take(store.pks(), flat),
+            scores[valid].astype(np.float32),
+            {name: take(store.raw_column(name), flat) for name in req.output_fields},
+        )
 
     def _query_shard(self, shard: Shard, req: ShardQueryRequest, tree: Any) -> QueryRows:
         snapshot = self._snapshot(shard, req.guarantee_ts, req.wait_timeout_s)
         with shard.lock:
-            store = shard.store
-            mask = self._mask(shard, snapshot, req.partition_ids, tree)
-            if req.count_only:
-                return QueryRows(pks=[], count=int(mask.sum()))
-            rows = np.flatnonzero(mask)
-            pks = take(store.pks(), rows)
-            order = pk_order(pks)[: req.limit]
-            rows = rows[order]
-            return QueryRows(
-                take(store.pks(), rows),
-                {name: take(store.raw_column(name), rows) for name in req.output_fields},
-            )
+            parts = [self._query_store(s, req, tree, snapshot) for s in shard.stores()]
+        return merge_rows(parts, 0, req.limit)
+
+    def _query_store(
+        self, store: ShardStore, req: ShardQueryRequest, tree: Any, snapshot: int
+    ) -> QueryRows:
+        mask = self._mask(store, snapshot, req.partition_ids, tree)
+        if req.count_only:
+            return QueryRows(pks=[], count=int(mask.sum()))
+        rows = np.flatnonzero(mask)
+        rows = rows[pk_order(take(store.pks(), rows))[: req.limit]]
+        return QueryRows(
+            take(store.pks(), rows),
+            {name: take(store.raw_column(name), rows) for name in req.output_fields},
+        )
 
 
 def _parse(expr: str, params: dict[str, Any]) -> Any:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from services.common.msgstream.message import FIXED_DTYPES, DataType, DeleteMsg, InsertMsg
-from services.common.results import SIMILARITY_METRICS
+from services.common.results import SIMILARITY_METRICS, take
 from services.common.schema import CollectionSchema, FieldSchema, IndexInfo
 from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS, ChunkIndexes, IndexSpec
 from services.querynode.columns import FixedColumn, ObjectColumn
@@ -54,6 +54,9 @@ class ShardStore:
         self._insert_ts = FixedColumn(np.dtype("<i8"))
         self._deleted_at = FixedColumn(np.dtype("<i8"))
         self._partition = FixedColumn(np.dtype("<i8"))
+        self._segment = FixedColumn(np.dtype("<i8"))
+        #: deletes known before the rows they may hit arrive (a replay after loading)
+        self._early_deletes: list[tuple[np.ndarray | list[str], np.ndarray]] = []
         self._columns: dict[str, FixedColumn | ObjectColumn] = {
             f.name: _new_column(f) for f in schema.fields if not f.is_primary
         }
@@ -93,39 +96,77 @@ class ShardStore:
         self._insert_ts.append(msg.timestamps)
         self._deleted_at.append(np.full(n, NEVER, dtype=np.int64))
         self._partition.append(np.full(n, msg.partition_id, dtype=np.int64))
+        self._segment.append(np.full(n, msg.segment_id, dtype=np.int64))
+        for pks, stamps in self._early_deletes:
+            self.delete_keys(pks, stamps, first_row=start)
 
     def delete(self, msg: DeleteMsg) -> int:
         """Apply a delete; returns how many live rows it hit."""
-        if not msg.num_rows or not self.num_rows:
+        return self.delete_keys(msg.pks, msg.timestamps, msg.partition_id)
+
+    def delete_keys(
+        self,
+        pks: np.ndarray | list[str],
+        stamps: np.ndarray,
+        partition_id: int = -1,
+        first_row: int = 0,
+    ) -> int:
+        """Delete ``pks[i]`` at ``stamps[i]``: rows of the key inserted before that stamp
+        (among rows from ``first_row`` on)."""
+        if not len(pks) or self.num_rows <= first_row:
             return 0
-        rows, stamps = self._rows_of(msg)
+        rows, stamps = self._rows_of(pks, np.asarray(stamps, dtype=np.int64), first_row)
         if not len(rows):
             return 0
         insert_ts = self._insert_ts.view()[rows]
         deleted_at = self._deleted_at.view()
         hit = (insert_ts < stamps) & (stamps < deleted_at[rows])
-        if msg.partition_id >= 0:
-            hit &= self._partition.view()[rows] == msg.partition_id
+        if partition_id >= 0:
+            hit &= self._partition.view()[rows] == partition_id
         deleted_at[rows[hit]] = stamps[hit]
         return int(hit.sum())
 
-    def _rows_of(self, msg: DeleteMsg) -> tuple[np.ndarray, np.ndarray]:
-        """Row offsets holding the deleted keys, and the delete stamp for each."""
-        stamps = np.asarray(msg.timestamps, dtype=np.int64)
+    def _rows_of(
+        self, keys: np.ndarray | list[str], stamps: np.ndarray, first_row: int = 0
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Row offsets (from ``first_row``) holding the deleted keys, and each one's stamp."""
         if self._pk_is_str:
             rows, per_row = [], []
-            for key, ts in zip(msg.pks, stamps.tolist(), strict=True):
+            for key, ts in zip(keys, stamps.tolist(), strict=True):
                 for row in self._str_rows.get(key, ()):
-                    rows.append(row)
-                    per_row.append(ts)
+                    if row >= first_row:
+                        rows.append(row)
+                        per_row.append(ts)
             return np.array(rows, dtype=np.int64), np.array(per_row, dtype=np.int64)
         pks = self._pks.view()
-        keys = np.asarray(msg.pks, dtype=np.int64)
-        rows = np.flatnonzero(np.isin(pks, keys))
+        keys = np.asarray(keys, dtype=np.int64)
+        rows = np.flatnonzero(np.isin(pks[first_row:], keys)) + first_row
         if len(np.unique(stamps)) == 1:
             return rows, np.full(len(rows), stamps[0], dtype=np.int64)
         stamp_of = dict(zip(keys.tolist(), stamps.tolist(), strict=True))
         return rows, np.array([stamp_of[k] for k in pks[rows].tolist()], dtype=np.int64)
+
+    def remember_deletes(self, pks: np.ndarray | list[str], stamps: np.ndarray) -> None:
+        """Apply these deletes now and to rows inserted later (deltalogs read at load time
+        may be older than rows the channel replay delivers afterwards)."""
+        self._early_deletes.append((pks, np.asarray(stamps, dtype=np.int64)))
+        self.delete_keys(pks, stamps)
+
+    # -- segments ------------------------------------------------------------------------
+
+    def segment_rows(self, segment_id: int) -> np.ndarray:
+        return np.flatnonzero(self._segment.view() == segment_id)
+
+    def deletes_of(self, rows: np.ndarray) -> tuple[np.ndarray | list[str], np.ndarray]:
+        """(keys, delete stamps) of the deleted ones among ``rows``: what a sealed copy of
+        these rows must also apply."""
+        deleted_at = self._deleted_at.view()[rows]
+        hit = rows[deleted_at < NEVER]
+        return take(self._pks.view(), hit), self._deleted_at.view()[hit]
+
+    def hide(self, rows: np.ndarray) -> None:
+        """Make rows invisible to every read (a sealed copy now serves them)."""
+        self._insert_ts.view()[rows] = NEVER
 
     # -- reads -----------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from kazoo.client import KazooClient
 
 from services.common.config import Config
 from services.common.kv.zookeeper import cluster_root
+from services.common.objectstore import ObjectStore
 from services.common.periodic import Periodic
 from services.common.rpc import types as rpc_types
 from services.common.rpc.transport import generic_handler, new_server
@@ -32,7 +33,11 @@ class QueryNodeService:
             if server.add_insecure_port(self._rpc_address) == 0:
                 raise OSError(f"cannot listen on {self._rpc_address}")
         info = self.registry.register("querynode", self._rpc_address or "inproc")
-        self.node = QueryNode(info.id, chunk_rows=self.config.query.index_chunk_rows)
+        self.node = QueryNode(
+            info.id,
+            chunk_rows=self.config.query.index_chunk_rows,
+            binlogs=ObjectStore(self.config.s3),
+        )
         self.subscriber = KafkaSubscriber(
             self.config.kafka.bootstrap_servers, self.node, self.config.kafka.fetch_wait_max_ms
         )

@@ -61,7 +61,7 @@ class CoordinatorService:
             DataCoordConfig(config.data.segment_max_rows, config.data.segment_idle_seal_s),
             datanode_alive=lambda: bool(self.registry.members("datanode")),
         )
-        self.querycoord = QueryCoord(kv, self.rootcoord, nodes)
+        self.querycoord = QueryCoord(kv, self.rootcoord, nodes, self.datacoord)
         identifier = f"{socket.gethostname()}:{os.getpid()}:{rpc_address or 'inproc'}"
         self.election = LeaderElection(
             zk, root, "rootcoord", identifier, on_lost=on_lost or self._default_lost
@@ -87,6 +87,7 @@ class CoordinatorService:
             Periodic("tso-update", t.tso_update_interval_ms / 1000, self.rootcoord.update_tso),
             Periodic("timetick", t.timetick_interval_ms / 1000, self.rootcoord.broadcast_ticks),
             Periodic("segment-seal", 1.0, self.datacoord.seal_idle),
+            Periodic("handoff", 0.5, self.querycoord.handoff),
         ]
         for loop in self._loops:
             loop.start()

@@ -170,3 +170,68 @@ def test_deleted_rows_never_come_back_from_an_indexed_chunk():
     hits = node.search(ShardSearchRequest(7, [VCH], "vec", vectors[:20], "L2", 5, 20, 0.1))
     assert all(pk % 2 == 1 for pk in np.asarray(hits.pks).tolist())
     assert hits.counts == [5] * 20
+
+
+class DictStore:
+    def __init__(self):
+        self.objects = {}
+
+    def put(self, key, data):
+        self.objects[key] = data
+
+    def get(self, key):
+        return self.objects[key]
+
+
+def persisted(msgs, store, state="Flushed"):
+    """Write ``msgs`` as the data node would and describe the segment as datacoord would."""
+    from services.common.msgstream import codec
+    from services.datacoord.segment import SegmentInfo, SegmentState
+    from streaming.flush import Record, process_batch
+
+    report, _ = process_batch([Record("c-dml_0", i, codec.encode(m)) for i, m in enumerate(msgs)],
+                              store)
+    [(segment_id, coll, part, vchannel, entry, start)] = report.binlogs
+    return SegmentInfo(segment_id, coll, part, vchannel, SegmentState(state),
+                       binlogs={entry.log_id: entry}, start_position=start)
+
+
+def test_handoff_swaps_growing_rows_for_the_sealed_copy_without_gaps_or_duplicates():
+    store = DictStore()
+    node = QueryNode(1, chunk_rows=256, binlogs=store)
+    node.watch(collection(), VCH)
+    vectors = np.random.default_rng(2).standard_normal((50, DIM)).astype(np.float32)
+    first = insert(np.arange(50), 5, vectors)
+    first.segment_id = 9
+    node.apply(VCH, pack(0, 10, first))
+    node.apply(VCH, pack(10, 20, delete([3, 4], 15)))
+    segment = persisted([first], store)
+    before = query(node, 20)
+    assert node.load_segment(VCH, segment)
+    assert not node.load_segment(VCH, segment)  # idempotent
+    assert query(node, 20) == before == [i for i in range(50) if i not in (3, 4)]
+    assert node.sealed_segments(VCH) == [9]
+    # later deletes reach the sealed copy; a late replay of the segment's insert is skipped
+    node.apply(VCH, pack(20, 30, delete([5], 25), first))
+    assert query(node, 30) == [i for i in range(50) if i not in (3, 4, 5)]
+    hits = node.search(ShardSearchRequest(7, [VCH], "vec", vectors[:3], "L2", 2, 30, 0.1))
+    assert np.asarray(hits.pks).reshape(3, 2)[:, 0].tolist() == [0, 1, 2]
+
+
+def test_loading_from_a_plan_uses_binlogs_deltalogs_and_replays_the_rest():
+    from services.common import binlog
+    from services.datacoord.segment import Deltalog, LoadPlan
+
+    store = DictStore()
+    vectors = np.eye(DIM, dtype=np.float32)
+    old = insert([1, 2, 3], 5, vectors[:3])
+    old.segment_id = 9
+    segment = persisted([old], store)
+    store.put("delta", binlog.encode_deltas(np.array([2, 7]), np.array([8, 8])))
+    plan = LoadPlan([segment], [Deltalog(VCH, "d", "delta", 2, 8)], replay_offset=0)
+    node = QueryNode(1, binlogs=store)
+    node.watch(collection(), VCH, plan)
+    late = insert([7, 8], 6, vectors[3:5])  # replayed: 7 was deleted at 8 in the deltalog
+    late.segment_id = 10
+    node.apply(VCH, pack(0, 10, old, late))  # old's insert is skipped: it is sealed
+    assert query(node, 10) == [1, 3, 8]

@@ -113,7 +113,7 @@ class Nodes:
         nodes = self
 
         class Port:
-            def watch(self, collection, vchannel):
+            def watch(self, collection, vchannel, plan=None):
                 nodes.watched[node_id].add(vchannel)
 
             def unwatch(self, vchannel):

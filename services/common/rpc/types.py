@@ -12,7 +12,14 @@ from services.common.schema import (
     IndexInfo,
     PartitionInfo,
 )
-from services.datacoord.segment import BatchReport, Binlog, Deltalog, SegmentInfo, SegmentState
+from services.datacoord.segment import (
+    BatchReport,
+    Binlog,
+    Deltalog,
+    LoadPlan,
+    SegmentInfo,
+    SegmentState,
+)
 
 codec.register(
     DataType,
@@ -32,6 +39,7 @@ codec.register(
     Binlog,
     Deltalog,
     BatchReport,
+    LoadPlan,
 )
 
 #: methods each role serves, by RPC service name
@@ -61,5 +69,15 @@ DATACOORD_METHODS = (
     "drop_collection",
 )
 QUERYCOORD_METHODS = ("load_collection", "release_collection", "load_state", "shard_leaders")
-QUERYNODE_METHODS = ("watch", "unwatch", "release", "watched", "tsafe", "search", "query")
+QUERYNODE_METHODS = (
+    "watch",
+    "unwatch",
+    "release",
+    "watched",
+    "tsafe",
+    "search",
+    "query",
+    "load_segment",
+    "sealed_segments",
+)
 PROXY_METHODS = ("invalidate_collection_cache",)

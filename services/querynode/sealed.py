@@ -1,0 +1,59 @@
+"""Sealed segments: a flushed segment read back from its binlogs into an in-memory shard
+store (with the collection's interim index per chunk, so reads use faiss as for growing data).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from services.common import binlog
+from services.common.msgstream.message import DataType, FieldColumn, InsertMsg
+from services.common.schema import CollectionInfo
+from services.datacoord.segment import Deltalog, SegmentInfo
+from services.querynode.segment import ShardStore
+from streaming.flush import PK_FIELD, TS_FIELD
+
+
+def load_sealed(
+    info: CollectionInfo, segment: SegmentInfo, store: binlog.Store, chunk_rows: int
+) -> ShardStore:
+    schema = info.schema
+    sealed = ShardStore(schema, info.indexes, chunk_rows)
+    pk_type = schema.primary.data_type
+    for log_id in sorted(segment.binlogs):
+        entry = segment.binlogs[log_id]
+
+        def column(field_id: int, data_type: DataType, dim: int = 0, entry=entry):
+            return binlog.decode_column(store.get(entry.paths[str(field_id)]), data_type, dim)
+
+        pks = column(PK_FIELD, pk_type)
+        stamps = column(TS_FIELD, DataType.INT64)
+        fields = [
+            FieldColumn(
+                f.field_id, f.name, f.data_type, column(f.field_id, f.data_type, f.dim), f.dim
+            )
+            for f in schema.fields
+            if not f.is_primary
+        ]
+        sealed.insert(
+            InsertMsg(
+                msg_id=0,
+                ts=int(stamps.max()),
+                source_id=0,
+                collection_id=info.collection_id,
+                partition_id=segment.partition_id,
+                segment_id=segment.segment_id,
+                shard=segment.vchannel,
+                pks=pks,
+                row_ids=np.zeros(len(pks), np.int64),
+                timestamps=stamps,
+                fields=fields,
+            )
+        )
+    return sealed
+
+
+def read_deltalogs(
+    deltalogs: list[Deltalog], store: binlog.Store
+) -> list[tuple[np.ndarray | list[str], np.ndarray]]:
+    return [binlog.decode_deltas(store.get(d.path)) for d in deltalogs]
