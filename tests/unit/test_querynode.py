@@ -189,11 +189,19 @@ def persisted(msgs, store, state="Flushed"):
     from services.datacoord.segment import SegmentInfo, SegmentState
     from streaming.flush import Record, process_batch
 
-    report, _ = process_batch([Record("c-dml_0", i, codec.encode(m)) for i, m in enumerate(msgs)],
-                              store)
+    report, _ = process_batch(
+        [Record("c-dml_0", i, codec.encode(m)) for i, m in enumerate(msgs)], store
+    )
     [(segment_id, coll, part, vchannel, entry, start)] = report.binlogs
-    return SegmentInfo(segment_id, coll, part, vchannel, SegmentState(state),
-                       binlogs={entry.log_id: entry}, start_position=start)
+    return SegmentInfo(
+        segment_id,
+        coll,
+        part,
+        vchannel,
+        SegmentState(state),
+        binlogs={entry.log_id: entry},
+        start_position=start,
+    )
 
 
 def test_handoff_swaps_growing_rows_for_the_sealed_copy_without_gaps_or_duplicates():
