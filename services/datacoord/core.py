@@ -265,6 +265,27 @@ class DataCoord:
                 segment.state = SegmentState.INDEXED
             self._save(segment)
 
+    def index_progress(
+        self, collection_id: int, index_id: int, needs_files: bool
+    ) -> tuple[int, int, int]:
+        """(total, indexed, pending) rows for DescribeIndex. Growing rows count in the total
+        only (Milvus indexes them when they are sealed); ``needs_files`` is False for FLAT,
+        whose persisted rows need no index file."""
+        with self._lock:
+            total = indexed = pending = 0
+            for s in self._segments.values():
+                if s.collection_id != collection_id or s.state == SegmentState.DROPPED:
+                    continue
+                if s.state not in PERSISTED:
+                    total += max(s.assigned_rows, s.num_rows)
+                    continue
+                total += s.num_rows
+                if not needs_files or str(index_id) in s.index_files:
+                    indexed += s.num_rows
+                else:
+                    pending += s.num_rows
+            return total, indexed, pending
+
     def drop_collection(self, collection_id: int) -> None:
         with self._lock:
             for segment in self._segments.values():

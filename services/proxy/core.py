@@ -78,6 +78,9 @@ class DataCoordPort(Protocol):
     def flush(self, collection_id: int) -> tuple[list[int], int]: ...
     def flushed(self, segment_ids: list[int]) -> bool: ...
     def drop_collection(self, collection_id: int) -> None: ...
+    def index_progress(
+        self, collection_id: int, index_id: int, needs_files: bool
+    ) -> tuple[int, int, int]: ...
 
 
 class QueryNodePort(Protocol):
@@ -239,6 +242,14 @@ class Proxy:
         if not found:
             raise MilvusError(Code.INDEX_NOT_FOUND, f"index not found[collection={collection}]")
         return found
+
+    def index_progress(self, collection: str, index: IndexInfo) -> tuple[int, int, int]:
+        """(total, indexed, pending) rows of ``index``, for DescribeIndex."""
+        info = self.meta.get(collection)
+        if self.datacoord is None:
+            return 0, 0, 0
+        needs_files = index.index_type in ("IVF_FLAT", "HNSW", "AUTOINDEX")
+        return self.datacoord.index_progress(info.collection_id, index.index_id, needs_files)
 
     def drop_index(self, collection: str, index_name: str) -> None:
         info = self.meta.get(collection)

@@ -191,9 +191,9 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
         indexes = self.proxy.describe_index(
             request.collection_name, request.index_name, request.field_name
         )
-        rows = self.proxy.row_count(request.collection_name)
         response = milvus_pb2.DescribeIndexResponse(status=_ok())
         for index in indexes:
+            total, indexed, pending = self.proxy.index_progress(request.collection_name, index)
             response.index_descriptions.add(
                 index_name=index.index_name,
                 indexID=index.index_id,
@@ -203,10 +203,12 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
                     common_pb2.KeyValuePair(key="metric_type", value=index.metric_type),
                     common_pb2.KeyValuePair(key="params", value=json.dumps(index.params)),
                 ],
-                state=common_pb2.Finished,
-                indexed_rows=rows,
-                total_rows=rows,
-                pending_index_rows=0,
+                # as Milvus: Finished once every persisted segment is indexed; growing rows
+                # count in total_rows only
+                state=common_pb2.InProgress if pending else common_pb2.Finished,
+                indexed_rows=indexed,
+                total_rows=total,
+                pending_index_rows=pending,
             )
         return response
 

@@ -4,6 +4,7 @@ store (with the collection's interim index per chunk, so reads use faiss as for 
 
 from __future__ import annotations
 
+import faiss
 import numpy as np
 
 from services.common import binlog
@@ -18,7 +19,8 @@ def load_sealed(
     info: CollectionInfo, segment: SegmentInfo, store: binlog.Store, chunk_rows: int
 ) -> ShardStore:
     schema = info.schema
-    sealed = ShardStore(schema, info.indexes, chunk_rows)
+    # one chunk: the segment's index covers the whole segment, as its index file does
+    sealed = ShardStore(schema, info.indexes, max(segment.num_rows, 1))
     pk_type = schema.primary.data_type
     for log_id in sorted(segment.binlogs):
         entry = segment.binlogs[log_id]
@@ -50,6 +52,12 @@ def load_sealed(
                 fields=fields,
             )
         )
+    for index in info.indexes:
+        path = segment.index_files.get(str(index.index_id))
+        chunks = sealed.indexes.get(index.field_name)
+        if path is not None and chunks is not None:
+            raw = np.frombuffer(store.get(path), dtype=np.uint8)
+            chunks.install(0, faiss.deserialize_index(raw))
     return sealed
 
 

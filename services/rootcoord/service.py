@@ -20,11 +20,13 @@ from services.common.election import LeaderElection
 from services.common.kv.zookeeper import ZooKeeperKV, cluster_root
 from services.common.msgstream.kafka import ensure_topics
 from services.common.msgstream.writer import KafkaChannelWriter
+from services.common.objectstore import ObjectStore
 from services.common.periodic import Periodic
 from services.common.rpc import types as rpc_types
 from services.common.rpc.transport import generic_handler, new_server
 from services.common.session import SessionRegistry
 from services.datacoord.core import DataCoord, DataCoordConfig
+from services.indexnode.core import IndexBuilder
 from services.querycoord.core import NodeDirectory, QueryCoord
 from services.rootcoord.core import CacheInvalidator, RootCoord
 
@@ -62,6 +64,7 @@ class CoordinatorService:
             datanode_alive=lambda: bool(self.registry.members("datanode")),
         )
         self.querycoord = QueryCoord(kv, self.rootcoord, nodes, self.datacoord)
+        self.indexes = IndexBuilder(self.datacoord, self.rootcoord, ObjectStore(config.s3))
         identifier = f"{socket.gethostname()}:{os.getpid()}:{rpc_address or 'inproc'}"
         self.election = LeaderElection(
             zk, root, "rootcoord", identifier, on_lost=on_lost or self._default_lost
@@ -88,6 +91,8 @@ class CoordinatorService:
             Periodic("timetick", t.timetick_interval_ms / 1000, self.rootcoord.broadcast_ticks),
             Periodic("segment-seal", 1.0, self.datacoord.seal_idle),
             Periodic("handoff", 0.5, self.querycoord.handoff),
+            Periodic("index-build", 1.0, self.indexes.run_once),
+            Periodic("index-recycle", 30.0, self.indexes.recycle),
         ]
         for loop in self._loops:
             loop.start()

@@ -216,6 +216,50 @@ def test_strong_reads_stay_exact_through_flush_and_handoff(persistent):
     assert sorted(r["id"] for r in got) == list(range(30_000))
 
 
+@pytest.mark.parametrize(
+    ("index_type", "params", "search"),
+    [
+        ("HNSW", {"M": 16, "efConstruction": 200}, {"ef": 64}),
+        ("IVF_FLAT", {"nlist": 64}, {"nprobe": 32}),
+    ],
+)
+def test_index_files_on_sealed_segments_reach_the_recall_target(
+    persistent, index_type, params, search
+):
+    client = persistent.client
+    name = f"idx_{uuid.uuid4().hex[:6]}"
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("vec", DataType.FLOAT_VECTOR, dim=DIM)
+    index = client.prepare_index_params()
+    index.add_index("vec", index_type=index_type, metric_type="L2", params=params)
+    client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
+    vectors = insert_range(client, name, 0, 40_000)
+    client.flush(name)
+    deadline = time.monotonic() + 120
+    while True:  # the index node writes one index file per flushed segment
+        described = client.describe_index(name, "vec")
+        if described["indexed_rows"] == 40_000 and described["pending_index_rows"] == 0:
+            break
+        assert time.monotonic() < deadline, described
+        time.sleep(0.5)
+    assert described["state"] == "Finished"
+    persistent.stop()  # reload: the query node takes the index files from S3
+    persistent.start()
+    client = persistent.client
+    queries = np.random.default_rng(99).standard_normal((100, DIM)).astype(np.float32)
+    results = client.search(name, queries.tolist(), limit=10, search_params={"params": search})
+    truth = np.argsort(((queries[:, None, :] - vectors[None]) ** 2).sum(-1), axis=1)[:, :10]
+    recall = np.mean(
+        [
+            len({h["id"] for h in hits} & set(t.tolist())) / 10
+            for hits, t in zip(results, truth, strict=True)
+        ]
+    )
+    print(f"{index_type} recall@10 = {recall:.3f}")
+    assert recall >= 0.95
+
+
 def test_a_restarted_deployment_serves_flushed_data_from_s3(persistent):
     client = persistent.client
     name = make_collection(client)

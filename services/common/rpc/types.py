@@ -67,6 +67,7 @@ DATACOORD_METHODS = (
     "checkpoint",
     "set_index_file",
     "drop_collection",
+    "index_progress",
 )
 QUERYCOORD_METHODS = ("load_collection", "release_collection", "load_state", "shard_leaders")
 QUERYNODE_METHODS = (

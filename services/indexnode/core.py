@@ -1,0 +1,141 @@
+"""Index builds: one faiss index file per flushed segment and vector index, on S3.
+
+A task is (segment, index). States follow Milvus's index builds: Unissued (flushed, no
+file yet) -> InProgress -> Finished (file written, segment Indexed) or Failed (retried up to
+``max_attempts`` times, then left Failed and reported). Query nodes that load the segment
+later take the file instead of building the index themselves. Index files of dropped
+indexes and collections are recycled.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+import faiss
+import numpy as np
+
+from services.common import binlog
+from services.common.msgstream.message import DataType
+from services.common.schema import CollectionInfo, IndexInfo
+from services.datacoord.segment import PERSISTED, SegmentInfo, SegmentState
+from services.querynode.chunk_index import IndexSpec
+
+log = logging.getLogger(__name__)
+
+
+class TaskState(StrEnum):
+    UNISSUED = "Unissued"
+    IN_PROGRESS = "InProgress"
+    FINISHED = "Finished"
+    FAILED = "Failed"
+
+
+class Segments(Protocol):
+    def segments(
+        self, collection_id: int, states: tuple[SegmentState, ...] | None = None
+    ) -> list[SegmentInfo]: ...
+    def set_index_file(self, segment_id: int, build_id: int, path: str) -> None: ...
+
+
+class Collections(Protocol):
+    def show_collections(self) -> list[CollectionInfo]: ...
+
+
+class ObjectStorePort(binlog.Store, Protocol):
+    def list(self, prefix: str = ""): ...
+    def delete_prefix(self, prefix: str) -> int: ...
+
+
+@dataclass(frozen=True)
+class Task:
+    segment_id: int
+    index_id: int
+
+
+def segment_vectors(
+    segment: SegmentInfo, field_id: int, dim: int, store: binlog.Store
+) -> np.ndarray:
+    """A segment's vectors in the order query nodes load its rows (binlogs by log id)."""
+    parts = [
+        binlog.decode_column(
+            store.get(segment.binlogs[log_id].paths[str(field_id)]), DataType.FLOAT_VECTOR, dim
+        )
+        for log_id in sorted(segment.binlogs)
+    ]
+    return np.vstack(parts) if parts else np.empty((0, dim), np.float32)
+
+
+class IndexBuilder:
+    def __init__(
+        self,
+        segments: Segments,
+        collections: Collections,
+        store: ObjectStorePort,
+        max_attempts: int = 3,
+    ) -> None:
+        self._segments = segments
+        self._collections = collections
+        self._store = store
+        self._max_attempts = max_attempts
+        self._states: dict[Task, TaskState] = {}
+        self._attempts: Counter[Task] = Counter()
+        self._lock = threading.Lock()
+
+    def state(self, segment_id: int, index_id: int) -> TaskState:
+        with self._lock:
+            return self._states.get(Task(segment_id, index_id), TaskState.UNISSUED)
+
+    def run_once(self) -> int:
+        """Build every pending index once; returns how many files were written."""
+        built = 0
+        for info in self._collections.show_collections():
+            for index in info.indexes:
+                if not IndexSpec.of(index).approximate:
+                    continue  # FLAT needs no index file: it is a scan
+                for segment in self._segments.segments(info.collection_id, PERSISTED):
+                    if str(index.index_id) in segment.index_files:
+                        continue
+                    built += self._build(info, index, segment)
+        return built
+
+    def _build(self, info: CollectionInfo, index: IndexInfo, segment: SegmentInfo) -> int:
+        task = Task(segment.segment_id, index.index_id)
+        with self._lock:
+            if self._states.get(task) == TaskState.FAILED:
+                return 0
+            self._states[task] = TaskState.IN_PROGRESS
+        try:
+            field = info.schema.field(index.field_name)
+            vectors = segment_vectors(segment, field.field_id, field.dim, self._store)
+            built = IndexSpec.of(index).build(vectors)
+            key = binlog.index_file_key(index.index_id, segment.segment_id)
+            self._store.put(key, faiss.serialize_index(built).tobytes())
+            self._segments.set_index_file(segment.segment_id, index.index_id, key)
+        except Exception:
+            with self._lock:
+                self._attempts[task] += 1
+                failed = self._attempts[task] >= self._max_attempts
+                self._states[task] = TaskState.FAILED if failed else TaskState.UNISSUED
+            log.exception(
+                "index build failed",
+                extra={"segment": segment.segment_id, "index": index.index_id, "gave_up": failed},
+            )
+            return 0
+        with self._lock:
+            self._states[task] = TaskState.FINISHED
+        log.info(
+            "index built",
+            extra={"segment": segment.segment_id, "index": index.index_id, "rows": len(vectors)},
+        )
+        return 1
+
+    def recycle(self) -> int:
+        """Delete index files whose index no longer exists (dropped index or collection)."""
+        live = {str(i.index_id) for c in self._collections.show_collections() for i in c.indexes}
+        stale = {key.split("/")[1] for key in self._store.list("index_files/")} - live
+        return sum(self._store.delete_prefix(f"index_files/{build}/") for build in stale)

@@ -1,0 +1,151 @@
+"""Index builds on flushed segments, without S3: a dict store and a real DataCoord."""
+
+import numpy as np
+
+from services.common import binlog
+from services.common.kv import MemoryKV
+from services.common.msgstream import codec
+from services.common.msgstream.message import (
+    DataType,
+    FieldColumn,
+    InsertMsg,
+    TimeTickMsg,
+)
+from services.common.schema import (
+    CollectionInfo,
+    CollectionSchema,
+    ConsistencyLevel,
+    FieldSchema,
+    IndexInfo,
+)
+from services.datacoord.core import DataCoord
+from services.datacoord.segment import SegmentState
+from services.indexnode.core import IndexBuilder, TaskState, segment_vectors
+from services.querynode.sealed import load_sealed
+from streaming.flush import Record, process_batch
+
+VCH = "c-dml_0_7v0"
+
+
+class DictStore:
+    def __init__(self, fail_puts: int = 0):
+        self.objects = {}
+        self.fail_puts = fail_puts
+
+    def put(self, key, data):
+        if key.startswith("index_files/") and self.fail_puts:
+            self.fail_puts -= 1
+            raise OSError("S3 is down")
+        self.objects[key] = data
+
+    def get(self, key):
+        return self.objects[key]
+
+    def list(self, prefix=""):
+        return sorted(k for k in self.objects if k.startswith(prefix))
+
+    def delete_prefix(self, prefix):
+        keys = self.list(prefix)
+        for k in keys:
+            del self.objects[k]
+        return len(keys)
+
+
+class Collections:
+    def __init__(self, info):
+        self.infos = [info]
+
+    def show_collections(self):
+        return self.infos
+
+
+def collection(index_type="HNSW"):
+    schema = CollectionSchema(
+        "c",
+        [
+            FieldSchema(100, "id", DataType.INT64, is_primary=True),
+            FieldSchema(101, "v", DataType.FLOAT_VECTOR, dim=8),
+        ],
+    )
+    return CollectionInfo(
+        7,
+        "c",
+        schema,
+        1,
+        [VCH],
+        ["c-dml_0"],
+        ConsistencyLevel.STRONG,
+        1,
+        {"c-dml_0": 0},
+        indexes=[IndexInfo(55, "v", "v", index_type, "L2")],
+    )
+
+
+def flushed_segment(store, rows=2000):
+    counter = iter(range(1, 10**6))
+    dc = DataCoord(MemoryKV(), lambda: next(counter), lambda: 9)
+    seg = dc.assign_segment(7, 1, VCH, rows)
+    vectors = np.random.default_rng(0).standard_normal((rows, 8)).astype(np.float32)
+    ids = np.arange(rows)
+    msgs = [
+        InsertMsg(
+            1,
+            3,
+            0,
+            7,
+            1,
+            seg,
+            VCH,
+            ids[i : i + 500],
+            np.zeros(500, np.int64),
+            np.full(500, 3, np.int64),
+            [FieldColumn(101, "v", DataType.FLOAT_VECTOR, vectors[i : i + 500], 8)],
+        )
+        for i in range(0, rows, 500)
+    ]
+    _, flush_ts = dc.flush(7)
+    records = [Record("c-dml_0", i, codec.encode(m)) for i, m in enumerate(msgs)]
+    records.append(Record("c-dml_0", len(msgs), codec.encode(TimeTickMsg(0, flush_ts, 0))))
+    dc.save_batch(process_batch(records, store)[0])
+    return dc, seg, vectors
+
+
+def test_builds_an_index_file_per_flushed_segment_and_marks_it_indexed():
+    store = DictStore()
+    dc, seg, vectors = flushed_segment(store)
+    builder = IndexBuilder(dc, Collections(collection()), store)
+    assert builder.run_once() == 1
+    assert builder.run_once() == 0  # done once
+    assert builder.state(seg, 55) == TaskState.FINISHED
+    segment = dc.segment(seg)
+    assert segment.state == SegmentState.INDEXED
+    assert segment.index_files["55"] == binlog.index_file_key(55, seg)
+    np.testing.assert_array_equal(segment_vectors(segment, 101, 8, store), vectors)
+    assert dc.index_progress(7, 55, True) == (2000, 2000, 0)
+    # a query node loading the segment takes the file: its one chunk is indexed at once
+    sealed = load_sealed(collection(), segment, store, chunk_rows=16384)
+    assert sealed.indexes["v"].indexed_rows == 2000
+
+
+def test_failed_builds_are_retried_then_reported_failed():
+    store = DictStore(fail_puts=5)
+    dc, seg, _ = flushed_segment(store)
+    builder = IndexBuilder(dc, Collections(collection()), store, max_attempts=3)
+    for _ in range(3):
+        assert builder.run_once() == 0
+    assert builder.state(seg, 55) == TaskState.FAILED
+    assert dc.index_progress(7, 55, True) == (2000, 0, 2000)
+
+
+def test_flat_needs_no_file_and_dropped_indexes_are_recycled():
+    store = DictStore()
+    dc, _, _ = flushed_segment(store)
+    info = collection()
+    collections = Collections(info)
+    builder = IndexBuilder(dc, collections, store)
+    builder.run_once()
+    assert store.list("index_files/55/")
+    info.indexes = [IndexInfo(56, "v", "v", "FLAT", "L2")]
+    assert builder.run_once() == 0
+    assert builder.recycle() == 1
+    assert store.list("index_files/") == []
