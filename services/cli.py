@@ -85,7 +85,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     manager = DeploymentManager(load_config(args.config), progress=_print)
     try:
-        manager.up(args.mode, args.querynodes, args.proxies)
+        manager.up(args.mode, args.querynodes, args.proxies, datanode=not args.no_datanode)
     except InfraError as exc:
         _print(f"error: {exc}")
         return 1
@@ -142,6 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--querynodes", type=int, default=1)
     up.add_argument("--proxies", type=int, default=1)
     up.add_argument("--json", action="store_true", help="print the status as JSON")
+    up.add_argument(
+        "--no-datanode",
+        action="store_true",
+        help="no Spark data node: data stays in the channels, nothing is flushed",
+    )
     up.set_defaults(func=cmd_up)
 
     down = sub.add_parser("down", help="stop what `vectide up` started")

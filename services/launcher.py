@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,12 +19,12 @@ from kazoo.client import KazooClient, KazooState
 
 from services.common.config import Config
 from services.common.discovery import ActiveClient, RoleClients
-from services.common.kv.zookeeper import cluster_root, connect_zookeeper
+from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
 from services.common.session import SessionRegistry
 from services.proxy.service import ProxyService
 from services.querynode.core import QueryNode
 from services.querynode.service import QueryNodeService
-from services.rootcoord.service import CoordinatorService
+from services.rootcoord.service import EPOCH_KEY, CoordinatorService
 
 log = logging.getLogger(__name__)
 
@@ -198,14 +199,16 @@ def start_role(config: Config, role: str, port: int | None = None) -> Deployment
 
 def start_datanode(config: Config, registry: SessionRegistry) -> Callable[[], None]:
     """The Spark data node's streaming query, reporting to the active datacoord."""
-    from streaming.job import run
+    from streaming.job import default_checkpoint_dir, run
 
     data = config.data
+    epoch = _wait_channel_epoch(config, registry)
     query = run(
         config,
         ActiveClient(registry, "rootcoord", "DataCoord", patience_s=120),
         master=data.spark_master,
         trigger_s=data.trigger_s,
+        checkpoint_dir=default_checkpoint_dir(config) / epoch,
     )
     registry.register("datanode", f"spark:{data.spark_master}")
 
@@ -214,6 +217,18 @@ def start_datanode(config: Config, registry: SessionRegistry) -> Callable[[], No
         query.sparkSession.stop()
 
     return stop
+
+
+def _wait_channel_epoch(config: Config, registry: SessionRegistry, timeout_s: float = 120) -> str:
+    """The channels' epoch, once a coordinator has created them (the data node never does:
+    its Spark checkpoint belongs to one epoch of the channels)."""
+    kv = ZooKeeperKV(registry.client, cluster_root(config.zookeeper, config.cluster.name))
+    deadline = time.monotonic() + timeout_s
+    while (epoch := kv.get(EPOCH_KEY)) is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError("no coordinator created the channels: start it first")
+        time.sleep(0.5)
+    return epoch.decode()
 
 
 def _exit_on_lost() -> None:

@@ -105,11 +105,6 @@ def run(
     checkpoint_dir: Path | None = None,
 ) -> Any:
     """Start the data node's streaming query; returns it (``awaitTermination`` to block)."""
-    from services.common.msgstream.kafka import ensure_topics
-
-    ensure_topics(
-        config.kafka.bootstrap_servers, pchannels(config.cluster.name, config.cluster.dml_channels)
-    )
     store = ObjectStore(config.s3)
     store.ensure_bucket()
     spark = spark_session(master)

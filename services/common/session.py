@@ -50,6 +50,7 @@ class SessionRegistry:
     """Register this process and watch the members of any role in one cluster."""
 
     def __init__(self, client: KazooClient, cluster_root: str) -> None:
+        self.client = client
         self._zk = client
         self._base = posixpath.join(cluster_root, "sessions")
 

@@ -265,6 +265,26 @@ class DataCoord:
                 segment.state = SegmentState.INDEXED
             self._save(segment)
 
+    def forget_channels(self) -> tuple[int, int]:
+        """The channels were recreated empty: their checkpoints mean nothing any more, and
+        segments that were not flushed lost whatever the data node had not persisted.
+        Those with binlogs keep what was persisted (Flushed); the others are Dropped.
+        Returns (kept, dropped)."""
+        kept = dropped = 0
+        with self._lock:
+            self._checkpoints.clear()
+            self._kv.delete(_CHECKPOINTS)
+            for segment in self._segments.values():
+                if segment.state not in (SegmentState.GROWING, SegmentState.SEALED):
+                    continue
+                if segment.binlogs:
+                    segment.state, kept = SegmentState.FLUSHED, kept + 1
+                else:
+                    segment.state, dropped = SegmentState.DROPPED, dropped + 1
+                segment.start_position = None
+                self._save(segment)
+        return kept, dropped
+
     def index_progress(
         self, collection_id: int, index_id: int, needs_files: bool
     ) -> tuple[int, int, int]:

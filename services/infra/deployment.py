@@ -17,6 +17,9 @@ import grpc
 from pymilvus.grpc_gen import milvus_pb2, milvus_pb2_grpc
 
 from services.common.config import Config
+from services.common.kv.base import KVError
+from services.common.kv.zookeeper import cluster_root, connect_zookeeper
+from services.common.session import SessionRegistry
 from services.infra.components import Endpoint, InfraError
 from services.infra.manager import InfraManager, Progress
 from services.infra.process import ManagedProcess
@@ -30,7 +33,7 @@ class RoleProcess:
     args: list[str]
 
     def endpoint(self, host: str) -> str:
-        return f"{host}:{self.port}"
+        return f"{host}:{self.port}" if self.port else "-"
 
 
 @dataclass
@@ -42,8 +45,14 @@ class RoleStatus:
     healthy: bool
 
 
-def plan(config: Config, mode: str, querynodes: int, proxies: int) -> list[RoleProcess]:
+DATANODE = RoleProcess("datanode", "datanode", 0, ["run", "datanode"])
+
+
+def plan(
+    config: Config, mode: str, querynodes: int, proxies: int, datanode: bool = True
+) -> list[RoleProcess]:
     svc = config.service
+    extra = [DATANODE] if datanode else []
     if mode == "standalone":
         return [
             RoleProcess(
@@ -51,7 +60,8 @@ def plan(config: Config, mode: str, querynodes: int, proxies: int) -> list[RoleP
                 "standalone",
                 svc.proxy_port,
                 ["standalone", "--port", str(svc.proxy_port), "--querynodes", str(querynodes)],
-            )
+            ),
+            *extra,
         ]
     if mode != "cluster":
         raise InfraError(f"unknown mode {mode!r}: standalone or cluster")
@@ -75,7 +85,7 @@ def plan(config: Config, mode: str, querynodes: int, proxies: int) -> list[RoleP
         roles.append(
             RoleProcess(f"proxy-{i}", "proxy", port, ["run", "proxy", "--port", str(port)])
         )
-    return roles
+    return [*roles, *extra]
 
 
 class DeploymentManager:
@@ -95,10 +105,14 @@ class DeploymentManager:
             return []
 
     def up(
-        self, mode: str = "standalone", querynodes: int = 1, proxies: int = 1
+        self,
+        mode: str = "standalone",
+        querynodes: int = 1,
+        proxies: int = 1,
+        datanode: bool = True,
     ) -> list[RoleStatus]:
         self.infra.up()
-        roles = plan(self.config, mode, querynodes, proxies)
+        roles = plan(self.config, mode, querynodes, proxies, datanode)
         running = {r.name for r in self._recorded() if self._process(r).pid() is not None}
         if running and running != {r.name for r in roles}:
             raise InfraError(
@@ -137,7 +151,21 @@ class DeploymentManager:
         host = self.config.service.host
         if role.role in ("proxy", "standalone"):
             return milvus_answers(role.endpoint(host))
+        if role.role == "datanode":  # no port: it is up once its streaming query registered
+            return self._process(role).pid() is not None and bool(self._members("datanode"))
         return Endpoint(host, role.port).accepts()
+
+    def _members(self, role: str) -> list[int]:
+        try:
+            zk = connect_zookeeper(self.config.zookeeper, timeout_s=2.0)
+        except KVError:
+            return []
+        try:
+            root = cluster_root(self.config.zookeeper, self.config.cluster.name)
+            return list(SessionRegistry(zk, root).members(role))
+        finally:
+            zk.stop()
+            zk.close()
 
     def status(self) -> list[RoleStatus]:
         host = self.config.service.host

@@ -277,6 +277,16 @@ class RootCoord:
             self.meta.update(replace(info, indexes=kept))
         self._invalidate(collection)
 
+    def reset_channel_offsets(self) -> int:
+        """The channels were recreated empty (a broker that lost its log): every collection
+        is now read from the start of its channels. Returns how many collections changed."""
+        changed = 0
+        with self._dd_lock:
+            for info in self.meta.list():
+                self.meta.update(replace(info, start_offsets=dict.fromkeys(info.start_offsets, 0)))
+                changed += 1
+        return changed
+
     def _require(self, name: str) -> CollectionInfo:
         info = self.meta.get(name)
         if info is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import uuid
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
@@ -32,6 +33,9 @@ from services.rootcoord.core import CacheInvalidator, RootCoord
 
 log = logging.getLogger(__name__)
 
+#: changes whenever the channels are (re)created empty; offsets are only valid within one
+EPOCH_KEY = "channels/epoch"
+
 
 class CoordinatorService:
     def __init__(
@@ -47,7 +51,7 @@ class CoordinatorService:
         root = cluster_root(config.zookeeper, config.cluster.name)
         self.registry = SessionRegistry(zk, root)
         self.writer = KafkaChannelWriter(config.kafka.bootstrap_servers)
-        kv = ZooKeeperKV(zk, root)
+        kv = self._kv = ZooKeeperKV(zk, root)
         self.rootcoord = RootCoord(
             kv,
             self.writer,
@@ -74,11 +78,12 @@ class CoordinatorService:
         self._server = None
 
     def start(self, campaign_timeout_s: float | None = None) -> CoordinatorService:
-        ensure_topics(self.config.kafka.bootstrap_servers, self.rootcoord.pchannels)
+        created = ensure_topics(self.config.kafka.bootstrap_servers, self.rootcoord.pchannels)
         if not self.election.campaign(campaign_timeout_s):
             raise TimeoutError("another rootcoord stays active")
         self.rootcoord.start()
         self.datacoord.start()
+        self._check_channel_epoch(created)
         self.querycoord.start()
         if self._rpc_address:
             self._serve(self._rpc_address)
@@ -98,6 +103,26 @@ class CoordinatorService:
             loop.start()
         log.info("coordinator active", extra={"address": self._rpc_address or "inproc"})
         return self
+
+    def _check_channel_epoch(self, created: list[str]) -> None:
+        """Notice a broker that lost its log (memory storage restarted): the channels are new
+        and empty, so offsets recorded before mean nothing. Start a new channel epoch (the
+        data node keeps a Spark checkpoint per epoch) and reset what referred to offsets.
+        Flushed segments are unaffected: they live on S3."""
+        if self._kv.get(EPOCH_KEY) is not None and not created:
+            return
+        if created and self.rootcoord.meta.list():
+            collections = self.rootcoord.reset_channel_offsets()
+            kept, dropped = self.datacoord.forget_channels()
+            log.warning(
+                "channels were recreated: unflushed data is gone",
+                extra={
+                    "collections": collections,
+                    "partial_segments_kept": kept,
+                    "segments_dropped": dropped,
+                },
+            )
+        self._kv.put(EPOCH_KEY, uuid.uuid4().hex.encode())
 
     def _serve(self, address: str) -> None:
         server = new_server()

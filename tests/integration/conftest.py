@@ -87,7 +87,7 @@ def cluster(infra):
     config.service.querynode_port = TEST_PORTS["kafka"] + 630
     manager = DeploymentManager(config, progress=lambda line: print(f"[cluster] {line}"))
     try:
-        manager.up("cluster", querynodes=2, proxies=2)
+        manager.up("cluster", querynodes=2, proxies=2, datanode=False)
         proxies = [r for r in manager.status() if r.role == "proxy"]
         yield SimpleNamespace(
             config=config, manager=manager, uris=[f"http://{p.endpoint}" for p in proxies]

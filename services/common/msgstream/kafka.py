@@ -39,13 +39,14 @@ class ChannelError(RuntimeError):
     """The broker refused or could not complete a channel operation."""
 
 
-def ensure_topics(bootstrap: str, topics: Iterable[str], timeout_s: float = 30.0) -> None:
-    """Create missing topics with one partition each (order within a channel is the contract)."""
+def ensure_topics(bootstrap: str, topics: Iterable[str], timeout_s: float = 30.0) -> list[str]:
+    """Create missing topics with one partition each (order within a channel is the
+    contract); returns the topics it created."""
     admin = AdminClient(_client_conf(bootstrap))
     existing = set(admin.list_topics(timeout=timeout_s).topics)
     missing = [t for t in dict.fromkeys(topics) if t not in existing]
     if not missing:
-        return
+        return []
     futures = admin.create_topics(
         [NewTopic(t, num_partitions=1, replication_factor=-1) for t in missing],
         operation_timeout=timeout_s,
@@ -56,6 +57,7 @@ def ensure_topics(bootstrap: str, topics: Iterable[str], timeout_s: float = 30.0
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise ChannelError(f"cannot create topic {topic}: {exc}") from exc
+    return missing
 
 
 def delete_topics(bootstrap: str, topics: Iterable[str], timeout_s: float = 30.0) -> None:
