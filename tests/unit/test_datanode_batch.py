@@ -17,19 +17,9 @@ from services.common.msgstream.message import (
 from services.datacoord.core import DataCoord, DataCoordConfig
 from services.datacoord.segment import SegmentState
 from streaming.flush import PK_FIELD, TS_FIELD, Record, process_batch
+from tests.fakes import DictStore
 
 VCH = "c-dml_0_7v0"
-
-
-class DictStore:
-    def __init__(self):
-        self.objects = {}
-
-    def put(self, key, data):
-        self.objects[key] = data
-
-    def get(self, key):
-        return self.objects[key]
 
 
 def insert(segment, ids, ts):

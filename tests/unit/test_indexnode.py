@@ -23,32 +23,9 @@ from services.datacoord.segment import SegmentState
 from services.indexnode.core import IndexBuilder, TaskState, segment_vectors
 from services.querynode.sealed import load_sealed
 from streaming.flush import Record, process_batch
+from tests.fakes import DictStore
 
 VCH = "c-dml_0_7v0"
-
-
-class DictStore:
-    def __init__(self, fail_puts: int = 0):
-        self.objects = {}
-        self.fail_puts = fail_puts
-
-    def put(self, key, data):
-        if key.startswith("index_files/") and self.fail_puts:
-            self.fail_puts -= 1
-            raise OSError("S3 is down")
-        self.objects[key] = data
-
-    def get(self, key):
-        return self.objects[key]
-
-    def list(self, prefix=""):
-        return sorted(k for k in self.objects if k.startswith(prefix))
-
-    def delete_prefix(self, prefix):
-        keys = self.list(prefix)
-        for k in keys:
-            del self.objects[k]
-        return len(keys)
 
 
 class Collections:
@@ -128,7 +105,7 @@ def test_builds_an_index_file_per_flushed_segment_and_marks_it_indexed():
 
 
 def test_failed_builds_are_retried_then_reported_failed():
-    store = DictStore(fail_puts=5)
+    store = DictStore(fail_index_puts=5)
     dc, seg, _ = flushed_segment(store)
     builder = IndexBuilder(dc, Collections(collection()), store, max_attempts=3)
     for _ in range(3):

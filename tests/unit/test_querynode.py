@@ -22,6 +22,7 @@ from services.common.schema import (
     IndexInfo,
 )
 from services.querynode.core import QueryNode
+from tests.fakes import DictStore
 
 DIM = 8
 VCH = "c-dml_0_7v0"
@@ -170,17 +171,6 @@ def test_deleted_rows_never_come_back_from_an_indexed_chunk():
     hits = node.search(ShardSearchRequest(7, [VCH], "vec", vectors[:20], "L2", 5, 20, 0.1))
     assert all(pk % 2 == 1 for pk in np.asarray(hits.pks).tolist())
     assert hits.counts == [5] * 20
-
-
-class DictStore:
-    def __init__(self):
-        self.objects = {}
-
-    def put(self, key, data):
-        self.objects[key] = data
-
-    def get(self, key):
-        return self.objects[key]
 
 
 def persisted(msgs, store, state="Flushed"):
