@@ -64,6 +64,7 @@ class DataCoord:
         self._segments: dict[int, SegmentInfo] = {}
         self._checkpoints: dict[str, Position] = {}
         self._deltalogs: dict[int, dict[str, Deltalog]] = {}
+        self._dirty: set[int] = set()
 
     def start(self) -> None:
         with self._lock:
@@ -113,9 +114,11 @@ class DataCoord:
             if current is None:
                 current = SegmentInfo(self._alloc_id(), collection_id, partition_id, vchannel)
                 self._segments[current.segment_id] = current
+                self._save(current)  # a new segment is durable before any row names it
             current.assigned_rows += rows
             current.last_assigned_at = time.time()
-            self._save(current)
+            # the row count is bookkeeping for sealing: persisted by seal_idle, not per write
+            self._dirty.add(current.segment_id)
             return current.segment_id
 
     def _seal(self, segment: SegmentInfo) -> None:
@@ -127,9 +130,13 @@ class DataCoord:
         )
 
     def seal_idle(self) -> list[int]:
-        """Seal growing segments that took no rows for ``segment_idle_seal_s``."""
+        """Persist row counts, and seal growing segments that took no rows for
+        ``segment_idle_seal_s`` (called every second)."""
         now = time.time()
         with self._lock:
+            for segment_id in self._dirty:
+                self._save(self._segments[segment_id])
+            self._dirty.clear()
             idle = [
                 s
                 for s in self._segments.values()
