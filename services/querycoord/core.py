@@ -67,8 +67,8 @@ class QueryCoord:
         segments: SegmentSource | None = None,
     ) -> None:
         self._segments = segments
-        #: (segment, node) pairs already handed off
-        self._handed: set[tuple[int, int]] = set()
+        #: (segment, node, index files) already handed off: new index files go out again
+        self._handed: set[tuple[int, int, tuple[str, ...]]] = set()
         self._kv = kv
         self._collections = collections
         self._nodes = nodes
@@ -116,7 +116,7 @@ class QueryCoord:
         plan = self._plan(info, vchannel)
         self._nodes.node(node_id).watch(info, vchannel, plan)
         if plan is not None:
-            self._handed |= {(s.segment_id, node_id) for s in plan.segments}
+            self._handed |= {_handoff_key(s, node_id) for s in plan.segments}
         return node_id
 
     def _plan(self, info: CollectionInfo, vchannel: str) -> LoadPlan | None:
@@ -152,7 +152,7 @@ class QueryCoord:
         for collection_id, assignment in assignments.items():
             for segment in self._segments.segments(collection_id, PERSISTED):
                 node_id = assignment.get(segment.vchannel)
-                if node_id is None or (segment.segment_id, node_id) in self._handed:
+                if node_id is None or _handoff_key(segment, node_id) in self._handed:
                     continue
                 try:
                     self._nodes.node(node_id).load_segment(segment.vchannel, segment)
@@ -162,7 +162,7 @@ class QueryCoord:
                         extra={"segment": segment.segment_id, "node": node_id},
                     )
                     continue
-                self._handed.add((segment.segment_id, node_id))
+                self._handed.add(_handoff_key(segment, node_id))
                 handed += 1
         return handed
 
@@ -220,3 +220,7 @@ class QueryCoord:
                         extra={"vchannel": vchannel, "node": assignment[vchannel]},
                     )
                 self._save(collection_id, assignment)
+
+
+def _handoff_key(segment: SegmentInfo, node_id: int) -> tuple[int, int, tuple[str, ...]]:
+    return segment.segment_id, node_id, tuple(sorted(segment.index_files))

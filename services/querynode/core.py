@@ -36,7 +36,7 @@ from services.common.results import QueryRows, SearchHits, merge_hits, merge_row
 from services.common.schema import CollectionInfo
 from services.datacoord.segment import LoadPlan, SegmentInfo
 from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
-from services.querynode.sealed import load_sealed, read_deltalogs
+from services.querynode.sealed import install_index_files, load_sealed, read_deltalogs
 from services.querynode.segment import ShardStore
 from services.querynode.tsafe import TSafe
 
@@ -145,10 +145,17 @@ class QueryNode:
     def load_segment(self, vchannel: str, segment: SegmentInfo) -> bool:
         """Handoff: serve a newly flushed segment from its binlogs instead of the growing
         rows it covers. The swap happens under the shard lock, so no read sees the rows
-        twice or not at all; deletes already applied to the growing rows move along."""
+        twice or not at all; deletes already applied to the growing rows move along.
+
+        Called again once the segment has index files, it installs them (until then the
+        sealed segment is searched exactly). Returns whether anything changed.
+        """
         shard = self._shard(vchannel)
         if segment.segment_id in shard.sealed:
-            return False
+            loaded = shard.sealed[segment.segment_id]
+            return (
+                install_index_files(shard.collection, segment, loaded, self._require_binlogs()) > 0
+            )
         sealed = self._load(shard.collection, segment)
         with shard.lock:
             rows = shard.store.segment_rows(segment.segment_id)
@@ -240,10 +247,11 @@ class QueryNode:
 
         Runs off the ingest path (the service calls it periodically): building takes the
         vectors of a full chunk, which never change, so no lock is held while faiss works.
+        Sealed segments are not built here: the index node writes their index files.
         """
         built = 0
         for shard in list(self._shards.values()):
-            for store in shard.stores():
+            for store in [shard.store]:
                 for field_name, indexes in store.indexes.items():
                     with shard.lock:
                         chunk = indexes.next_chunk(store.num_rows)

@@ -52,13 +52,23 @@ def load_sealed(
                 fields=fields,
             )
         )
+    install_index_files(info, segment, sealed, store)
+    return sealed
+
+
+def install_index_files(
+    info: CollectionInfo, segment: SegmentInfo, sealed: ShardStore, store: binlog.Store
+) -> int:
+    """Take the segment's index files the store does not have yet; returns how many."""
+    installed = 0
     for index in info.indexes:
         path = segment.index_files.get(str(index.index_id))
         chunks = sealed.indexes.get(index.field_name)
-        if path is not None and chunks is not None:
-            raw = np.frombuffer(store.get(path), dtype=np.uint8)
-            chunks.install(0, faiss.deserialize_index(raw))
-    return sealed
+        if path is None or chunks is None or chunks.indexed_rows:
+            continue
+        chunks.install(0, faiss.deserialize_index(np.frombuffer(store.get(path), np.uint8)))
+        installed += 1
+    return installed
 
 
 def read_deltalogs(

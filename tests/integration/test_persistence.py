@@ -111,7 +111,7 @@ def make_collection(client: MilvusClient) -> str:
     schema.add_field("id", DataType.INT64, is_primary=True)
     schema.add_field("vec", DataType.FLOAT_VECTOR, dim=DIM)
     index = client.prepare_index_params()
-    index.add_index("vec", index_type="HNSW", metric_type="L2", params={"M": 16})
+    index.add_index("vec", index_type="FLAT", metric_type="L2")  # exact: no index builds
     client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
     return name
 

@@ -126,3 +126,19 @@ def test_flat_needs_no_file_and_dropped_indexes_are_recycled():
     assert builder.run_once() == 0
     assert builder.recycle() == 1
     assert store.list("index_files/") == []
+
+
+def test_a_query_node_takes_index_files_that_arrive_after_the_handoff():
+    from services.querynode.core import QueryNode
+
+    store = DictStore()
+    dc, seg, _ = flushed_segment(store)
+    node = QueryNode(1, binlogs=store)
+    node.watch(collection(), VCH)
+    assert node.load_segment(VCH, dc.segment(seg))  # handed off before any index file
+    sealed = node._shards[VCH].sealed[seg]
+    assert sealed.indexes["v"].indexed_rows == 0  # searched exactly meanwhile
+    IndexBuilder(dc, Collections(collection()), store).run_once()
+    assert node.load_segment(VCH, dc.segment(seg))
+    assert sealed.indexes["v"].indexed_rows == 2000
+    assert not node.load_segment(VCH, dc.segment(seg))
