@@ -19,6 +19,7 @@ from kazoo.client import KazooClient, KazooState
 
 from services.common.config import Config
 from services.common.discovery import ActiveClient, RoleClients
+from services.common.election import LeaderElection
 from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
 from services.common.session import SessionRegistry
 from services.proxy.service import ProxyService
@@ -202,6 +203,16 @@ def start_datanode(config: Config, registry: SessionRegistry) -> Callable[[], No
     from streaming.job import default_checkpoint_dir, run
 
     data = config.data
+    # one data node per cluster: two would persist the same channels in different batches
+    election = LeaderElection(
+        registry.client,
+        cluster_root(config.zookeeper, config.cluster.name),
+        "datanode",
+        f"{os.getpid()}",
+        on_lost=_exit_on_lost,
+    )
+    while not election.campaign(timeout_s=5):
+        log.info("another data node is active; waiting as standby")
     epoch = _wait_channel_epoch(config, registry)
     query = run(
         config,

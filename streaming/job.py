@@ -33,7 +33,17 @@ class BatchSink:
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         started = time.monotonic()
-        records = [Record(r.channel, r.offset, bytes(r.value)) for r in frame.collect()]
+        # Arrow to the driver: Row objects (collect) cost ~10x more for large payloads
+        table = frame.toArrow()
+        records = [
+            Record(channel, offset, value)
+            for channel, offset, value in zip(
+                table.column("channel").to_pylist(),
+                table.column("offset").to_pylist(),
+                table.column("value").to_pylist(),
+                strict=True,
+            )
+        ]
         report, stats = process_batch(records, self._store)
         flushed = self._datacoord.save_batch(report)
         if stats.rows or stats.deletes or flushed:

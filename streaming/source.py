@@ -38,6 +38,9 @@ def _consumer(bootstrap: str, fetch_wait_ms: int) -> Any:
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": fetch_wait_ms,
+            # insert messages run to 4 MiB: fetch many per round trip, not one
+            "max.partition.fetch.bytes": 64 * 1024 * 1024,
+            "fetch.max.bytes": 128 * 1024 * 1024,
             "enable.partition.eof": False,
         }
     )

@@ -19,7 +19,7 @@ from pymilvus.grpc_gen import milvus_pb2, milvus_pb2_grpc
 from services.common.config import Config
 from services.common.kv.base import KVError
 from services.common.kv.zookeeper import cluster_root, connect_zookeeper
-from services.common.session import SessionRegistry
+from services.common.session import SessionInfo, SessionRegistry
 from services.infra.components import Endpoint, InfraError
 from services.infra.manager import InfraManager, Progress
 from services.infra.process import ManagedProcess
@@ -152,17 +152,18 @@ class DeploymentManager:
         if role.role in ("proxy", "standalone"):
             return milvus_answers(role.endpoint(host))
         if role.role == "datanode":  # no port: it is up once its streaming query registered
-            return self._process(role).pid() is not None and bool(self._members("datanode"))
+            pid = self._process(role).pid()
+            return pid is not None and any(m.pid == pid for m in self._members("datanode"))
         return Endpoint(host, role.port).accepts()
 
-    def _members(self, role: str) -> list[int]:
+    def _members(self, role: str) -> list[SessionInfo]:
         try:
             zk = connect_zookeeper(self.config.zookeeper, timeout_s=2.0)
         except KVError:
             return []
         try:
             root = cluster_root(self.config.zookeeper, self.config.cluster.name)
-            return list(SessionRegistry(zk, root).members(role))
+            return list(SessionRegistry(zk, root).members(role).values())
         finally:
             zk.stop()
             zk.close()

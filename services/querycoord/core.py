@@ -201,7 +201,8 @@ class QueryCoord:
         return dict(assignment)
 
     def rebalance(self, live: Sequence[int] | None = None) -> None:
-        """Move shards off nodes that are gone (called on every membership change)."""
+        """Move shards off nodes that are gone (on every membership change, and every few
+        seconds, so a shard whose load failed, e.g. S3 briefly unavailable, is retried)."""
         live_set = set(self._nodes.live_nodes() if live is None else live)
         with self._lock:
             for collection_id, assignment in list(self._assignments.items()):
@@ -213,12 +214,13 @@ class QueryCoord:
                 except MilvusError:
                     continue
                 for vchannel in orphans:
-                    del assignment[vchannel]
-                    assignment[vchannel] = self._assign(info, vchannel, assignment)
-                    log.warning(
-                        "shard reassigned",
-                        extra={"vchannel": vchannel, "node": assignment[vchannel]},
-                    )
+                    try:
+                        node_id = self._assign(info, vchannel, assignment)
+                    except Exception:
+                        log.exception("shard load failed; will retry", extra={"vchannel": vchannel})
+                        continue
+                    assignment[vchannel] = node_id
+                    log.warning("shard reassigned", extra={"vchannel": vchannel, "node": node_id})
                 self._save(collection_id, assignment)
 
 

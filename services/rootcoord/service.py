@@ -96,6 +96,7 @@ class CoordinatorService:
             Periodic("timetick", t.timetick_interval_ms / 1000, self.rootcoord.broadcast_ticks),
             Periodic("segment-seal", 1.0, self.datacoord.seal_idle),
             Periodic("handoff", 0.5, self.querycoord.handoff),
+            Periodic("rebalance", 5.0, self.querycoord.rebalance),
             Periodic("index-build", 1.0, self.indexes.run_once),
             Periodic("index-recycle", 30.0, self.indexes.recycle),
         ]
