@@ -1,5 +1,9 @@
 """Run a function every interval on a daemon thread until stopped; errors are logged and
-the loop goes on (a broker hiccup must not end the timeticks)."""
+the loop goes on (a broker hiccup must not end the timeticks).
+
+``wake()`` runs it at once instead of at the end of the interval: the timetick loops use it
+so that a finished write or a Strong read moves serviceable time without waiting a period.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ class Periodic:
         self._interval_s = interval_s
         self._fn = fn
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._failures = 0
 
@@ -23,8 +28,15 @@ class Periodic:
         self._thread.start()
         return self
 
+    def wake(self) -> None:
+        self._wake.set()
+
     def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
+        while True:
+            self._wake.wait(self._interval_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             try:
                 self._fn()
                 self._failures = 0
@@ -38,5 +50,6 @@ class Periodic:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=10)

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 
 class ChannelsTimeTicker:
     def __init__(self, pchannels: Iterable[str], alloc_ts: Callable[[], int]) -> None:
+        #: called when a write completes (the proxy reports at once rather than next period)
+        self.on_done: Callable[[], None] = lambda: None
         self._pchannels = list(pchannels)
         self._alloc_ts = alloc_ts
         self._lock = threading.Lock()
@@ -36,6 +38,7 @@ class ChannelsTimeTicker:
                 pending[ts] -= 1
                 if pending[ts] <= 0:
                     del pending[ts]
+        self.on_done()
 
     def report(self) -> dict[str, int]:
         with self._lock:

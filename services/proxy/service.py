@@ -81,6 +81,7 @@ class ProxyService:
             self.config.time.timetick_interval_ms / 1000,
             self.proxy.report_timetick,
         ).start()
+        self.proxy.ticker.on_done = self._loop.wake
         milvus_pb2_grpc.add_MilvusServiceServicer_to_server(
             MilvusService(self.proxy, self._deploy_mode), server
         )

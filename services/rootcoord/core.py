@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -74,6 +74,8 @@ class RootCoord:
         #: allocation of a stamp and its registration as in-flight are one step for the ticker
         self._stamp_lock = threading.Lock()
         self._last_ddl_ts = 0
+        #: called after each proxy report (the service wakes its tick loop)
+        self.on_report: Callable[[], None] = lambda: None
         self._next_pchannel = 0
 
     def start(self) -> None:
@@ -94,6 +96,7 @@ class RootCoord:
 
     def report_timetick(self, source_id: int, channels: dict[str, int]) -> None:
         self.ticks.report(source_id, channels)
+        self.on_report()
 
     def set_live_proxies(self, source_ids: Sequence[int]) -> None:
         self.ticks.set_live(source_ids)

@@ -91,9 +91,10 @@ class CoordinatorService:
             self.rootcoord.server_id = info.id
         self.registry.watch("proxy", lambda members: self.rootcoord.set_live_proxies(list(members)))
         t = self.config.time
+        ticker = Periodic("timetick", t.timetick_interval_ms / 1000, self.rootcoord.broadcast_ticks)
         self._loops = [
             Periodic("tso-update", t.tso_update_interval_ms / 1000, self.rootcoord.update_tso),
-            Periodic("timetick", t.timetick_interval_ms / 1000, self.rootcoord.broadcast_ticks),
+            ticker,
             Periodic("segment-seal", 1.0, self.datacoord.seal_idle),
             Periodic("handoff", 0.5, self.querycoord.handoff),
             Periodic("rebalance", 5.0, self.querycoord.rebalance),
@@ -102,6 +103,7 @@ class CoordinatorService:
         ]
         for loop in self._loops:
             loop.start()
+        self.rootcoord.on_report = ticker.wake  # a report may allow a tick right now
         log.info("coordinator active", extra={"address": self._rpc_address or "inproc"})
         return self
 

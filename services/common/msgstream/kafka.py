@@ -11,6 +11,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -203,7 +204,7 @@ class ChannelConsumer:
     def poll(self, timeout_s: float = 0.1, max_records: int = 1000) -> list[MsgPack]:
         """Read what is available (waiting at most ``timeout_s``) and return completed packs."""
         packs: list[MsgPack] = []
-        for record in self._consumer.consume(max_records, timeout_s):
+        for record in self._fetch(timeout_s, max_records):
             err = record.error()
             if err is not None:
                 if err.fatal():
@@ -221,6 +222,17 @@ class ChannelConsumer:
                 continue
             packs += self._aligner.feed(record.topic(), record.offset(), msg)
         return packs
+
+    def _fetch(self, timeout_s: float, max_records: int) -> list[Any]:
+        """Wait for one record, then take whatever else is already buffered.
+
+        ``consume(n, timeout)`` alone waits the whole timeout unless ``n`` records arrive,
+        which would add up to ``timeout`` to every read's wait for its timetick.
+        """
+        first = self._consumer.poll(timeout_s)
+        if first is None:
+            return []
+        return [first, *self._consumer.consume(max_records - 1, 0)]
 
     def packs(self, stop: threading.Event | None = None) -> Iterator[MsgPack]:
         while stop is None or not stop.is_set():
