@@ -15,9 +15,13 @@ log = logging.getLogger(__name__)
 
 
 class Periodic:
-    def __init__(self, name: str, interval_s: float, fn: Callable[[], object]) -> None:
+    def __init__(
+        self, name: str, interval_s: float, fn: Callable[[], object], min_gap_s: float = 0.0
+    ) -> None:
         self._name = name
         self._interval_s = interval_s
+        #: a wake-up never runs it sooner than this after the previous run
+        self._min_gap_s = min_gap_s
         self._fn = fn
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -37,6 +41,8 @@ class Periodic:
             self._wake.clear()
             if self._stop.is_set():
                 return
+            if self._min_gap_s:
+                self._stop.wait(self._min_gap_s)
             try:
                 self._fn()
                 self._failures = 0

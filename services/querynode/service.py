@@ -3,6 +3,7 @@ cluster mode) served over RPC."""
 
 from __future__ import annotations
 
+import faiss
 from kazoo.client import KazooClient
 
 from services.common.config import Config
@@ -26,6 +27,8 @@ class QueryNodeService:
         self.subscriber: KafkaSubscriber
 
     def start(self) -> QueryNodeService:
+        # index builds run beside ingest and reads: one core for faiss, not all of them
+        faiss.omp_set_num_threads(1)
         if self._rpc_address:
             server = new_server()
             # the node exists before it is advertised: bind first, register last

@@ -91,7 +91,10 @@ class CoordinatorService:
             self.rootcoord.server_id = info.id
         self.registry.watch("proxy", lambda members: self.rootcoord.set_live_proxies(list(members)))
         t = self.config.time
-        ticker = Periodic("timetick", t.timetick_interval_ms / 1000, self.rootcoord.broadcast_ticks)
+        # woken by every proxy report; at most one broadcast per 5 ms under a burst of them
+        ticker = Periodic(
+            "timetick", t.timetick_interval_ms / 1000, self.rootcoord.broadcast_ticks, 0.005
+        )
         self._loops = [
             Periodic("tso-update", t.tso_update_interval_ms / 1000, self.rootcoord.update_tso),
             ticker,
