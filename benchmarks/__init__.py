@@ -1,0 +1,1 @@
+"""Vectide's benchmark suite: ``python -m benchmarks.run`` (``make bench``)."""

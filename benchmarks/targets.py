@@ -7,6 +7,12 @@ Every port and directory here is the bench's own, clear of a developer deploymen
   standalone process by ``DeploymentManager``, all under ``.vectide/bench``;
 - milvus-lite: its own gRPC server (``milvus-lite server``) on port 39540;
 - the do-nothing server (``benchmarks.nullserver``) on port 39550.
+
+SeaweedFS also listens on each of its ports + 10000 (gRPC). The test suite's SeaweedFS
+(28333, 29333, 28380, 28888) therefore holds 38333, 39333, 38380 and 38888, so the bench's
+SeaweedFS takes 22433-22436 (S3, master, volume, filer; gRPC on 32433-32436): below Linux's
+ephemeral range (32768-60999), where a client connection's local port can also take a port
+for a while. The other ports are in that range; a start that loses such a race is retried.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import psutil
 
 from benchmarks.common import REPO, log
 from services.common.config import Config
+from services.infra.components import InfraError
 from services.infra.deployment import DeploymentManager, milvus_answers
 from services.infra.manager import InfraManager
 
@@ -44,10 +51,10 @@ def bench_config(cluster_name: str, dml_channels: int = 4) -> Config:
     config.infra.run_dir = str(RUN_DIR)
     config.zookeeper.hosts = f"{HOST}:32181"
     config.kafka.bootstrap_servers = f"{HOST}:39092"
-    config.s3.endpoint = f"http://{HOST}:38333"
-    config.infra.seaweed_master_port = 39333
-    config.infra.seaweed_volume_port = 38380
-    config.infra.seaweed_filer_port = 38888
+    config.s3.endpoint = f"http://{HOST}:22433"
+    config.infra.seaweed_master_port = 22434
+    config.infra.seaweed_volume_port = 22435
+    config.infra.seaweed_filer_port = 22436
     config.service.host = HOST
     config.service.proxy_port = 39530
     config.service.rootcoord_port = 39600
@@ -85,14 +92,32 @@ class VectideTarget(Target):
     def deployment(self) -> DeploymentManager:
         return DeploymentManager(self.config, progress=lambda line: log(f"vectide: {line}"))
 
+    _infra_up: bool = False
+
+    def start_infra(self) -> None:
+        """ZooKeeper, S3 and the broker, fresh: leftovers of an interrupted bench run (in the
+        bench's own run dir only) are stopped and their data removed first."""
+        for attempt in range(3):
+            self.stop()
+            remove_data()
+            try:
+                InfraManager(self.config, progress=lambda line: log(f"infra: {line}")).up()
+                break
+            except InfraError as exc:
+                if attempt == 2:
+                    raise
+                log(f"infra: start failed ({str(exc).splitlines()[-1]}); retrying")
+                time.sleep(5)
+        self._infra_up = True
+
     def start(self) -> None:
-        self.stop()  # leftovers of an interrupted bench run (only our own run dir)
-        shutil.rmtree(self.config.run_dir / "data", ignore_errors=True)
-        InfraManager(self.config, progress=lambda line: log(f"infra: {line}")).up()
+        if not self._infra_up:
+            self.start_infra()
         self.deployment.up("standalone")
 
     def stop(self) -> None:
         self.deployment.down()
+        self._infra_up = False
 
     def processes(self) -> dict[str, int]:
         found = {s.name: s.pid for s in self.deployment.status() if s.pid}
@@ -199,6 +224,13 @@ def null_target() -> SubprocessTarget:
     return SubprocessTarget(
         "ceiling", f"http://{HOST}:{NULL_PORT}", argv=argv, log_name="nullserver"
     )
+
+
+def remove_data() -> None:
+    """Delete what the servers stored under the bench's run dir (hundreds of MB after a run);
+    logs stay. Only ``.vectide/bench`` is touched, never a developer's or the tests' dirs."""
+    for name in ("data", "datanode", "milvus-lite"):
+        shutil.rmtree(RUN_DIR / name, ignore_errors=True)
 
 
 def rss_bytes(pids: dict[str, int]) -> dict[str, int]:

@@ -1,0 +1,357 @@
+"""The run's results as a Markdown table (printed, and pasted into benchmarks/README.md), the
+targets with met/missed, and a PNG of search latency against recall."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # after matplotlib.use: the backend is chosen first
+
+SERVERS = ("vectide", "milvus-lite")
+INDEX_TYPES = ("FLAT", "IVF_FLAT", "HNSW")
+RECALLS = ("0.90", "0.95", "0.99")
+NA = "n/a"
+
+
+def _get(tree: Any, *path: object, default: Any = None) -> Any:
+    for key in path:
+        if not isinstance(tree, dict) or key not in tree:
+            return default
+        tree = tree[key]
+    return tree
+
+
+def insert_rate(results: dict[str, Any], system: str, kind: str) -> float | None:
+    """Rows/s over the collections of one vector format (``lists``: FLAT; ``numpy``: the
+    IVF_FLAT and HNSW collections together), synthetic set."""
+    if system == "ceiling":
+        return _get(results, "systems", "ceiling", "ingest", kind, "rows_per_s")
+    per_index = _get(results, "systems", system, "ingest", "synthetic", default={})
+    runs = [r for r in per_index.values() if r.get("vectors") == kind]
+    seconds = sum(r["insert_s"] for r in runs)
+    return sum(r["rows"] for r in runs) / seconds if seconds else None
+
+
+def search_point(
+    results: dict[str, Any], system: str, dataset: str, index: str, recall: str
+) -> dict[str, Any] | None:
+    return _get(results, "systems", system, "at_recall", dataset, index, recall)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The README's goals against this run. Goals, never assertions: a miss is reported."""
+    v_ins = insert_rate(results, "vectide", "numpy")
+    lite_ins = insert_rate(results, "milvus-lite", "numpy")
+    v95 = search_point(results, "vectide", "synthetic", "HNSW", "0.95") or {}
+    lite95 = search_point(results, "milvus-lite", "synthetic", "HNSW", "0.95") or {}
+    # the ceiling re-measured just before Vectide's phase (same machine load), else the first
+    probe = _get(results, "systems", "vectide", "ceiling_probe", default={})
+    ceil_ins = probe.get("insert_numpy_rows_per_s") or insert_rate(results, "ceiling", "numpy")
+    ceil_qps = _get(probe, "search", "qps") or _get(results, "systems", "ceiling", "search", "qps")
+    strong = _get(results, "systems", "vectide", "consistency", "ingesting", "Strong", default={})
+    fresh = _get(results, "systems", "vectide", "freshness", "eventually_query", default={})
+    goals = [
+        ("insert >= 3x milvus-lite (numpy rows)", _ratio(v_ins, lite_ins), 3.0, "x"),
+        ("insert >= 70% of the client-path ceiling", _ratio(v_ins, ceil_ins), 0.70, "%"),
+        (
+            "serial search >= 10x milvus-lite at equal recall (HNSW, recall 0.95)",
+            _ratio(v95.get("qps"), lite95.get("qps")),
+            10.0,
+            "x",
+        ),
+        (
+            "serial search >= 60% of the ceiling (HNSW, recall 0.95)",
+            _ratio(v95.get("qps"), ceil_qps),
+            0.60,
+            "%",
+        ),
+        ("Strong search p50 <= 60 ms while ingesting", strong.get("p50_ms"), 60.0, "<ms"),
+        ("Strong search p99 <= 150 ms while ingesting", strong.get("p99_ms"), 150.0, "<ms"),
+        (
+            "freshness: insert ack -> Eventually query, p50 <= 30 ms",
+            fresh.get("p50_ms"),
+            30.0,
+            "<ms",
+        ),
+    ]
+    out = []
+    for name, value, goal, unit in goals:
+        met = None if value is None else (value <= goal if unit == "<ms" else value >= goal)
+        out.append({"target": name, "measured": value, "goal": goal, "unit": unit, "met": met})
+    return out
+
+
+# -- formatting -------------------------------------------------------------------------------
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    if value is None or value != value:
+        return NA
+    return f"{value:,.{digits}f}"
+
+
+def _ms(value: float | None) -> str:
+    if value is None or value != value:
+        return NA
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def _lat(point: dict[str, Any] | None) -> str:
+    if not point:
+        return NA
+    return f"{_ms(point.get('p50_ms'))} / {_ms(point.get('p99_ms'))}"
+
+
+def _search_cell(point: dict[str, Any] | None, ran: bool = True) -> str:
+    if not point:
+        return "not reached" if ran else NA
+    setting = f" ({point['param']}={point['value']})" if point.get("param") else ""
+    return f"{_lat(point)} ms, {_num(point.get('qps'))}/s{setting}"
+
+
+def _rows(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def ingest_table(results: dict[str, Any]) -> str:
+    systems = ("vectide", "milvus-lite", "ceiling")
+    broker = _get(results, "systems", "vectide", "broker", default={})
+    visible = [
+        _get(results, "systems", s, "visible_after_ingest_s", "synthetic", "HNSW") for s in systems
+    ]
+    rows = [
+        ["insert rows/s, row dicts with list vectors"]
+        + [_num(insert_rate(results, s, "lists")) for s in systems]
+        + [NA],
+        ["insert rows/s, row dicts with numpy vectors"]
+        + [_num(insert_rate(results, s, "numpy")) for s in systems]
+        + [_num(_get(broker, "acked_per_batch", "rows_per_s"))],
+        [
+            "pipelined (broker: every batch queued, one flush)",
+            NA,
+            NA,
+            NA,
+            _num(_get(broker, "pipelined", "rows_per_s")),
+        ],
+        ["no-op server re-measured just before the system, numpy rows/s"]
+        + [
+            _num(_get(results, "systems", s, "ceiling_probe", "insert_numpy_rows_per_s"))
+            for s in systems[:2]
+        ]
+        + [NA, NA],
+        ["all rows visible to Strong count after the last ack, s"]
+        + [_num(v, 2) if v is not None else NA for v in visible[:2]]
+        + [NA, NA],
+    ]
+    header = [
+        "ingest (synthetic)",
+        "Vectide",
+        "milvus-lite",
+        "ceiling (no-op server)",
+        "broker raw produce",
+    ]
+    return _rows(header, rows)
+
+
+def search_table(results: dict[str, Any], dataset: str) -> str:
+    systems = ("vectide", "milvus-lite", "faiss")
+    rows = []
+    for index in INDEX_TYPES:
+        for recall in RECALLS if index != "FLAT" else ("0.99",):
+            label = f"{index} exact" if index == "FLAT" else f"{index} recall >= {recall}"
+            points = [search_point(results, s, dataset, index, recall) for s in systems]
+            ratio = _ratio(_get(points[0], "qps"), _get(points[1], "qps"))
+            cells = [
+                _search_cell(p, _get(results, "systems", s, "search", dataset, index) is not None)
+                for p, s in zip(points, systems, strict=True)
+            ]
+            rows.append([label, *cells, f"{ratio:.1f}x" if ratio else NA])
+    if dataset == "synthetic":
+        ceiling = _get(results, "systems", "ceiling", "search")
+        rows.append(["no-op server (ceiling), serial", NA, NA, NA, _search_cell(ceiling)])
+        probes = [_get(results, "systems", s, "ceiling_probe", "search") for s in systems[:2]]
+        rows.append(
+            ["no-op server re-measured just before the system, serial"]
+            + [_search_cell(p, p is not None) for p in probes]
+            + [NA, NA]
+        )
+        conc = [_get(results, "systems", s, "concurrent") for s in (*systems, "ceiling")]
+        clients = _get(results, "options", "clients")
+        rows.append(
+            [f"{clients} concurrent clients, HNSW recall >= 0.95, searches/s"]
+            + [_num(_get(c, "qps")) for c in conc]
+        )
+    header = [
+        "serial search, p50 / p99, rate",
+        "Vectide",
+        "milvus-lite",
+        "faiss in-process",
+        "Vectide / milvus-lite",
+    ]
+    return _rows(header, rows)
+
+
+def consistency_table(results: dict[str, Any]) -> str:
+    rows = []
+    for level in ("Strong", "Session", "Bounded", "Eventually"):
+        row = [level]
+        for system in SERVERS:
+            for phase in ("idle", "ingesting"):
+                row.append(_lat(_get(results, "systems", system, "consistency", phase, level)))
+        rows.append(row)
+    rates = [
+        _num(_get(results, "systems", s, "consistency", "ingest", "rows_per_s")) for s in SERVERS
+    ]
+    rows.append(["background ingest achieved, rows/s", NA, rates[0], NA, rates[1]])
+    header = [
+        "search p50 / p99 ms (HNSW)",
+        "Vectide idle",
+        "Vectide ingesting",
+        "milvus-lite idle",
+        "milvus-lite ingesting",
+    ]
+    return _rows(header, rows)
+
+
+def freshness_table(results: dict[str, Any]) -> str:
+    rows = []
+    for phase, when in (("freshness_at_start", "fresh deployment"), ("freshness", "end of run")):
+        for key, label in (
+            ("strong_search", "insert ack -> Strong search returns it"),
+            ("eventually_query", "insert ack -> Eventually query (polled) returns it"),
+        ):
+            rows.append(
+                [f"{label}, {when}, p50 / p99 ms"]
+                + [_lat(_get(results, "systems", s, phase, key)) for s in SERVERS]
+            )
+    return _rows(["freshness", "Vectide", "milvus-lite"], rows)
+
+
+def memory_table(results: dict[str, Any]) -> str:
+    rows = []
+    for system in SERVERS:
+        mem = _get(results, "systems", system, "memory", default={})
+        for proc, loaded in mem.get("rss_loaded_mib", {}).items():
+            rows.append(
+                [
+                    f"{system}: {proc}",
+                    _num(mem.get("rss_start_mib", {}).get(proc)),
+                    _num(loaded),
+                    _num(mem.get("mib_per_million_vectors", {}).get(proc)),
+                ]
+            )
+    return _rows(["process", "RSS at start, MiB", "RSS loaded, MiB", "MiB per 1M vectors"], rows)
+
+
+def targets_table(results: dict[str, Any]) -> str:
+    rows = []
+    for t in results.get("targets", []):
+        value, unit = t["measured"], t["unit"]
+        if value is None:
+            shown = NA
+        elif unit == "%":
+            shown = f"{value:.0%}"
+        elif unit == "x":
+            shown = f"{value:.2f}x"
+        else:
+            shown = f"{value:.1f} ms"
+        met = {True: "met", False: "missed", None: "not measured"}[t["met"]]
+        rows.append([t["target"], shown, met])
+    return _rows(["target (goal, not a test)", "measured", ""], rows)
+
+
+def _load_line(results: dict[str, Any]) -> str:
+    """The machine is shared: how busy it was when each system's phase began."""
+    loads = results.get("load_average", {})
+    shown = ", ".join(f"{name} {values[0]:.1f}" for name, values in loads.items())
+    return f"1-minute load average as each phase began (2 CPUs): {shown}" if shown else ""
+
+
+def table(results: dict[str, Any]) -> str:
+    synthetic = next((d for d in results["datasets"] if d["name"] == "synthetic"), {})
+    parts = [
+        f"Synthetic: {synthetic.get('rows', 0):,} x {synthetic.get('dim')} "
+        f"({synthetic.get('metric')}), {synthetic.get('queries')} queries, k=10, "
+        f"{results['options']['batch']}-row insert batches; machine: "
+        f"{results['machine']['cpus']} CPUs {results['machine']['cpu_model']}, "
+        f"{results['machine']['memory_gib']} GiB",
+        _load_line(results),
+        "",
+        ingest_table(results),
+        "",
+        search_table(results, "synthetic"),
+    ]
+    text = next((d for d in results["datasets"] if d["name"] == "text"), None)
+    if text:
+        parts += [
+            "",
+            f"Text: {text['rows']:,} x {text['dim']} ({text['metric']}), {text['queries']} "
+            f"queries: {text['description']}",
+            "",
+            search_table(results, "text"),
+        ]
+    parts += ["", consistency_table(results), "", freshness_table(results), ""]
+    parts += [memory_table(results), "", targets_table(results)]
+    for note in results.get("skipped", []):
+        parts += ["", f"Note: {note}"]
+    return "\n".join(parts)
+
+
+# -- the plot ---------------------------------------------------------------------------------
+
+COLORS = {"vectide": "tab:blue", "milvus-lite": "tab:orange", "faiss": "tab:green"}
+STYLES = {"FLAT": ("s", ":"), "IVF_FLAT": ("o", "--"), "HNSW": ("^", "-")}
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    """p50 latency (log) against recall@10, one panel per dataset, one line per system and
+    index; the no-op server's p50 as the floor any pymilvus round trip pays."""
+    names = [d["name"] for d in results["datasets"]]
+    fig, axes = plt.subplots(1, len(names), figsize=(6.5 * len(names), 4.8), squeeze=False)
+    for ax, dataset in zip(axes[0], names, strict=True):
+        for system, color in COLORS.items():
+            for index, (marker, style) in STYLES.items():
+                points = _get(results, "systems", system, "search", dataset, index)
+                if not points:
+                    continue
+                xs = [p["recall"] for p in points]
+                ys = [p["p50_ms"] for p in points]
+                ax.plot(
+                    xs,
+                    ys,
+                    marker=marker,
+                    linestyle=style,
+                    color=color,
+                    markersize=4,
+                    label=f"{system} {index}",
+                )
+        ceiling = _get(results, "systems", "ceiling", "search", "p50_ms")
+        if ceiling:
+            ax.axhline(
+                ceiling,
+                color="grey",
+                linestyle="-.",
+                linewidth=1,
+                label="no-op server (client path)",
+            )
+        ax.set_yscale("log")
+        ax.set_xlabel("recall@10")
+        ax.set_ylabel("serial search latency p50, ms")
+        ax.set_title(f"{dataset}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    fig.suptitle("Search latency vs recall (same client, same data, one run)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
