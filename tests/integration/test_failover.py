@@ -11,10 +11,14 @@ import threading
 import time
 
 import grpc
+import pytest
 from pymilvus import MilvusClient
 from pymilvus.grpc_gen import milvus_pb2, milvus_pb2_grpc
 
 from services.infra.process import ManagedProcess
+
+#: minutes, real processes killed: `make test-heavy` runs these alone
+pytestmark = pytest.mark.heavy
 
 
 def test_standby_rootcoord_takes_over_and_timestamps_keep_increasing(cluster):

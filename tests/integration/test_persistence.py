@@ -23,6 +23,9 @@ from services.launcher import start_standalone
 from streaming.flush import PK_FIELD, TS_FIELD
 from tests.integration.conftest import free_port, isolated
 
+#: minutes, real processes killed: `make test-heavy` runs these alone
+pytestmark = pytest.mark.heavy
+
 DIM = 16
 
 

@@ -9,7 +9,11 @@ import threading
 import time
 
 import numpy as np
+import pytest
 from pymilvus import MilvusClient
+
+#: minutes, real processes killed: `make test-heavy` runs these alone
+pytestmark = pytest.mark.heavy
 
 
 def test_killed_query_node_shards_move_and_searches_recover(cluster):
