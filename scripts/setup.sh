@@ -26,8 +26,10 @@ fi
 stamp=.venv/.vectide-setup
 if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing Python packages into .venv" >&2
-  .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e ".[test]"
+  # pip's notes about this machine's extra package-index locations are noise here
+  quiet() { grep -v '^WARNING: Location' || true; }
+  .venv/bin/pip install -q --upgrade pip 2>&1 | quiet
+  .venv/bin/pip install -q -e ".[test]" 2>&1 | quiet  # pipefail: a pip failure still stops us
   touch "$stamp"
 fi
 echo "setup: ok" >&2
