@@ -25,11 +25,6 @@ class SearchHits:
     #: output field name -> values aligned with the hits
     fields: dict[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def empty(cls, metric_type: str, nq: int, pk_is_str: bool = False) -> SearchHits:
-        pks: np.ndarray | list[str] = [] if pk_is_str else np.empty(0, dtype=np.int64)
-        return cls(metric_type, [0] * nq, pks, np.empty(0, dtype=np.float32))
-
     @property
     def nq(self) -> int:
         return len(self.counts)

@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from services.common.kv.base import MetaKV
 from services.common.msgstream.channels import pchannel_of
@@ -322,10 +321,3 @@ class DataCoord:
 
     def _save(self, segment: SegmentInfo) -> None:
         self._kv.put(f"{_SEGMENTS}/{segment.segment_id}", segment.to_json())
-
-    def stats(self) -> dict[str, Any]:
-        with self._lock:
-            by_state: dict[str, int] = {}
-            for s in self._segments.values():
-                by_state[s.state.value] = by_state.get(s.state.value, 0) + 1
-            return by_state

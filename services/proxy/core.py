@@ -8,7 +8,6 @@ channels. Any number of proxies can serve the same cluster.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -128,7 +127,6 @@ class Proxy:
         self.scheduler = TaskScheduler(
             rootcoord.alloc_timestamp, self.ticker, self.config.max_concurrent_reads
         )
-        self._stop = threading.Event()
 
     # -- timetick reports ------------------------------------------------------------------
 

@@ -26,7 +26,6 @@ from services.common.msgstream.channels import pchannel_of
 from services.common.msgstream.message import (
     CollectionDDLMsg,
     DataType,
-    DDLOp,
     DeleteMsg,
     InsertMsg,
     MsgPack,
@@ -57,7 +56,6 @@ class Shard:
     store: ShardStore
     tsafe: TSafe = field(default_factory=TSafe)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    dropped: bool = False
     #: flushed segments loaded from S3, by segment id
     sealed: dict[int, ShardStore] = field(default_factory=dict)
 
@@ -231,8 +229,6 @@ class QueryNode:
         elif isinstance(msg, DeleteMsg):
             for store in shard.stores():
                 store.delete(msg)
-        elif isinstance(msg, CollectionDDLMsg) and msg.op == DDLOp.DROP_COLLECTION:
-            shard.dropped = True
 
     @staticmethod
     def _is_for(shard: Shard, msg: Any) -> bool:

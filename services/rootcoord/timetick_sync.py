@@ -77,7 +77,3 @@ class TimeTickSync:
                     ticks[channel] = bound
                     self._last[channel] = bound
             return ticks
-
-    def last_ticks(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._last)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import (
@@ -59,17 +59,6 @@ def ensure_topics(bootstrap: str, topics: Iterable[str], timeout_s: float = 30.0
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise ChannelError(f"cannot create topic {topic}: {exc}") from exc
     return missing
-
-
-def delete_topics(bootstrap: str, topics: Iterable[str], timeout_s: float = 30.0) -> None:
-    admin = AdminClient(_client_conf(bootstrap))
-    futures = admin.delete_topics(list(topics), operation_timeout=timeout_s)
-    for future in futures.values():
-        try:
-            future.result(timeout=timeout_s)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                raise
 
 
 DeliveryCallback = Callable[[Exception | None, int], None]
@@ -233,10 +222,6 @@ class ChannelConsumer:
         if first is None:
             return []
         return [first, *self._consumer.consume(max_records - 1, 0)]
-
-    def packs(self, stop: threading.Event | None = None) -> Iterator[MsgPack]:
-        while stop is None or not stop.is_set():
-            yield from self.poll()
 
     def close(self) -> None:
         self._consumer.close()

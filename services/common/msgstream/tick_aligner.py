@@ -52,9 +52,6 @@ class TickAligner:
     def positions(self) -> dict[str, Position]:
         return {name: s.position for name, s in self._channels.items()}
 
-    def buffered(self) -> int:
-        return sum(len(s.buffer) for s in self._channels.values())
-
     def feed(self, channel: str, offset: int, msg: Message) -> list[MsgPack]:
         state = self._channels[channel]
         if isinstance(msg, TimeTickMsg):
