@@ -51,6 +51,13 @@ class KafkaConfig:
     storage: str = "memory"
     #: How long a fetch waits for data. Tansu answers only when it expires: keep it low.
     fetch_wait_max_ms: int = 5
+    #: Query nodes' fetch wait while their shards are idle (no data, no read for 2 s): an
+    #: idle consumer then costs the broker a few fetches a second, not 200. A read or new
+    #: data switches back to ``fetch_wait_max_ms`` at once (a second, standby consumer).
+    fetch_wait_idle_ms: int = 500
+    #: The broker answers a waiting fetch as soon as data arrives (Apache Kafka does; Tansu
+    #: does not). Then consumers always wait ``fetch_wait_idle_ms``: a long poll, no switch.
+    broker_long_polls: bool = False
 
 
 @dataclass
@@ -96,8 +103,14 @@ class InfraConfig:
 
 @dataclass
 class TimeConfig:
-    #: Period of proxy timetick reports and of rootcoord's TimeTick broadcast (Milvus: 200 ms).
+    #: Period of proxy timetick reports and of rootcoord's TimeTick broadcast (Milvus: 200 ms)
+    #: while anything is written or read with a wait (and for one idle period after).
     timetick_interval_ms: int = 50
+    #: Longest period of both once nothing happens: they back off to it, so an idle deployment
+    #: costs the broker one tick per channel per period. Keep it well below
+    #: ``query.graceful_time_ms`` (Bounded reads wait for ticks that recent); finished writes
+    #: and Strong reads tick at once regardless. Equal to ``timetick_interval_ms``: no back-off.
+    idle_timetick_interval_ms: int = 1000
     #: TSO: how far ahead of the clock the persisted upper bound is set.
     tso_window_ms: int = 3000
     #: TSO: how often physical time advances.

@@ -3,6 +3,8 @@ the loop goes on (a broker hiccup must not end the timeticks).
 
 ``wake()`` runs it at once instead of at the end of the interval: the timetick loops use it
 so that a finished write or a Strong read moves serviceable time without waiting a period.
+The interval may be a function, asked before each wait: the timetick loops pass a ``Pacer``
+so that they slow down while nothing happens.
 """
 
 from __future__ import annotations
@@ -16,10 +18,16 @@ log = logging.getLogger(__name__)
 
 class Periodic:
     def __init__(
-        self, name: str, interval_s: float, fn: Callable[[], object], min_gap_s: float = 0.0
+        self,
+        name: str,
+        interval_s: float | Callable[[], float],
+        fn: Callable[[], object],
+        min_gap_s: float = 0.0,
     ) -> None:
         self._name = name
-        self._interval_s = interval_s
+        self._interval_s: Callable[[], float] = (
+            interval_s if callable(interval_s) else lambda: float(interval_s)
+        )
         #: a wake-up never runs it sooner than this after the previous run
         self._min_gap_s = min_gap_s
         self._fn = fn
@@ -37,7 +45,7 @@ class Periodic:
 
     def _run(self) -> None:
         while True:
-            self._wake.wait(self._interval_s)
+            self._wake.wait(self._interval_s())
             self._wake.clear()
             if self._stop.is_set():
                 return

@@ -5,6 +5,9 @@ pending set only once the broker acknowledged it. A report gives, per pchannel, 
 below which this proxy will write nothing more: its oldest pending stamp minus one, or a
 fresh stamp when nothing is pending (taken under the same lock, so every later write is
 stamped above it).
+
+A finished write or a Strong read makes the next report *urgent*: someone waits for a tick
+that covers it, so the rootcoord ticks at once instead of at its (idle-paced) period.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ class ChannelsTimeTicker:
         self._alloc_ts = alloc_ts
         self._lock = threading.Lock()
         self._pending: dict[str, Counter[int]] = {c: Counter() for c in self._pchannels}
+        #: the first report is urgent: the rootcoord holds every tick until it arrives
+        self._urgent = True
 
     def stamp(self, channels: Iterable[str]) -> int:
         """Allocate the stamp of a write to ``channels`` and hold those channels back."""
@@ -38,7 +43,19 @@ class ChannelsTimeTicker:
                 pending[ts] -= 1
                 if pending[ts] <= 0:
                     del pending[ts]
+        self.wake()
+
+    def wake(self) -> None:
+        """A reader waits for a tick covering what was stamped so far: report now, urgently."""
+        with self._lock:
+            self._urgent = True
         self.on_done()
+
+    def take_urgent(self) -> bool:
+        """Whether a wake-up happened since the last call (and forget it)."""
+        with self._lock:
+            urgent, self._urgent = self._urgent, False
+            return urgent
 
     def report(self) -> dict[str, int]:
         with self._lock:

@@ -8,6 +8,7 @@ channels. Any number of proxies can serve the same cluster.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -18,6 +19,7 @@ from services.common import errors
 from services.common.errors import Code, MilvusError
 from services.common.expr import ExprError, parse, pk_terms
 from services.common.msgstream.message import DataType, FieldColumn, Message, PrimaryKeys
+from services.common.pacer import Pacer
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits
 from services.common.schema import (
@@ -60,7 +62,9 @@ class RootCoordPort(Protocol):
     def drop_partition(self, ts: int, collection: str, partition: str) -> None: ...
     def create_index(self, ts: int, collection: str, index: IndexInfo) -> IndexInfo: ...
     def drop_index(self, ts: int, collection: str, index_name: str) -> None: ...
-    def report_timetick(self, source_id: int, channels: dict[str, int]) -> None: ...
+    def report_timetick(
+        self, source_id: int, channels: dict[str, int], urgent: bool = False
+    ) -> bool: ...
 
 
 class QueryCoordPort(Protocol):
@@ -101,6 +105,10 @@ class ProxyConfig:
     max_timestamp_lag_ms: int = 10_000
     max_concurrent_reads: int = 16
     default_shards: int = 1
+    #: report period while writes flow or the rootcoord says the cluster is active
+    timetick_interval_ms: int = 50
+    #: report period when nothing happened for a while (see services/common/pacer.py)
+    idle_timetick_interval_ms: int = 1000
 
 
 class Proxy:
@@ -124,6 +132,9 @@ class Proxy:
         self.config = config or ProxyConfig()
         self.meta = MetaCache(rootcoord)
         self.ticker = ChannelsTimeTicker(pchannels, rootcoord.alloc_timestamp)
+        self.report_pacer = Pacer(
+            self.config.timetick_interval_ms / 1000, self.config.idle_timetick_interval_ms / 1000
+        )
         self.scheduler = TaskScheduler(
             rootcoord.alloc_timestamp, self.ticker, self.config.max_concurrent_reads
         )
@@ -131,7 +142,14 @@ class Proxy:
     # -- timetick reports ------------------------------------------------------------------
 
     def report_timetick(self) -> None:
-        self.rootcoord.report_timetick(self.server_id, self.ticker.report())
+        """Promise the rootcoord a stamp per channel. Urgent after a finished write, a DDL or
+        a Strong read (the rootcoord ticks at once); reported every fast period while this
+        proxy or, by the rootcoord's answer, any proxy is active, so that the minimum the
+        rootcoord takes over all proxies moves at once too."""
+        urgent = self.ticker.take_urgent()
+        active = self.rootcoord.report_timetick(self.server_id, self.ticker.report(), urgent=urgent)
+        if urgent or active:
+            self.report_pacer.activity(time.monotonic())
 
     def invalidate_collection_cache(self, name: str) -> None:
         self.meta.invalidate(name)

@@ -120,7 +120,7 @@ class _ReadTask(Task):
             level == ConsistencyLevel.CUSTOMIZED and spec.guarantee_ts == 0
         ):
             ts = proxy.rootcoord.alloc_timestamp()
-            proxy.ticker.on_done()  # report now: the next timetick then covers ``ts``
+            proxy.ticker.wake()  # report now: the next timetick then covers ``ts``
         elif level == ConsistencyLevel.BOUNDED:
             ts = timestamp.compose(max(timestamp.now_ms() - proxy.config.graceful_time_ms, 0))
         elif level == ConsistencyLevel.EVENTUALLY:

@@ -4,6 +4,7 @@ RPC on the same port, its session, and the periodic timetick report."""
 from __future__ import annotations
 
 import logging
+import time
 
 from kazoo.client import KazooClient
 from pymilvus.grpc_gen import milvus_pb2_grpc
@@ -71,14 +72,17 @@ class ProxyService:
                 q.max_timestamp_lag_ms,
                 q.max_concurrent_reads,
                 self.config.service.default_shards,
+                self.config.time.timetick_interval_ms,
+                self.config.time.idle_timetick_interval_ms,
             ),
             datacoord=self._datacoord,
         )
         # promise the rootcoord a timetick before taking any write
         self.proxy.report_timetick()
+        pacer = self.proxy.report_pacer
         self._loop = Periodic(
             "proxy-timetick",
-            self.config.time.timetick_interval_ms / 1000,
+            lambda: pacer.interval(time.monotonic()),
             self.proxy.report_timetick,
         ).start()
         self.proxy.ticker.on_done = self._loop.wake

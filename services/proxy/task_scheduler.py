@@ -75,7 +75,10 @@ class TaskScheduler:
         if task.queue == "dd":
             with self._dd_lock:
                 task.ts = self._alloc_ts()
-                task.execute()
+                try:
+                    task.execute()
+                finally:
+                    self._ticker.wake()  # a DDL message may wait for a tick to cover it
         elif task.queue == "dm":
             channels = task.channels()
             task.ts = self._ticker.stamp(channels)

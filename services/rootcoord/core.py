@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
@@ -22,6 +23,7 @@ from services.common.id_allocator import IDAllocator
 from services.common.kv.base import MetaKV
 from services.common.msgstream.channels import pchannels, vchannel
 from services.common.msgstream.message import CollectionDDLMsg, DDLOp, Message, TimeTickMsg
+from services.common.pacer import Pacer
 from services.common.schema import (
     CollectionInfo,
     CollectionSchema,
@@ -61,6 +63,7 @@ class RootCoord:
         server_id: int = 0,
         tso_window_ms: int = 3000,
         invalidator: CacheInvalidator | None = None,
+        tick_pacer: Pacer | None = None,
     ) -> None:
         self.server_id = server_id
         self._writer = writer
@@ -74,8 +77,10 @@ class RootCoord:
         #: allocation of a stamp and its registration as in-flight are one step for the ticker
         self._stamp_lock = threading.Lock()
         self._last_ddl_ts = 0
-        #: called after each proxy report (the service wakes its tick loop)
+        #: called after an urgent proxy report or an own DDL write (wakes the tick loop)
         self.on_report: Callable[[], None] = lambda: None
+        #: the tick loop's period: fast while reports are urgent, backing off when idle
+        self.tick_pacer = tick_pacer or Pacer(0.05, 0.05)
         self._next_pchannel = 0
 
     def start(self) -> None:
@@ -94,9 +99,19 @@ class RootCoord:
 
     # -- timeticks -------------------------------------------------------------------------
 
-    def report_timetick(self, source_id: int, channels: dict[str, int]) -> None:
+    def report_timetick(
+        self, source_id: int, channels: dict[str, int], urgent: bool = False
+    ) -> bool:
+        """Record a proxy's promise. An urgent one (a reader waits: a finished write, a
+        Strong read) ticks at once and keeps the ticks fast for a while; a periodic one waits
+        for the next paced tick. Returns whether the cluster is active, so that idle proxies
+        report at the fast period too while another proxy's writes need their promises."""
         self.ticks.report(source_id, channels)
-        self.on_report()
+        now = time.monotonic()
+        if urgent:
+            self.tick_pacer.activity(now)
+            self.on_report()
+        return self.tick_pacer.active(now)
 
     def set_live_proxies(self, source_ids: Sequence[int]) -> None:
         self.ticks.set_live(source_ids)
@@ -150,6 +165,8 @@ class RootCoord:
         finally:
             for ch in channels:
                 self.ticks.end_own(ch, msg.ts)
+            self.tick_pacer.activity(time.monotonic())
+            self.on_report()  # readers of the collection wait for a tick past the DDL
 
     def create_collection(
         self,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
 
@@ -22,6 +23,7 @@ from services.common.kv.zookeeper import ZooKeeperKV, cluster_root
 from services.common.msgstream.kafka import ensure_topics
 from services.common.msgstream.writer import KafkaChannelWriter
 from services.common.objectstore import ObjectStore
+from services.common.pacer import Pacer
 from services.common.periodic import Periodic
 from services.common.rpc import types as rpc_types
 from services.common.rpc.transport import generic_handler, new_server
@@ -59,6 +61,10 @@ class CoordinatorService:
             config.cluster.dml_channels,
             tso_window_ms=config.time.tso_window_ms,
             invalidator=invalidator,
+            tick_pacer=Pacer(
+                config.time.timetick_interval_ms / 1000,
+                config.time.idle_timetick_interval_ms / 1000,
+            ),
         )
         self.datacoord = DataCoord(
             kv,
@@ -91,9 +97,14 @@ class CoordinatorService:
             self.rootcoord.server_id = info.id
         self.registry.watch("proxy", lambda members: self.rootcoord.set_live_proxies(list(members)))
         t = self.config.time
-        # woken by every proxy report; at most one broadcast per 5 ms under a burst of them
+        # paced (fast while active, backing off when idle); woken by urgent proxy reports and
+        # own DDL, at most one broadcast per 5 ms under a burst of them
+        pacer = self.rootcoord.tick_pacer
         ticker = Periodic(
-            "timetick", t.timetick_interval_ms / 1000, self.rootcoord.broadcast_ticks, 0.005
+            "timetick",
+            lambda: pacer.interval(time.monotonic()),
+            self.rootcoord.broadcast_ticks,
+            0.005,
         )
         self._loops = [
             Periodic("tso-update", t.tso_update_interval_ms / 1000, self.rootcoord.update_tso),
@@ -106,7 +117,7 @@ class CoordinatorService:
         ]
         for loop in self._loops:
             loop.start()
-        self.rootcoord.on_report = ticker.wake  # a report may allow a tick right now
+        self.rootcoord.on_report = ticker.wake  # an urgent report may allow a tick right now
         log.info("coordinator active", extra={"address": self._rpc_address or "inproc"})
         return self
 

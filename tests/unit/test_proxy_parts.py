@@ -114,3 +114,19 @@ def test_rpc_codec_round_trips_registered_types():
     assert back[0] == schema
     assert back[1].pks.tolist() == [7] and back[1].fields["v"].shape == (1, 4)
     assert back[2] == (1, 2) and back[3] == {"k": None}
+
+
+def test_ticker_reports_are_urgent_after_a_write_or_a_wake_only():
+    clock = iter(range(100, 10_000))
+    ticker = ChannelsTimeTicker(["a"], lambda: next(clock))
+    woken: list[bool] = []
+    ticker.on_done = lambda: woken.append(True)
+    assert ticker.take_urgent()  # the first report: the rootcoord waits for it
+    assert not ticker.take_urgent()
+    ts = ticker.stamp(["a"])
+    assert not ticker.take_urgent()  # a write in flight: nothing to cover yet
+    ticker.done(["a"], ts)
+    assert woken == [True] and ticker.take_urgent()
+    ticker.wake()  # a Strong read took its stamp
+    assert woken == [True, True] and ticker.take_urgent()
+    assert not ticker.take_urgent()

@@ -1,10 +1,13 @@
 """Rootcoord and querycoord cores on a memory metastore and a recording channel writer."""
 
+import time
+
 import pytest
 
 from services.common.errors import Code, MilvusError
 from services.common.kv import MemoryKV
 from services.common.msgstream.message import CollectionDDLMsg, DataType, DDLOp, TimeTickMsg
+from services.common.pacer import Pacer
 from services.common.schema import CollectionSchema, ConsistencyLevel, FieldSchema, IndexInfo
 from services.querycoord.core import LOAD_STATE_LOADED, LOAD_STATE_NOT_LOAD, QueryCoord
 from services.rootcoord.core import RootCoord
@@ -140,3 +143,27 @@ def test_querycoord_loads_balances_and_reassigns_lost_shards(root):
     qc.release_collection(info.collection_id)
     assert qc.load_state(info.collection_id)[0] == LOAD_STATE_NOT_LOAD
     assert nodes.watched[2] == set()
+
+
+def test_only_urgent_reports_and_own_ddl_wake_the_ticks_and_make_them_fast():
+    root = RootCoord(MemoryKV(), Recorder(), "t", 2, tick_pacer=Pacer(0.05, 1.0, hold_s=3600))
+    root.start()
+    woken: list[bool] = []
+    root.on_report = lambda: woken.append(True)
+    root.set_live_proxies([7])
+    channels = {"t-dml_0": 100, "t-dml_1": 100}
+    assert root.report_timetick(7, channels) is False  # periodic, idle: wait for the pace
+    assert woken == [] and root.tick_pacer.interval(time.monotonic()) == 1.0
+    assert root.report_timetick(7, channels, urgent=True) is True
+    assert woken == [True] and root.tick_pacer.interval(time.monotonic()) == 0.05
+    assert root.report_timetick(7, channels) is True  # other proxies learn the cluster is busy
+    assert woken == [True]
+
+
+def test_own_ddl_wakes_the_ticks():
+    root = RootCoord(MemoryKV(), Recorder(), "t", 2, tick_pacer=Pacer(0.05, 1.0, hold_s=3600))
+    root.start()
+    woken: list[bool] = []
+    root.on_report = lambda: woken.append(True)
+    root.create_collection(root.alloc_timestamp(), schema(), 1, ConsistencyLevel.STRONG)
+    assert woken and root.tick_pacer.active(time.monotonic())

@@ -1,0 +1,204 @@
+"""Idle CPU of every process of a deployment: what Vectide costs when no client talks to it.
+
+An idle deployment should cost (almost) nothing: issue 15 asks for <= 10 % of one core in
+total, broker included, and a broker whose CPU stays flat over time. Timeticks through every
+channel and consumers polling the broker are what an idle deployment can burn, so this
+samples each process (children included: the data node's JVM and Python workers count)
+over a window, split into slices so growth over the window shows.
+
+``make bench`` measures the bench's own Vectide deployment at its start and at its end;
+``python -m benchmarks.idle`` starts a deployment of its own (16 channels, the default,
+on ports shifted by ``--port-offset``), optionally with a loaded collection, measures it
+and stops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import psutil
+
+from benchmarks.common import REPO, log
+from services.common.config import Config, apply_overrides
+from services.infra.deployment import DeploymentManager
+from services.infra.manager import InfraManager
+
+#: measured before the adaptive timeticks and the shared query-node consumer (INFRA.md,
+#: "What an idle standalone deployment costs"): 16 channels, ticks every 50 ms, 20 s sample
+BEFORE_PERCENT = {
+    "infra:kafka": 115.0,
+    "datanode": 39.0,
+    "standalone": 11.0,
+    "infra:seaweedfs": 5.0,
+    "total": 171.0,
+}
+#: issue 15, item 5: the whole idle deployment, in percent of one core
+TARGET_TOTAL_PERCENT = 10.0
+
+
+@dataclass
+class IdleCpu:
+    """CPU use per process over a window, in percent of one core, and per slice of it."""
+
+    seconds: float
+    percent: dict[str, float]
+    #: the broker's use in each consecutive slice: a rising series means growth over time
+    broker_slices: list[float] = field(default_factory=list)
+
+    @property
+    def total(self) -> float:
+        return sum(self.percent.values())
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "seconds": self.seconds,
+            "percent": {**self.percent, "total": self.total},
+            "broker_slices_percent": self.broker_slices,
+            "before_percent": BEFORE_PERCENT,
+            "target_total_percent": TARGET_TOTAL_PERCENT,
+        }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system seconds of ``pid`` and its live children (0 once it is gone)."""
+    try:
+        proc = psutil.Process(pid)
+        total = sum(proc.cpu_times()[:2])
+        for child in proc.children(recursive=True):
+            try:
+                total += sum(child.cpu_times()[:2])
+            except psutil.Error:
+                continue
+        return total
+    except psutil.Error:
+        return 0.0
+
+
+def measure(pids: Mapping[str, int], seconds: float = 20.0, slices: int = 4) -> IdleCpu:
+    """Sample every process in ``pids`` over ``seconds`` (in ``slices`` equal parts)."""
+    step = seconds / max(slices, 1)
+    start = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    broker = pids.get("infra:kafka")
+    slice_start = cpu_seconds(broker) if broker else 0.0
+    broker_slices: list[float] = []
+    t0 = time.monotonic()
+    for i in range(max(slices, 1)):
+        time.sleep(max(0.0, t0 + step * (i + 1) - time.monotonic()))
+        if broker:
+            now = cpu_seconds(broker)
+            broker_slices.append((now - slice_start) / step * 100)
+            slice_start = now
+    elapsed = time.monotonic() - t0
+    percent = {name: (cpu_seconds(pid) - start[name]) / elapsed * 100 for name, pid in pids.items()}
+    return IdleCpu(elapsed, percent, broker_slices)
+
+
+def table(results: Mapping[str, IdleCpu]) -> str:
+    """Markdown: a row per process, a column per measurement, the old figures beside."""
+    names = sorted({n for r in results.values() for n in r.percent})
+    head = ["process", *results, "before (INFRA.md, 16 channels)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in [*names, "total"]:
+        cells = [
+            f"{r.total if name == 'total' else r.percent.get(name, float('nan')):.1f}"
+            for r in results.values()
+        ]
+        old = BEFORE_PERCENT.get(name)
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {'' if old is None else old} |")
+    for label, r in results.items():
+        if r.broker_slices:
+            series = ", ".join(f"{s:.1f}" for s in r.broker_slices)
+            lines.append(
+                f"\nbroker per {r.seconds / len(r.broker_slices):.0f} s slice, {label}: {series} %"
+            )
+    return "\n".join(lines)
+
+
+# -- a deployment of its own -------------------------------------------------------------------
+
+
+def shifted_config(offset: int, channels: int, name: str) -> Config:
+    """The default configuration with every port shifted by ``offset`` and a private run dir,
+    so it runs beside a developer deployment, the tests and the bench."""
+    config = Config()
+    config.infra.run_dir = str(REPO / ".vectide" / f"idle{offset}")
+    config.zookeeper.hosts = f"127.0.0.1:{2181 + offset}"
+    config.kafka.bootstrap_servers = f"127.0.0.1:{9092 + offset}"
+    config.s3.endpoint = f"http://127.0.0.1:{8333 + offset}"
+    config.infra.seaweed_master_port = 9333 + offset
+    config.infra.seaweed_volume_port = 8380 + offset
+    config.infra.seaweed_filer_port = 8888 + offset
+    config.service.proxy_port = 19530 + offset
+    config.service.rootcoord_port = 19600 + offset
+    config.service.querynode_port = 19610 + offset
+    config.cluster.name = name
+    config.cluster.dml_channels = channels
+    return config
+
+
+def processes(config: Config) -> dict[str, int]:
+    found = {s.name: s.pid for s in DeploymentManager(config).status() if s.pid}
+    found.update({f"infra:{s.name}": s.pid for s in InfraManager(config).status() if s.pid})
+    return found
+
+
+def load_collection(uri: str, shards: int) -> None:
+    """A small loaded collection: its shards' consumers are what a real idle node runs."""
+    import numpy as np
+    from pymilvus import DataType, MilvusClient
+
+    client = MilvusClient(uri)
+    schema = MilvusClient.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=8)
+    index = client.prepare_index_params()
+    index.add_index("vector", index_type="FLAT", metric_type="L2")
+    client.create_collection("idle", schema=schema, index_params=index, num_shards=shards)
+    vectors = np.random.default_rng(0).random((1000, 8), dtype=np.float32)
+    client.insert("idle", [{"id": i, "vector": v} for i, v in enumerate(vectors)])
+    client.query("idle", filter="", output_fields=["count(*)"], consistency_level="Strong")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--channels", type=int, default=16)
+    p.add_argument("--seconds", type=float, default=20.0)
+    p.add_argument("--warmup", type=float, default=10.0, help="after start, before measuring")
+    p.add_argument("--port-offset", type=int, default=350)
+    p.add_argument("--shards", type=int, default=2, help="shards of the loaded collection")
+    p.add_argument("--no-collection", action="store_true", help="measure an empty deployment")
+    p.add_argument("--rounds", type=int, default=1, help="measure this many windows in a row")
+    p.add_argument("--no-datanode", action="store_true", help="standalone process only")
+    p.add_argument("--set", action="append", default=[], help="section.key=value (repeatable)")
+    p.add_argument("--json", help="write the figures here")
+    a = p.parse_args(argv)
+    config = shifted_config(a.port_offset, a.channels, f"idle{int(time.time())}")
+    for item in a.set:
+        key, _, value = item.partition("=")
+        section, _, name = key.partition(".")
+        apply_overrides(config, {section: {name: value}}, source="--set")
+    manager = DeploymentManager(config, progress=lambda line: log(f"vectide: {line}"))
+    results: dict[str, IdleCpu] = {}
+    try:
+        manager.up("standalone", datanode=not a.no_datanode)
+        if not a.no_collection:
+            load_collection(f"http://127.0.0.1:{config.service.proxy_port}", a.shards)
+        time.sleep(a.warmup)
+        for i in range(a.rounds):
+            label = f"idle {i + 1}" if a.rounds > 1 else "idle"
+            results[label] = measure(processes(config), a.seconds)
+            log(f"{label}: total {results[label].total:.1f} % of one core")
+    finally:
+        manager.down()
+    print(table(results))
+    if a.json:
+        with open(a.json, "w") as out:
+            json.dump({k: v.to_dict() for k, v in results.items()}, out, indent=1)
+
+
+if __name__ == "__main__":
+    main()
