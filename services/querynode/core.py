@@ -48,6 +48,9 @@ class ChannelSubscriber(Protocol):
 
     def unsubscribe(self, vchannel: str) -> None: ...
 
+    def hurry(self, vchannel: str) -> None:
+        """A read of ``vchannel`` is about to wait: deliver its channel's ticks fast."""
+
 
 @dataclass
 class Shard:
@@ -262,14 +265,22 @@ class QueryNode:
     # -- reads ---------------------------------------------------------------------------------
 
     def search(self, req: ShardSearchRequest) -> SearchHits:
+        self._hurry(req.vchannels)
         tree = _parse(req.expr, req.expr_params)
         parts = [self._search_shard(self._shard(v), req, tree) for v in req.vchannels]
         return merge_hits(parts, req.topk)
 
     def query(self, req: ShardQueryRequest) -> QueryRows:
+        self._hurry(req.vchannels)
         tree = _parse(req.expr, req.expr_params)
         parts = [self._query_shard(self._shard(v), req, tree) for v in req.vchannels]
         return merge_rows(parts, 0, req.limit)
+
+    def _hurry(self, vchannels: list[str]) -> None:
+        """Before waiting on any shard: its consumer may be reading slowly (idle)."""
+        if self._subscriber is not None:
+            for vchannel in vchannels:
+                self._subscriber.hurry(vchannel)
 
     def _shard(self, vchannel: str) -> Shard:
         shard = self._shards.get(vchannel)

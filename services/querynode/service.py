@@ -41,8 +41,13 @@ class QueryNodeService:
             chunk_rows=self.config.query.index_chunk_rows,
             binlogs=ObjectStore(self.config.s3),
         )
+        kafka = self.config.kafka
         self.subscriber = KafkaSubscriber(
-            self.config.kafka.bootstrap_servers, self.node, self.config.kafka.fetch_wait_max_ms
+            kafka.bootstrap_servers,
+            self.node,
+            kafka.fetch_wait_max_ms,
+            kafka.fetch_wait_idle_ms,
+            kafka.broker_long_polls,
         )
         self.node.set_subscriber(self.subscriber)
         self._builder = Periodic("index-builder", 0.5, self.node.build_pending_indexes).start()

@@ -145,3 +145,51 @@ def test_a_poison_record_is_skipped_and_the_channel_goes_on(infra, channels):
     consumer.close()
     assert [m.msg_id for p in packs for m in p.msgs] == [1, 2]
     assert consumer.poison_count == 1
+
+
+def test_an_adaptive_consumer_switches_fetch_waits_without_losing_or_repeating(infra, channels):
+    """Idle, the consumer falls back to its slow fetch wait; data or a waiting reader brings
+    the fast one back. Every switch re-assigns at the next offsets: exactly once, in order."""
+    bootstrap = infra.kafka.bootstrap_servers
+    producer = ChannelProducer(bootstrap)
+    ch = channels[0]
+    consumer = ChannelConsumer(bootstrap, channels, fetch_wait_idle_ms=300, active_hold_s=0.2)
+    ids = itertools.count(1)
+    ts = itertools.count(10)
+
+    def write_batch(n: int) -> int:
+        for _ in range(n):
+            t = next(ts)
+            producer.send([(ch, DeleteMsg(next(ids), t, 0, 1, -1, ch, ["k"], np.array([t])))])
+        tick = next(ts)
+        producer.send([(c, TimeTickMsg(0, tick, 0)) for c in channels])
+        return tick
+
+    packs: list[MsgPack] = []
+
+    def poll_until(condition, what: str) -> None:
+        deadline = time.monotonic() + 20
+        while not condition():
+            assert time.monotonic() < deadline, what
+            packs.extend(consumer.poll(0.05))
+
+    def delivered_until(ts: int) -> bool:
+        return bool(packs) and packs[-1].end_ts >= ts
+
+    assert consumer.fast  # a new reader catches up fast
+    first = write_batch(20)
+    poll_until(lambda: delivered_until(first), "batch 1 lost")
+    poll_until(lambda: not consumer.fast, "never went slow while idle")
+    second = write_batch(20)  # data while slow: delivered, and the consumer speeds up
+    poll_until(lambda: delivered_until(second), "batch 2 lost")
+    assert consumer.fast
+    poll_until(lambda: not consumer.fast, "never went slow again")
+    consumer.hurry()  # a read waits
+    packs.extend(consumer.poll(0.05))
+    assert consumer.fast
+    third = write_batch(5)
+    poll_until(lambda: delivered_until(third), "batch 3 lost")
+    consumer.close()
+    producer.close()
+    delivered = [m.msg_id for p in packs for m in p.msgs]
+    assert delivered == list(range(1, 46))

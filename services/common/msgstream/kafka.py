@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -24,8 +25,9 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from services.common.msgstream import codec
-from services.common.msgstream.message import Message, MsgPack, Position
+from services.common.msgstream.message import Message, MsgPack, Position, TimeTickMsg
 from services.common.msgstream.tick_aligner import TickAligner
+from services.common.pacer import Pacer
 
 log = logging.getLogger(__name__)
 #: librdkafka's own log lines go through Python logging (structured, quiet by default).
@@ -149,8 +151,44 @@ class ChannelProducer:
         self._poller.join()
 
 
+def _reader(bootstrap: str, fetch_wait_ms: int, extra: Mapping[str, object] | None) -> Consumer:
+    conf = _client_conf(
+        bootstrap,
+        **{
+            # assign() needs no group; librdkafka still wants an id. Nothing is committed.
+            "group.id": f"vectide-reader-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": fetch_wait_ms,
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "enable.partition.eof": False,
+        },
+    )
+    conf.update(extra or {})
+    return Consumer(conf)
+
+
+#: how long a standby-switching consumer stays fast after data or a hurry() (seconds)
+ACTIVE_HOLD_S = 2.0
+#: while slow, poll in slices this long so that a hurry() is noticed quickly
+SLOW_POLL_SLICE_S = 0.02
+
+
 class ChannelConsumer:
-    """Reads channels from explicit positions and yields complete, tick-aligned MsgPacks."""
+    """Reads channels from explicit positions and yields complete, tick-aligned MsgPacks.
+
+    With ``fetch_wait_idle_ms`` it adapts its fetch wait to what happens. Tansu answers a
+    waiting fetch only when the wait expires, so a consumer that must deliver within
+    milliseconds sends ~200 fetches a second, and an idle deployment's consumers kept the
+    broker busy. Here two librdkafka consumers share the positions: a fast one
+    (``fetch_wait_max_ms``) while data arrives or a reader waits (``hurry()``), and a slow
+    one (``fetch_wait_idle_ms``) after ``active_hold_s`` without either. Only one is assigned
+    at a time; a switch assigns the other at the next offset of every channel, so nothing is
+    skipped, and records below those offsets are dropped, so nothing is delivered twice.
+    With ``long_poll`` (a broker that answers as soon as data arrives, as Apache Kafka does)
+    one consumer waits ``fetch_wait_idle_ms`` always: as fast, and cheap when idle.
+    """
 
     def __init__(
         self,
@@ -159,31 +197,48 @@ class ChannelConsumer:
         start: Mapping[str, Position] | None = None,
         fetch_wait_max_ms: int = 5,
         extra: Mapping[str, object] | None = None,
+        fetch_wait_idle_ms: int | None = None,
+        long_poll: bool = False,
+        active_hold_s: float = ACTIVE_HOLD_S,
     ) -> None:
-        conf = _client_conf(
-            bootstrap,
-            **{
-                # assign() needs no group; librdkafka still wants an id. Nothing is committed.
-                "group.id": f"vectide-reader-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "auto.offset.reset": "earliest",
-                "fetch.wait.max.ms": fetch_wait_max_ms,
-                "fetch.max.bytes": 64 * 1024 * 1024,
-                "enable.partition.eof": False,
-            },
-        )
-        conf.update(extra or {})
         start = dict(start or {})
         self._aligner = TickAligner(channels, start)
-        self._consumer = Consumer(conf)
-        self._consumer.assign(
-            [
-                TopicPartition(ch, 0, start[ch].offset if ch in start else OFFSET_BEGINNING)
-                for ch in channels
-            ]
-        )
+        #: next offset to deliver per channel (OFFSET_BEGINNING until the first record)
+        self._next = {ch: start[ch].offset if ch in start else OFFSET_BEGINNING for ch in channels}
+        adaptive = fetch_wait_idle_ms is not None and fetch_wait_idle_ms > fetch_wait_max_ms
+        if adaptive and long_poll:
+            fetch_wait_max_ms, adaptive = int(fetch_wait_idle_ms or 0), False
+        self._fast = _reader(bootstrap, fetch_wait_max_ms, extra)
+        self._slow = _reader(bootstrap, int(fetch_wait_idle_ms or 0), extra) if adaptive else None
+        self._activity = Pacer(0.0, 0.0, hold_s=active_hold_s)
+        self._activity.activity(time.monotonic())  # start fast: a new reader catches up
+        self._consumer = self._fast
+        self._consumer.assign(self._assignment())
         self.poison_count = 0
+
+    @property
+    def fast(self) -> bool:
+        """Whether the fast consumer is the one reading."""
+        return self._consumer is self._fast
+
+    def hurry(self) -> None:
+        """A reader waits for this consumer's channels: read fast from now on (thread-safe;
+        the reading thread switches within ``SLOW_POLL_SLICE_S``)."""
+        self._activity.activity(time.monotonic())
+
+    def _assignment(self) -> list[TopicPartition]:
+        return [TopicPartition(ch, 0, offset) for ch, offset in self._next.items()]
+
+    def _switch(self, now: float) -> None:
+        """Assign the consumer the activity calls for, at the next offsets."""
+        if self._slow is None:
+            return
+        wanted = self._fast if self._activity.active(now) else self._slow
+        if wanted is self._consumer:
+            return
+        self._consumer.unassign()
+        wanted.assign(self._assignment())
+        self._consumer = wanted
 
     @property
     def positions(self) -> dict[str, Position]:
@@ -192,6 +247,9 @@ class ChannelConsumer:
 
     def poll(self, timeout_s: float = 0.1, max_records: int = 1000) -> list[MsgPack]:
         """Read what is available (waiting at most ``timeout_s``) and return completed packs."""
+        self._switch(time.monotonic())
+        if not self.fast:
+            timeout_s = min(timeout_s, SLOW_POLL_SLICE_S)
         packs: list[MsgPack] = []
         for record in self._fetch(timeout_s, max_records):
             err = record.error()
@@ -200,6 +258,10 @@ class ChannelConsumer:
                     raise ChannelError(f"consumer failed: {err.str()}")
                 log.warning("channel read error", extra={"error": err.str()})
                 continue
+            channel, offset = record.topic(), record.offset()
+            if 0 <= offset < self._next.get(channel, OFFSET_BEGINNING):
+                continue  # delivered before a switch of consumers
+            self._next[channel] = offset + 1
             try:
                 msg = codec.decode(record.value())
             except codec.DecodeError as exc:
@@ -209,7 +271,10 @@ class ChannelConsumer:
                     extra={"channel": record.topic(), "offset": record.offset(), "error": str(exc)},
                 )
                 continue
-            packs += self._aligner.feed(record.topic(), record.offset(), msg)
+            if not isinstance(msg, TimeTickMsg):
+                self._activity.activity(time.monotonic())  # data flows: stay fast
+            packs += self._aligner.feed(channel, offset, msg)
+        self._switch(time.monotonic())  # data just came: the next fetch is already fast
         return packs
 
     def _fetch(self, timeout_s: float, max_records: int) -> list[Any]:
@@ -224,4 +289,6 @@ class ChannelConsumer:
         return [first, *self._consumer.consume(max_records - 1, 0)]
 
     def close(self) -> None:
-        self._consumer.close()
+        self._fast.close()
+        if self._slow is not None:
+            self._slow.close()
