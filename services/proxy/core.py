@@ -356,7 +356,10 @@ class Proxy:
         if self.datacoord is None:
             ts = self.rootcoord.alloc_timestamp()
             return {info.name: ([], ts) for info in infos}
-        return {info.name: self.datacoord.flush(info.collection_id) for info in infos}
+        flushed = {info.name: self.datacoord.flush(info.collection_id) for info in infos}
+        # the data node's checkpoint must pass the seal stamps: tick now, not at the idle pace
+        self.ticker.wake()
+        return flushed
 
     def flushed(self, segment_ids: list[int]) -> bool:
         return self.datacoord is None or self.datacoord.flushed(segment_ids)
