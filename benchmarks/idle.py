@@ -19,6 +19,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import psutil
 
@@ -163,6 +164,52 @@ def load_collection(uri: str, shards: int) -> None:
     client.query("idle", filter="", output_fields=["count(*)"], consistency_level="Strong")
 
 
+def _connect(uri: str) -> Any:
+    """A client; pymilvus reuses a cached connection that an idle server may have closed
+    ("too many pings" after minutes without calls), and recovers it on a second try."""
+    from pymilvus import MilvusClient
+
+    for attempt in range(3):
+        try:
+            return MilvusClient(uri)
+        except Exception:
+            if attempt == 2:
+                raise
+            time.sleep(1.0)
+    raise AssertionError("unreachable")
+
+
+def latencies(uri: str, trials: int, gap_s: float) -> dict[str, dict[str, float]]:
+    """Insert one row, then time until a Strong search (even trials) or back-to-back
+    Eventually queries (odd trials) return it; plus a Strong search with no write before it.
+    ``gap_s`` of silence before each trial: with a gap longer than the pacing hold (2 s) every
+    trial starts from the idle state (slow ticks, slow fetches), the worst case of pacing."""
+    import numpy as np
+
+    from benchmarks.common import latency_summary
+    from benchmarks.measure import _poll_eventually, _strong_sees
+
+    client = _connect(uri)
+    rng = np.random.default_rng(int(time.time()))
+    found: dict[str, list[float]] = {"strong_fresh": [], "eventually_fresh": [], "strong": []}
+    for trial in range(trials):
+        time.sleep(gap_s)
+        vector = rng.normal(0.0, 1.0, 8).astype(np.float32)
+        pk = int(rng.integers(10**9, 2 * 10**9))
+        client.insert("idle", [{"id": pk, "vector": vector}])
+        acked = time.perf_counter()
+        if trial % 2 == 0:
+            if _strong_sees(client, "idle", vector, pk):
+                found["strong_fresh"].append(time.perf_counter() - acked)
+        elif _poll_eventually(client, "idle", pk, acked, 5.0):
+            found["eventually_fresh"].append(time.perf_counter() - acked)
+        time.sleep(gap_s)
+        t0 = time.perf_counter()
+        client.search("idle", [vector], limit=1, consistency_level="Strong")
+        found["strong"].append(time.perf_counter() - t0)
+    return {name: latency_summary(samples) for name, samples in found.items()}
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--channels", type=int, default=16)
@@ -174,6 +221,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=1, help="measure this many windows in a row")
     p.add_argument("--no-datanode", action="store_true", help="standalone process only")
     p.add_argument("--set", action="append", default=[], help="section.key=value (repeatable)")
+    p.add_argument("--latency", type=int, default=0, help="freshness/Strong trials after idle")
+    p.add_argument("--gap", type=float, default=3.0, help="silence before each latency trial")
     p.add_argument("--json", help="write the figures here")
     a = p.parse_args(argv)
     config = shifted_config(a.port_offset, a.channels, f"idle{int(time.time())}")
@@ -192,6 +241,12 @@ def main(argv: list[str] | None = None) -> None:
             label = f"idle {i + 1}" if a.rounds > 1 else "idle"
             results[label] = measure(processes(config), a.seconds)
             log(f"{label}: total {results[label].total:.1f} % of one core")
+        if a.latency:
+            uri = f"http://127.0.0.1:{config.service.proxy_port}"
+            for gap in (a.gap, 0.0):
+                figures = latencies(uri, a.latency, gap)
+                for name, s in figures.items():
+                    log(f"gap {gap:.1f}s {name}: p50 {s['p50_ms']:.1f} ms p99 {s['p99_ms']:.1f} ms")
     finally:
         manager.down()
     print(table(results))
