@@ -58,6 +58,11 @@ class LocalProxies:
         for proxy in self.proxies:
             proxy.invalidate_collection_cache(collection_name)
 
+    def wake_timeticks(self, proxy_ids: list[int]) -> None:
+        for proxy in self.proxies:
+            if proxy.server_id in proxy_ids:
+                proxy.wake_timetick()
+
 
 class RemoteProxies:
     """Cache invalidation for every live proxy, over RPC."""
@@ -71,6 +76,17 @@ class RemoteProxies:
                 client.invalidate_collection_cache(collection_name)
             except Exception:
                 log.warning("proxy cache invalidation failed", exc_info=True)
+
+    def wake_timeticks(self, proxy_ids: list[int]) -> None:
+        """On a thread of its own: the caller is the rootcoord's report handler."""
+        threading.Thread(target=self._wake, args=(proxy_ids,), daemon=True).start()
+
+    def _wake(self, proxy_ids: list[int]) -> None:
+        for proxy_id in proxy_ids:
+            try:
+                self._proxies.node(proxy_id).wake_timetick()
+            except Exception:
+                log.warning("proxy timetick wake-up failed", exc_info=True)
 
 
 @dataclass

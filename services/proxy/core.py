@@ -151,6 +151,10 @@ class Proxy:
         if urgent or active:
             self.report_pacer.activity(time.monotonic())
 
+    def wake_timetick(self) -> None:
+        """The rootcoord needs a fresh promise (another proxy's reader waits): report now."""
+        self.ticker.wake()
+
     def invalidate_collection_cache(self, name: str) -> None:
         self.meta.invalidate(name)
 

@@ -52,6 +52,9 @@ class CacheInvalidator(Protocol):
 
     def invalidate(self, collection_name: str) -> None: ...
 
+    def wake_timeticks(self, proxy_ids: list[int]) -> None:
+        """Ask these proxies for a timetick report now (an urgent one)."""
+
 
 class RootCoord:
     def __init__(
@@ -110,6 +113,12 @@ class RootCoord:
         now = time.monotonic()
         if urgent:
             self.tick_pacer.activity(now)
+            # twice the fast period: a proxy reporting at that pace is not woken by jitter
+            stale = self.ticks.stale(source_id, now, 2 * self.tick_pacer.fast_s)
+            if stale and self._invalidator is not None:
+                # another proxy's old promise would hold this tick back by up to its idle
+                # period: ask it for a fresh one (the service does this off this thread)
+                self._invalidator.wake_timeticks(stale)
             self.on_report()
         return self.tick_pacer.active(now)
 

@@ -43,6 +43,17 @@ class TimeTickSync:
                 self._reports.pop(gone, None)
             self._live = live
 
+    def stale(self, source_id: int, now: float, older_than_s: float) -> list[int]:
+        """Live proxies other than ``source_id`` whose last promise is older than
+        ``older_than_s`` at ``now`` (a ``time.monotonic()`` reading): while they report at
+        the idle pace, their promises hold a tick back that another proxy's reader needs."""
+        with self._lock:
+            return sorted(
+                s
+                for s in self._live - {source_id}
+                if s in self._reports and now - self._reports[s].received_at > older_than_s
+            )
+
     def begin_own(self, channel: str, ts: int) -> None:
         with self._lock:
             self._own_pending[channel].add(ts)

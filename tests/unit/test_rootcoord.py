@@ -167,3 +167,35 @@ def test_own_ddl_wakes_the_ticks():
     root.on_report = lambda: woken.append(True)
     root.create_collection(root.alloc_timestamp(), schema(), 1, ConsistencyLevel.STRONG)
     assert woken and root.tick_pacer.active(time.monotonic())
+
+
+class Waker:
+    def __init__(self) -> None:
+        self.woken: list[list[int]] = []
+
+    def invalidate(self, collection_name: str) -> None:
+        pass
+
+    def wake_timeticks(self, proxy_ids: list[int]) -> None:
+        self.woken.append(proxy_ids)
+
+
+def test_an_urgent_report_wakes_the_proxies_whose_promises_are_old():
+    sync = TimeTickSync(["a"])
+    sync.set_live([1, 2, 3])
+    sync.report(1, {"a": 10})
+    sync.report(2, {"a": 10})
+    now = time.monotonic()
+    assert sync.stale(1, now + 5, 1.0) == [2]  # 3 never reported: it blocks, nothing to wake
+    assert sync.stale(1, now, 1.0) == []
+
+    waker = Waker()
+    root = RootCoord(MemoryKV(), Recorder(), "t", 1, invalidator=waker)
+    root.start()
+    root.set_live_proxies([1, 2])
+    root.report_timetick(2, {"t-dml_0": 10})
+    root.ticks._reports[2].received_at -= 10  # proxy 2 promised long ago (idle pace)
+    root.report_timetick(1, {"t-dml_0": 20})
+    assert waker.woken == []  # a periodic report asks nobody
+    root.report_timetick(1, {"t-dml_0": 20}, urgent=True)
+    assert waker.woken == [[2]]

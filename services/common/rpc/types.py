@@ -81,4 +81,4 @@ QUERYNODE_METHODS = (
     "load_segment",
     "sealed_segments",
 )
-PROXY_METHODS = ("invalidate_collection_cache",)
+PROXY_METHODS = ("invalidate_collection_cache", "wake_timetick")
