@@ -100,6 +100,8 @@ def measure(pids: Mapping[str, int], seconds: float = 20.0, slices: int = 4) -> 
 
 def table(results: Mapping[str, IdleCpu]) -> str:
     """Markdown: a row per process, a column per measurement, the old figures beside."""
+    if not results:
+        return ""
     names = sorted({n for r in results.values() for n in r.percent})
     head = ["process", *results, "before (INFRA.md, 16 channels)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -117,6 +119,36 @@ def table(results: Mapping[str, IdleCpu]) -> str:
                 f"\nbroker per {r.seconds / len(r.broker_slices):.0f} s slice, {label}: {series} %"
             )
     return "\n".join(lines)
+
+
+# -- inside `make bench` -----------------------------------------------------------------------
+
+
+def bench_phase(
+    pids: Mapping[str, int], out: dict[str, Any], phase: str, seconds: float = 20.0
+) -> None:
+    """Idle CPU of every process of the bench's deployment (infra included), under
+    ``out["idle_cpu"][phase]``: at its start and at its end (loaded collections, after the
+    run's load), which also shows whether the broker's idle cost grew while it ran."""
+    result = measure(pids, seconds)
+    out.setdefault("idle_cpu", {})[phase] = result.to_dict()
+    shown = ", ".join(f"{name} {pct:.1f}" for name, pct in sorted(result.percent.items()))
+    log(f"idle CPU {phase} ({seconds:.0f} s, % of one core): {shown}; total {result.total:.1f}")
+
+
+def report_table(results: Mapping[str, Any]) -> str:
+    """The bench's idle figures per process beside the ones measured before the change."""
+    phases = results.get("systems", {}).get("vectide", {}).get("idle_cpu", {})
+    return table(
+        {
+            f"Vectide {phase}": IdleCpu(
+                p["seconds"],
+                {k: v for k, v in p["percent"].items() if k != "total"},
+                p.get("broker_slices_percent", []),
+            )
+            for phase, p in phases.items()
+        }
+    )
 
 
 # -- a deployment of its own -------------------------------------------------------------------

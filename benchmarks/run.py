@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from benchmarks import datasets, measure, report
+from benchmarks import datasets, idle, measure, report
 from benchmarks.common import REPO, log, rounded
 from benchmarks.datasets import Dataset
 from benchmarks.milvus_ops import (
@@ -295,6 +295,7 @@ def server_phases(target: Target, sets: list[Dataset], opts: Options) -> dict[st
     out["idle_cpu_percent"] = idle_cpu
     out["load_average_at_start"] = load_at_start
     broker_cpu(pids, out, "start")
+    idle.bench_phase(pids, out, "start")
     # freshness of the deployment as it starts, before the run's load: compared with the
     # end-of-run figure it shows what a few minutes of running did (Tansu's growing load)
     out["freshness_at_start"] = freshness_phase(client, sets[0], opts, label, "fresh_start")
@@ -333,6 +334,7 @@ def server_phases(target: Target, sets: list[Dataset], opts: Options) -> dict[st
         out["consistency"] = consistency_phase(target, client, synthetic, opts, params)
     out["freshness"] = freshness_phase(client, synthetic, opts, label)
     broker_cpu(pids, out, "end")
+    idle.bench_phase(pids, out, "end")
     out["load_average_at_end"] = os.getloadavg()
     if opts.profile:
         out["profiles"] = {p.stem: summarise(p) for p in sorted(profiles.glob(f"{label}-*.txt"))}
