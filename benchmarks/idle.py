@@ -242,6 +242,42 @@ def latencies(uri: str, trials: int, gap_s: float) -> dict[str, dict[str, float]
     return {name: latency_summary(samples) for name, samples in found.items()}
 
 
+def strong_under_ingest(uri: str, seconds: float, rate: float) -> dict[str, float]:
+    """Strong searches back to back while another client inserts ``rate`` rows/s in
+    500-row batches: the pacing must not slow reads that wait for a busy channel."""
+    import threading
+
+    import numpy as np
+
+    from benchmarks.common import latency_summary
+
+    stop = threading.Event()
+    rng = np.random.default_rng(1)
+
+    def writer() -> None:
+        client, next_id, own = _connect(uri), 10**10, np.random.default_rng(2)
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            vectors = own.random((500, 8), dtype=np.float32)
+            client.insert("idle", [{"id": next_id + i, "vector": v} for i, v in enumerate(vectors)])
+            next_id += 500
+            stop.wait(max(0.0, 500 / rate - (time.perf_counter() - t0)))
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    client, samples = _connect(uri), []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        t0 = time.perf_counter()
+        client.search(
+            "idle", [rng.random(8, dtype=np.float32)], limit=1, consistency_level="Strong"
+        )
+        samples.append(time.perf_counter() - t0)
+    stop.set()
+    thread.join()
+    return latency_summary(samples)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--channels", type=int, default=16)
@@ -255,6 +291,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--set", action="append", default=[], help="section.key=value (repeatable)")
     p.add_argument("--latency", type=int, default=0, help="freshness/Strong trials after idle")
     p.add_argument("--gap", type=float, default=3.0, help="silence before each latency trial")
+    p.add_argument("--ingest", type=float, default=0.0, help="seconds of Strong under ingest")
     p.add_argument("--json", help="write the figures here")
     a = p.parse_args(argv)
     config = shifted_config(a.port_offset, a.channels, f"idle{int(time.time())}")
@@ -279,6 +316,9 @@ def main(argv: list[str] | None = None) -> None:
                 figures = latencies(uri, a.latency, gap)
                 for name, s in figures.items():
                     log(f"gap {gap:.1f}s {name}: p50 {s['p50_ms']:.1f} ms p99 {s['p99_ms']:.1f} ms")
+        if a.ingest:
+            s = strong_under_ingest(f"http://127.0.0.1:{config.service.proxy_port}", a.ingest, 5000)
+            log(f"Strong under 5,000 rows/s ingest: p50 {s['p50_ms']:.1f} ms p99 {s['p99_ms']:.1f}")
     finally:
         manager.down()
     print(table(results))

@@ -10,7 +10,9 @@ so that they slow down while nothing happens.
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
@@ -28,13 +30,14 @@ class Periodic:
         self._interval_s: Callable[[], float] = (
             interval_s if callable(interval_s) else lambda: float(interval_s)
         )
-        #: a wake-up never runs it sooner than this after the previous run
+        #: a wake-up never runs it sooner than this after the previous run started
         self._min_gap_s = min_gap_s
         self._fn = fn
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._failures = 0
+        self._last_run = -math.inf
 
     def start(self) -> Periodic:
         self._thread.start()
@@ -50,7 +53,10 @@ class Periodic:
             if self._stop.is_set():
                 return
             if self._min_gap_s:
-                self._stop.wait(self._min_gap_s)
+                # only what is left of the gap since the last run: an isolated wake-up runs
+                # at once, a burst of them at most once per gap
+                self._stop.wait(max(0.0, self._last_run + self._min_gap_s - time.monotonic()))
+            self._last_run = time.monotonic()
             try:
                 self._fn()
                 self._failures = 0
