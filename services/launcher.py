@@ -22,6 +22,8 @@ from services.common.discovery import ActiveClient, RoleClients
 from services.common.election import LeaderElection
 from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
 from services.common.session import SessionRegistry
+from services.ingest.proxy_writer import LocalWriter, RemoteWriter
+from services.ingest.service import IngestService
 from services.proxy.service import ProxyService
 from services.querynode.core import QueryNode
 from services.querynode.service import QueryNodeService
@@ -29,7 +31,7 @@ from services.rootcoord.service import EPOCH_KEY, CoordinatorService
 
 log = logging.getLogger(__name__)
 
-ROLES = ("rootcoord", "proxy", "querynode", "datanode")
+ROLES = ("rootcoord", "proxy", "querynode", "datanode", "ingest")
 
 
 class LocalNodes:
@@ -107,9 +109,11 @@ def start_standalone(
     querynodes: int = 1,
     proxy_port: int | None = None,
     coordinator_port: int | None = None,
+    ingest: bool = True,
 ) -> Deployment:
     """Every role but the data node in this process. With ``coordinator_port`` the
-    coordinators are also served over RPC, so a data node process can attach."""
+    coordinators are also served over RPC, so a data node process can attach. The ingest
+    role writes through this process's proxy core."""
     zk = connect_zookeeper(config.zookeeper)
     deployment = Deployment(zk)
     try:
@@ -141,6 +145,9 @@ def start_standalone(
         deployment.stoppers.append(proxy.stop)
         proxies.proxies.append(proxy.proxy)
         deployment.proxy_addresses.append(proxy_address)
+        if ingest:
+            ingest_service = IngestService(config, zk, LocalWriter(proxy.proxy)).start()
+            deployment.stoppers.append(ingest_service.stop)
     except BaseException:
         deployment.stop()
         raise
@@ -190,6 +197,9 @@ def start_role(config: Config, role: str, port: int | None = None) -> Deployment
             deployment.proxy_addresses.append(proxy_address)
         elif role == "datanode":
             deployment.stoppers.append(start_datanode(config, registry))
+        elif role == "ingest":
+            writer = RemoteWriter(RoleClients(registry, "proxy", "Proxy"))
+            deployment.stoppers.append(IngestService(config, zk, writer).start().stop)
         else:
             raise ValueError(f"unknown role {role!r}; one of {', '.join(ROLES)}")
     except BaseException:

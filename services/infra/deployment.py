@@ -49,8 +49,15 @@ DATANODE = RoleProcess("datanode", "datanode", 0, ["run", "datanode"])
 
 
 def plan(
-    config: Config, mode: str, querynodes: int, proxies: int, datanode: bool = True
+    config: Config,
+    mode: str,
+    querynodes: int,
+    proxies: int,
+    datanode: bool = True,
+    ingest: int = 1,
 ) -> list[RoleProcess]:
+    """The processes of a deployment. Standalone runs the ingest role inside its process;
+    a cluster runs ``ingest`` replicas of it, which split the mapped topics' partitions."""
     svc = config.service
     extra = [DATANODE] if datanode else []
     if mode == "standalone":
@@ -85,6 +92,8 @@ def plan(
         roles.append(
             RoleProcess(f"proxy-{i}", "proxy", port, ["run", "proxy", "--port", str(port)])
         )
+    for i in range(ingest):
+        roles.append(RoleProcess(f"ingest-{i}", "ingest", 0, ["run", "ingest"]))
     return [*roles, *extra]
 
 
@@ -110,9 +119,10 @@ class DeploymentManager:
         querynodes: int = 1,
         proxies: int = 1,
         datanode: bool = True,
+        ingest: int = 1,
     ) -> list[RoleStatus]:
         self.infra.up()
-        roles = plan(self.config, mode, querynodes, proxies, datanode)
+        roles = plan(self.config, mode, querynodes, proxies, datanode, ingest)
         running = {r.name for r in self._recorded() if self._process(r).pid() is not None}
         if running and running != {r.name for r in roles}:
             raise InfraError(
@@ -151,10 +161,12 @@ class DeploymentManager:
         host = self.config.service.host
         if role.role in ("proxy", "standalone"):
             return milvus_answers(role.endpoint(host))
-        if role.role == "datanode":  # no port: it is up once its streaming query registered
-            pid = self._process(role).pid()
-            return pid is not None and any(m.pid == pid for m in self._members("datanode"))
+        if role.role in ("datanode", "ingest"):  # no port: up once its session registered
+            return self._has_session(role.role, self._process(role).pid())
         return Endpoint(host, role.port).accepts()
+
+    def _has_session(self, role: str, pid: int | None) -> bool:
+        return pid is not None and any(m.pid == pid for m in self._members(role))
 
     def _members(self, role: str) -> list[SessionInfo]:
         try:
@@ -170,10 +182,15 @@ class DeploymentManager:
 
     def status(self) -> list[RoleStatus]:
         host = self.config.service.host
-        return [
-            RoleStatus(r.name, r.role, r.endpoint(host), self._process(r).pid(), self._healthy(r))
-            for r in self._recorded()
-        ]
+        out = []
+        for r in self._recorded():
+            pid = self._process(r).pid()
+            out.append(RoleStatus(r.name, r.role, r.endpoint(host), pid, self._healthy(r)))
+            if r.role == "standalone":  # the ingest role lives in the standalone process
+                out.append(
+                    RoleStatus("ingest", "ingest", "-", pid, self._has_session("ingest", pid))
+                )
+        return out
 
     def down(self, infra: bool = True) -> None:
         for role in reversed(self._recorded()):
