@@ -188,6 +188,9 @@ class BatchApplier:
                 raise Backpressure(str(exc)) from exc
             if exc.code == Code.COLLECTION_NOT_FOUND:
                 self._decoder = None  # dropped: look it up again next batch
+                for r, _ in run.items:
+                    self._fail(outcome, r, f"collection {self._collection!r} does not exist")
+                return
             if len(run.items) == 1:
                 self._fail(outcome, run.items[0][0], f"refused by the proxy: {exc.message}")
                 return

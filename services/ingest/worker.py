@@ -24,6 +24,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
+from services.common.msgstream.kafka import ensure_topics
 from services.ingest import metrics
 from services.ingest.batcher import Backpressure, BatchApplier, BatchOutcome, KafkaRecord, Writer
 from services.ingest.dlq import DeadLetterError, DeadLetterProducer
@@ -90,6 +91,7 @@ class MappingRunner:
             "auto.offset.reset": "earliest",
             "enable.partition.eof": False,
         }
+        self._ensure_dlq(conf)
         consumer = self._consumer = Consumer(conf)
         consumer.subscribe(
             [self.mapping.topic],
@@ -119,6 +121,16 @@ class MappingRunner:
             log.exception("ingest mapping failed", extra={"mapping": self.mapping.name})
         finally:
             consumer.close()  # leaves the group: the others take the partitions now
+
+    def _ensure_dlq(self, conf: Mapping[str, Any]) -> None:
+        """Create the dead-letter topic up front: brokers need not auto-create topics."""
+        try:
+            ensure_topics(conf["bootstrap.servers"], [self.mapping.dlq_topic])
+        except Exception as exc:  # the producer reports it again if it really is missing
+            log.warning(
+                "cannot create the dead-letter topic",
+                extra={"topic": self.mapping.dlq_topic, "error": str(exc)},
+            )
 
     def _take(self, messages: list[Any]) -> None:
         for m in messages:
