@@ -93,6 +93,8 @@ class BatchOutcome:
     next_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     applied: dict[tuple[str, int], int] = field(default_factory=dict)
     failed: dict[tuple[str, int], int] = field(default_factory=dict)
+    decode_s: float = 0.0
+    write_s: float = 0.0
 
     @property
     def applied_total(self) -> int:
@@ -136,8 +138,12 @@ class BatchApplier:
         decoder = self._current_decoder(outcome, records)
         if decoder is None:
             return outcome
-        for run in self._runs(decoder, records, outcome):
+        started = time.monotonic()
+        runs = self._runs(decoder, records, outcome)
+        decoded = time.monotonic()
+        for run in runs:
             self._apply_run(decoder, run, outcome)
+        outcome.decode_s, outcome.write_s = decoded - started, time.monotonic() - decoded
         return outcome
 
     # -- decoding --------------------------------------------------------------------------

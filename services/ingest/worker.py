@@ -184,8 +184,22 @@ class MappingRunner:
         finally:
             if paused:
                 consumer.resume([tp for tp in paused if (tp.topic, tp.partition) in self._progress])
+        applied = time.monotonic()
         self._save(consumer, outcome)
-        metrics.BATCH_SECONDS.labels(self.mapping.name).observe(time.monotonic() - started)
+        done = time.monotonic()
+        metrics.BATCH_SECONDS.labels(self.mapping.name).observe(done - started)
+        log.debug(
+            "ingest batch",
+            extra={
+                "mapping": self.mapping.name,
+                "records": len(batch),
+                "dead": len(outcome.dead),
+                "decode_ms": round(outcome.decode_s * 1000, 1),
+                "write_ms": round(outcome.write_s * 1000, 1),
+                "apply_ms": round((applied - started) * 1000, 1),
+                "save_ms": round((done - applied) * 1000, 1),
+            },
+        )
 
     def _save(self, consumer: Consumer, outcome: BatchOutcome) -> None:
         updates: dict[TP, tuple[bytes | None, Progress]] = {}

@@ -41,9 +41,7 @@ def deployment(infra, tmp_path_factory):
     users of a cluster do, `vectide run ingest` processes, and kill them."""
     config = isolated(infra, "i")
     port = free_port()
-    running = start_standalone(
-        config, proxy_port=port, coordinator_port=free_port(), ingest=False
-    )
+    running = start_standalone(config, proxy_port=port, coordinator_port=free_port(), ingest=False)
     config_file = tmp_path_factory.mktemp("ingest") / "vectide.yaml"
     config_file.write_text(yaml.safe_dump(config.to_dict()))
     workers = Workers(config)
