@@ -29,6 +29,7 @@ from pymilvus import DataType, MilvusClient
 from services.cli import main as vectide
 from services.common.kv.zookeeper import cluster_root, connect_zookeeper
 from services.common.session import SessionRegistry
+from services.infra.deployment import DeploymentManager, plan
 from services.launcher import start_standalone
 from tests.integration.conftest import free_port, isolated
 
@@ -399,3 +400,17 @@ def test_standalone_ingests_in_process(standalone, tmp_path, capsys):
     assert stats["applied"] == 500 and stats["failed"] == 0
     hits = client.search(name, [np.asarray(vector(33)).tolist()], limit=1)
     assert hits[0][0]["id"] == 33 and hits[0][0]["distance"] == 0.0
+
+
+def test_vectide_up_lists_the_ingest_role_in_both_modes(infra):
+    config = isolated(infra, "u")
+    config.service.proxy_port, config.service.rootcoord_port = free_port(), free_port()
+    manager = DeploymentManager(config)
+    try:
+        manager.up("standalone", datanode=False)
+        roles = {r.name: r for r in manager.status()}
+        assert roles["ingest"].healthy and roles["ingest"].pid == roles["standalone"].pid
+    finally:
+        manager.down(infra=False)
+    cluster = plan(config, "cluster", querynodes=1, proxies=1, datanode=False, ingest=2)
+    assert [r.args for r in cluster if r.role == "ingest"] == [["run", "ingest"]] * 2
