@@ -27,9 +27,20 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pymilvus import DataType, MilvusClient
 
 from services.cli import main as vectide
+from services.common.errors import Code, MilvusError
 from services.common.kv.zookeeper import cluster_root, connect_zookeeper
+from services.common.msgstream.message import DataType as MsgType
+from services.common.schema import (
+    CollectionInfo,
+    CollectionSchema,
+    ConsistencyLevel,
+    FieldSchema,
+)
 from services.common.session import SessionRegistry
 from services.infra.deployment import DeploymentManager, plan
+from services.ingest.dlq import DeadLetterProducer
+from services.ingest.mapping import IngestMapping, MappingStore
+from services.ingest.worker import MappingRunner, RunnerConfig
 from services.launcher import start_standalone
 from tests.integration.conftest import free_port, isolated
 
@@ -414,3 +425,61 @@ def test_vectide_up_lists_the_ingest_role_in_both_modes(infra):
         manager.down(infra=False)
     cluster = plan(config, "cluster", querynodes=1, proxies=1, datanode=False, ingest=2)
     assert [r.args for r in cluster if r.role == "ingest"] == [["run", "ingest"]] * 2
+
+
+class FlakyProxy:
+    """A proxy that pushes back (SERVICE_UNAVAILABLE) for its first ``refusals`` writes."""
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+        self.rows: dict[int, float] = {}
+        self.writes = 0
+
+    def describe_collection(self, name):
+        fields = [
+            FieldSchema(100, "id", MsgType.INT64, is_primary=True),
+            FieldSchema(101, "vec", MsgType.FLOAT_VECTOR, dim=DIM),
+            FieldSchema(102, "tag", MsgType.VARCHAR, max_length=32),
+        ]
+        schema = CollectionSchema(name, fields)
+        return CollectionInfo(1, name, schema, 1, [], [], ConsistencyLevel.BOUNDED, 0)
+
+    def upsert(self, collection, partition, columns, num_rows):
+        self.writes += 1
+        if self.refusals > 0:
+            self.refusals -= 1
+            raise MilvusError(Code.SERVICE_UNAVAILABLE, "proxy is overloaded")
+        for pk, vec in zip(columns["id"].data, columns["vec"].data, strict=True):
+            self.rows[int(pk)] = float(vec[0])
+
+
+def test_a_pushing_back_proxy_pauses_the_mapping_and_loses_nothing(infra, zk_kv):
+    topic = create_topic(infra, 2)
+    mapping = IngestMapping("flaky", topic, "docs")
+    store = MappingStore(zk_kv)
+    store.add(mapping)
+    proxy = FlakyProxy(refusals=4)
+    conf = {"bootstrap.servers": infra.kafka.bootstrap_servers}
+    runner = MappingRunner(
+        mapping,
+        proxy,
+        store,
+        DeadLetterProducer(conf),
+        RunnerConfig(
+            batch_rows=500,
+            consumer={**conf, "session.timeout.ms": 6000, "max.poll.interval.ms": 10000},
+        ),
+    ).start()
+    try:
+        p = producer(infra)
+        for pk in range(3000):
+            p.produce(topic, key=str(pk).encode(), value=json.dumps(
+                {"vec": vector(pk), "tag": "x"}).encode())  # fmt: skip
+        p.flush(30)
+        wait_for(lambda: len(proxy.rows) == 3000, 60, "every row through the flaky proxy")
+        assert proxy.refusals == 0 and proxy.writes > 4
+        assert proxy.rows == {pk: vector(pk)[0] for pk in range(3000)}
+        (stats,) = store.stats()
+        assert stats.to_dict()["applied"] == 3000 and stats.to_dict()["failed"] == 0
+    finally:
+        runner.stop()
