@@ -71,6 +71,7 @@ class MappingRunner:
         self._progress: dict[TP, tuple[bytes | None, Progress]] = {}
         self._pending: list[KafkaRecord] = []
         self._revoked = False
+        self._last_error = ("", 0.0)
 
     def start(self) -> MappingRunner:
         self._thread.start()
@@ -117,7 +118,7 @@ class MappingRunner:
                 if time.monotonic() >= next_lag:
                     self._publish_lag(consumer)
                     next_lag = time.monotonic() + self._config.lag_interval_s
-        except Exception:
+        except Exception:  # the worker starts the mapping again at its next refresh
             log.exception("ingest mapping failed", extra={"mapping": self.mapping.name})
         finally:
             consumer.close()  # leaves the group: the others take the partitions now
@@ -132,15 +133,14 @@ class MappingRunner:
                 extra={"topic": self.mapping.dlq_topic, "error": str(exc)},
             )
 
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
     def _take(self, messages: list[Any]) -> None:
         for m in messages:
             err = m.error()
             if err is not None:
-                if err.code() != KafkaError._PARTITION_EOF:
-                    log.warning(
-                        "ingest consumer error",
-                        extra={"mapping": self.mapping.name, "error": str(err)},
-                    )
+                self._consumer_error(err)
                 continue
             tp = (m.topic(), m.partition())
             if tp not in self._progress:  # a late record of a partition revoked meanwhile
@@ -154,6 +154,17 @@ class MappingRunner:
                     m.value(),
                     tuple(m.headers() or ()),
                 )
+            )
+
+    def _consumer_error(self, err: KafkaError) -> None:
+        """Log a consumer error (a missing topic, a broker away) once a minute, not per poll."""
+        if err.code() == KafkaError._PARTITION_EOF:
+            return
+        now = time.monotonic()
+        if str(err) != self._last_error[0] or now - self._last_error[1] > 60:
+            self._last_error = (str(err), now)
+            log.warning(
+                "ingest consumer error", extra={"mapping": self.mapping.name, "error": str(err)}
             )
 
     def _apply(self, consumer: Consumer, batch: list[KafkaRecord]) -> None:
@@ -320,7 +331,9 @@ class IngestWorker:
         """Start runners of new mappings, stop those of removed or changed ones."""
         wanted = {m.name: m for m in self._store.list()}
         for name, runner in list(self._runners.items()):
-            if wanted.get(name) != runner.mapping:
+            if not runner.is_alive():  # it failed (logged): start it again, from its progress
+                del self._runners[name]
+            elif wanted.get(name) != runner.mapping:
                 runner.stop()
                 del self._runners[name]
                 log.info("ingest mapping stopped", extra={"mapping": name})
