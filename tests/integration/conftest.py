@@ -62,6 +62,7 @@ def isolated(config: Config, suffix: str) -> Config:
     config.cluster.name = f"{config.cluster.name}{suffix}{uuid.uuid4().hex[:4]}"
     config.cluster.dml_channels = 4
     config.s3.root_path = config.cluster.name
+    config.service.metrics_port = free_port()
     return config
 
 
@@ -85,6 +86,7 @@ def cluster(infra):
     config.service.proxy_port = TEST_PORTS["kafka"] + 600  # 19692.., clear of other tests
     config.service.rootcoord_port = TEST_PORTS["kafka"] + 620
     config.service.querynode_port = TEST_PORTS["kafka"] + 630
+    config.service.metrics_port = TEST_PORTS["kafka"] + 700  # each role its own, + 100..170
     manager = DeploymentManager(config, progress=lambda line: print(f"[cluster] {line}"))
     try:
         manager.up("cluster", querynodes=2, proxies=2, datanode=False)
