@@ -92,7 +92,9 @@ class Deployment:
     def serve_observability(self, config: Config, port: int | None) -> None:
         """/metrics and /healthz of this process (released when the deployment stops)."""
         port = port or config.service.metrics_port
-        self.stoppers.append(OBSERVABILITY.serve(config.service.host, port))
+        self.stoppers.append(
+            OBSERVABILITY.serve(config.service.bind_host or config.service.host, port)
+        )
 
     def observe(self, name: str, check: HealthCheck) -> None:
         """Add a role's health check to /healthz until the deployment stops."""

@@ -155,6 +155,13 @@ class ServiceConfig:
     #: ``vectide run ROLE`` use it unless ``--metrics-port`` says otherwise; ``vectide up
     #: --mode cluster`` gives each local role its own (see services/infra/deployment.py).
     metrics_port: int = 9091
+    #: Address the servers listen on; empty = ``host``. Pods listen on 0.0.0.0 (probes,
+    #: ``kubectl port-forward``) and advertise their pod IP as ``host``.
+    bind_host: str = ""
+
+    def listen_address(self, address: str) -> str:
+        """``address`` (advertised ``host:port``) with the host this process binds."""
+        return f"{self.bind_host}:{address.rsplit(':', 1)[1]}" if self.bind_host else address
 
 
 @dataclass

@@ -59,7 +59,7 @@ class ProxyService:
 
     def start(self) -> ProxyService:
         server = new_server(max_workers=64, interceptors=(MetricsInterceptor(),))
-        if server.add_insecure_port(self.address) == 0:
+        if server.add_insecure_port(self.config.service.listen_address(self.address)) == 0:
             raise OSError(f"cannot listen on {self.address}: is another proxy running?")
         info = self.registry.register("proxy", self.address)
         rootcoord, querycoord, nodes = self._ports

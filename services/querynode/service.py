@@ -37,7 +37,7 @@ class QueryNodeService:
             server = new_server()
             # the node exists before it is advertised: bind first, register last
             self._server = server
-            if server.add_insecure_port(self._rpc_address) == 0:
+            if server.add_insecure_port(self.config.service.listen_address(self._rpc_address)) == 0:
                 raise OSError(f"cannot listen on {self._rpc_address}")
         info = self.registry.register("querynode", self._rpc_address or "inproc")
         self.node = QueryNode(

@@ -182,7 +182,7 @@ class CoordinatorService:
                 generic_handler("DataCoord", self.datacoord, rpc_types.DATACOORD_METHODS),
             )
         )
-        if server.add_insecure_port(address) == 0:
+        if server.add_insecure_port(self.config.service.listen_address(address)) == 0:
             raise OSError(f"cannot listen on {address}")
         server.start()
         self._server = server
