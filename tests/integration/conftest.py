@@ -1,7 +1,11 @@
 from __future__ import annotations
 
 import copy
+import json
+import os
 import socket
+import subprocess
+import sys
 import uuid
 from types import SimpleNamespace
 
@@ -11,7 +15,7 @@ from services.common.config import Config
 from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
 from services.infra.deployment import DeploymentManager
 from services.launcher import start_standalone
-from tests.infra import TEST_PORTS, running_infra
+from tests.infra import REPO, TEST_PORTS, running_infra
 
 
 def pytest_collection_modifyitems(items):
@@ -54,6 +58,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def vectide_status(config: Config) -> dict:
+    """`vectide status --json` of a deployment, run as a user runs it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "services.cli", "status", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env={**os.environ, **config.to_env()},
+    )
+    return json.loads(result.stdout)
 
 
 def isolated(config: Config, suffix: str) -> Config:

@@ -4,9 +4,6 @@ Prometheus see (the chart points its probes and ServiceMonitor at exactly these)
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 import uuid
@@ -18,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pymilvus import DataType, MilvusClient
 
 from services.proxy.interceptor import MILVUS_SERVICE
-from tests.infra import REPO
+from tests.integration.conftest import vectide_status
 
 
 def get(url: str) -> tuple[int, bytes]:
@@ -105,15 +102,7 @@ def test_grpc_health_on_the_milvus_port(standalone):
 
 def test_each_cluster_role_serves_its_own_metrics_port(cluster):
     """`vectide status --json` names every role's metrics endpoint, and each one answers."""
-    result = subprocess.run(
-        [sys.executable, "-m", "services.cli", "status", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        env={**os.environ, **cluster.config.to_env()},
-    )
-    roles = [r for r in json.loads(result.stdout)["roles"] if r["pid"] is not None]
+    roles = [r for r in vectide_status(cluster.config)["roles"] if r["pid"] is not None]
     ports = {r["metrics"].rsplit(":", 1)[1].split("/")[0] for r in roles}
     assert len(ports) == len(roles) >= 5  # rootcoord, 2 query nodes, 2 proxies
     for role in roles:
