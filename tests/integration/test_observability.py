@@ -14,8 +14,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 from pymilvus import DataType, MilvusClient
 
+from services.infra.deployment import DeploymentManager
 from services.proxy.interceptor import MILVUS_SERVICE
-from tests.integration.conftest import vectide_status
+from tests.infra import TEST_PORTS
+from tests.integration.conftest import isolated, vectide_status
 
 
 def get(url: str) -> tuple[int, bytes]:
@@ -111,3 +113,42 @@ def test_each_cluster_role_serves_its_own_metrics_port(cluster):
         assert role["role"] in json.loads(body)["checks"]
         status, body = get(role["metrics"])
         assert status == 200 and b"process_resident_memory_bytes" in body
+
+
+@pytest.mark.heavy
+def test_standalone_and_data_node_processes_report_flushes(infra, tmp_path):
+    """`vectide up` (standalone + the Spark data node, each its own process): the data node's
+    own /healthz is 200 once its query runs; a flush shows up as Flushed segments and a
+    per-channel flush lag on the standalone's /metrics."""
+    config = isolated(infra, "o")
+    config.infra.run_dir = str(tmp_path)  # its own deployment record, beside the cluster's
+    config.kafka.managed = config.zookeeper.managed = config.s3.managed = False
+    config.service.proxy_port = TEST_PORTS["kafka"] + 660
+    config.service.rootcoord_port = TEST_PORTS["kafka"] + 670
+    config.service.metrics_port = TEST_PORTS["kafka"] + 800
+    manager = DeploymentManager(config)
+    manager.up("standalone", datanode=True)
+    try:
+        roles = {r["role"]: r for r in vectide_status(config)["roles"]}
+        status, body = get(roles["datanode"]["metrics"].replace("/metrics", "/healthz"))
+        assert status == 200
+        assert json.loads(body)["checks"]["datanode"]["detail"].startswith("active")
+        client = MilvusClient(f"http://{roles['standalone']['endpoint']}")
+        schema = client.create_schema(auto_id=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("vec", DataType.FLOAT_VECTOR, dim=4)
+        index = client.prepare_index_params()
+        index.add_index("vec", index_type="FLAT", metric_type="L2")
+        client.create_collection("flushed", schema=schema, index_params=index)
+        client.insert("flushed", [{"id": i, "vec": [float(i), 0, 0, 0]} for i in range(1000)])
+        client.flush("flushed")  # waits until the data node persisted the segment
+        client.close()
+        found = samples(get(roles["standalone"]["metrics"])[1].decode())
+        assert value(found, "vectide_datacoord_segments", state="Flushed") >= 1
+        assert value(found, "vectide_datacoord_segment_rows", state="Flushed") >= 1000
+        lags = [v for (name, _), v in found.items() if name == "vectide_datacoord_flush_lag_ms"]
+        assert lags and min(lags) < 60_000
+        found = samples(get(roles["datanode"]["metrics"])[1].decode())
+        assert value(found, "vectide_leader", role="datanode") == 1
+    finally:
+        manager.down(infra=False)
