@@ -135,7 +135,7 @@ def test_standalone_is_one_pod_with_the_data_node_beside_it() -> None:
     assert names == ["standalone", "datanode"]
     service = kinds(docs, "Service")["vt-vectide"]
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "standalone"
-    assert {p["port"] for p in service["spec"]["ports"]} == {19530, 9091}
+    assert {p["port"] for p in service["spec"]["ports"]} == {19530, 9091, 9241}
 
 
 def test_cluster_mode_runs_one_workload_per_role_with_values_replicas_and_image() -> None:
@@ -265,8 +265,8 @@ def test_service_monitor_scrapes_the_metrics_port() -> None:
     assert not kinds(render(CLUSTER), "ServiceMonitor")
     (monitor,) = kinds(render(VALUE_SETS["monitored"]), "ServiceMonitor").values()
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
-    (endpoint,) = monitor["spec"]["endpoints"]
-    assert (endpoint["port"], endpoint["path"]) == ("metrics", "/metrics")
+    endpoints = {e["port"]: e["path"] for e in monitor["spec"]["endpoints"]}
+    assert endpoints == {"metrics": "/metrics", "datanode-metrics": "/metrics"}
     assert set(ROLES) <= set(monitor["spec"]["selector"]["matchExpressions"][0]["values"])
 
 
