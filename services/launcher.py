@@ -83,6 +83,7 @@ class Deployment:
     zk: KazooClient
     stoppers: list[Callable[[], None]] = field(default_factory=list)
     proxy_addresses: list[str] = field(default_factory=list)
+    _zk_observed: bool = False
 
     def watch_session(self) -> None:
         """Exit the process if its ZooKeeper session expires (cluster roles)."""
@@ -97,12 +98,16 @@ class Deployment:
         )
 
     def observe(self, name: str, check: HealthCheck) -> None:
-        """Add a role's health check to /healthz until the deployment stops."""
+        """Add a role's health check to /healthz until the deployment stops, and with the
+        first role the ZooKeeper session's (sessions, leadership and meta live there).
+        Registered before the role starts, so /healthz is 503 until it serves."""
         self.stoppers.append(OBSERVABILITY.add_check(name, check))
+        if not self._zk_observed:
+            self._zk_observed = True
+            self.stoppers.append(OBSERVABILITY.add_check("zookeeper", self._zookeeper_health))
 
-    def observe_zookeeper(self) -> None:
-        """Every role needs its ZooKeeper session: sessions, leadership and meta live there."""
-        self.observe("zookeeper", lambda: Health(self.zk.connected, f"session {self.zk.state}"))
+    def _zookeeper_health(self) -> Health:
+        return Health(self.zk.connected, f"session {self.zk.state}")
 
     def stop(self) -> None:
         if getattr(self, "_listener", None) is not None:
@@ -163,7 +168,6 @@ def start_standalone(
             datacoord=coord.datacoord,
         )
         deployment.observe("proxy", proxy.health)
-        deployment.observe_zookeeper()
         proxy.start()
         deployment.stoppers.append(proxy.stop)
         proxies.proxies.append(proxy.proxy)
@@ -191,7 +195,6 @@ def start_role(
     svc = config.service
     try:
         deployment.serve_observability(config, metrics_port)
-        deployment.observe_zookeeper()
         if role == "rootcoord":
             nodes = RoleClients(registry, "querynode", "QueryNode")
             proxies = RemoteProxies(RoleClients(registry, "proxy", "Proxy"))

@@ -11,6 +11,7 @@ else 503; the JSON body names each check with its detail, so a failing probe say
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
@@ -52,11 +53,12 @@ class StateGauge:
         self._doc = documentation
         self._labels = labels
         self._sources: dict[int, GaugeSource] = {}
+        self._keys = itertools.count()
         self._lock = threading.Lock()
         REGISTRY.register(self)
 
     def add_source(self, source: GaugeSource) -> Unregister:
-        key = id(source)
+        key = next(self._keys)
         with self._lock:
             self._sources[key] = source
         return lambda: self._drop(key)
@@ -86,12 +88,13 @@ class Observability:
 
     def __init__(self) -> None:
         self._checks: dict[int, tuple[str, HealthCheck]] = {}
+        self._keys = itertools.count()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._users = 0
 
     def add_check(self, name: str, check: HealthCheck) -> Unregister:
-        key = id(check)
+        key = next(self._keys)
         with self._lock:
             self._checks[key] = (name, check)
         return lambda: self._remove_check(key)

@@ -298,7 +298,7 @@ def test_spark_master_and_conf_reach_the_data_node() -> None:
     pod = workloads(docs)["datanode"]["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "vt-vectide-spark"
     assert {"ServiceAccount", "Role", "RoleBinding"} <= {d["kind"] for d in docs}
-    assert env_of(pod["containers"][0])["SPARK_CONF_DIR"] == "/etc/vectide/spark"
+    assert env_of(pod["containers"][0])["SPARK_CONF_DIR"] == "/etc/vectide-spark"
 
 
 def test_values_pass_yamllint() -> None:

@@ -74,7 +74,7 @@ spec:
               mountPath: {{ .data }}
             - name: tmp
               mountPath: /tmp
-      {{- include "vectide.scheduling" .values | nindent 6 }}
+      {{- include "vectide.scheduling" .values | trim | nindent 6 }}
       volumes:
         - name: data
           emptyDir: {}

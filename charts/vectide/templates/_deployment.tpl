@@ -70,7 +70,7 @@ spec:
             {{- with $values.extraEnv }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
-          {{- include "vectide.probes" (dict "root" $root "port" "metrics") | nindent 10 }}
+          {{- include "vectide.probes" (dict "root" $root "port" "metrics") | trim | nindent 10 }}
           {{- with $values.resources }}
           resources:
             {{- toYaml . | nindent 12 }}
@@ -81,10 +81,10 @@ spec:
             {{- include "vectide.volumeMounts" $root | nindent 12 }}
             {{- if .spark }}
             - name: spark-conf
-              mountPath: /etc/vectide/spark
+              mountPath: /etc/vectide-spark
               readOnly: true
             {{- end }}
-      {{- include "vectide.scheduling" $values | nindent 6 }}
+      {{- include "vectide.scheduling" $values | trim | nindent 6 }}
       volumes:
         {{- include "vectide.volumes" $root | nindent 8 }}
         {{- if and .spark $values.persistence.enabled }}
@@ -105,7 +105,7 @@ spec:
 {{/* The data node's Spark environment: its conf dir, and the pod IP executors call back. */}}
 {{- define "vectide.sparkEnv" -}}
 - name: SPARK_CONF_DIR
-  value: /etc/vectide/spark
+  value: /etc/vectide-spark
 - name: SPARK_LOCAL_IP
   valueFrom:
     fieldRef:
