@@ -20,11 +20,13 @@
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
-{{/* Selector labels of one component: dict "root" $ "component" "proxy" */}}
+{{/* Selector labels of one component, with milvus-helm's bare `component` label too:
+   dict "root" $ "component" "proxy" */}}
 {{- define "vectide.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "vectide.name" .root }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
+component: {{ .component | quote }}
 {{- end -}}
 
 {{- define "vectide.labels" -}}
