@@ -20,7 +20,6 @@ import yaml
 from helm_python import Chart, lint
 
 from services.common.config import load_config
-from services.infra.deployment import METRICS_PORT_OFFSETS
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "vectide"
@@ -328,15 +327,3 @@ def test_dockerfile_passes_hadolint_at_error_level() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     text = (REPO / "Dockerfile").read_text()
     assert "USER 10001" in text and 'ENTRYPOINT ["vectide"]' in text
-
-
-def test_local_cluster_metrics_ports_are_distinct_per_role() -> None:
-    """`vectide up --mode cluster` runs every role on one host: no two share a port."""
-    from services.common.config import Config
-    from services.infra.deployment import plan
-
-    roles = plan(Config(), "cluster", querynodes=3, proxies=2)
-    ports = [r.metrics_port for r in roles]
-    assert len(set(ports)) == len(ports)
-    assert {r.role for r in roles} <= set(METRICS_PORT_OFFSETS)
-    assert all(r.args[-2:] == ["--metrics-port", str(r.metrics_port)] for r in roles)

@@ -11,9 +11,10 @@ import pytest
 from prometheus_client import REGISTRY
 from pymilvus.grpc_gen import common_pb2, milvus_pb2
 
-from services.common.config import KafkaConfig, ServiceConfig
+from services.common.config import Config, KafkaConfig, ServiceConfig
 from services.common.msgstream import kafka
 from services.common.observability import Health, Observability, StateGauge
+from services.infra.deployment import METRICS_PORT_OFFSETS, plan
 from services.proxy.interceptor import reply_status
 
 
@@ -131,3 +132,12 @@ def test_request_status_label_is_the_milvus_code_of_the_reply() -> None:
     missing = milvus_pb2.BoolResponse(status=common_pb2.Status(code=100))
     legacy = common_pb2.Status(error_code=common_pb2.ErrorCode.UnexpectedError)
     assert [reply_status(r) for r in (ok, missing, legacy)] == ["0", "100", "1"]
+
+
+def test_local_cluster_metrics_ports_are_distinct_per_role() -> None:
+    """`vectide up --mode cluster` runs every role on one host: no two share a port."""
+    roles = plan(Config(), "cluster", querynodes=3, proxies=2)
+    ports = [r.metrics_port for r in roles]
+    assert len(set(ports)) == len(ports)
+    assert {r.role for r in roles} <= set(METRICS_PORT_OFFSETS)
+    assert all(r.args[-2:] == ["--metrics-port", str(r.metrics_port)] for r in roles)
