@@ -125,10 +125,13 @@ def test_standalone_and_data_node_processes_report_flushes(infra, tmp_path):
     config.kafka.managed = config.zookeeper.managed = config.s3.managed = False
     config.service.proxy_port = TEST_PORTS["kafka"] + 660
     config.service.rootcoord_port = TEST_PORTS["kafka"] + 670
-    config.service.metrics_port = TEST_PORTS["kafka"] + 800
+    config.service.metrics_port = TEST_PORTS["kafka"] + 900  # clear of the cluster fixture's
+    # a Spark session starting on a busy 2-core box: the cluster fixture's session timeout
+    config.infra.startup_timeout_s = 180
+    config.zookeeper.session_timeout_s = 10.0
     manager = DeploymentManager(config)
-    manager.up("standalone", datanode=True)
     try:
+        manager.up("standalone", datanode=True)
         roles = {r["role"]: r for r in vectide_status(config)["roles"]}
         status, body = get(roles["datanode"]["metrics"].replace("/metrics", "/healthz"))
         assert status == 200
