@@ -25,6 +25,8 @@ from services.common.metrics import LEADER
 from services.common.msgstream.kafka import use_security
 from services.common.observability import OBSERVABILITY, Health, HealthCheck
 from services.common.session import SessionRegistry
+from services.ingest.proxy_writer import LocalWriter, RemoteWriter
+from services.ingest.service import IngestService
 from services.proxy.service import ProxyService
 from services.querynode.core import QueryNode
 from services.querynode.service import QueryNodeService
@@ -32,7 +34,7 @@ from services.rootcoord.service import EPOCH_KEY, CoordinatorService
 
 log = logging.getLogger(__name__)
 
-ROLES = ("rootcoord", "proxy", "querynode", "datanode")
+ROLES = ("rootcoord", "proxy", "querynode", "datanode", "ingest")
 
 
 class LocalNodes:
@@ -131,9 +133,11 @@ def start_standalone(
     proxy_port: int | None = None,
     coordinator_port: int | None = None,
     metrics_port: int | None = None,
+    ingest: bool = True,
 ) -> Deployment:
     """Every role but the data node in this process. With ``coordinator_port`` the
-    coordinators are also served over RPC, so a data node process can attach."""
+    coordinators are also served over RPC, so a data node process can attach. The ingest
+    role writes through this process's proxy core."""
     use_security(config.kafka)
     zk = connect_zookeeper(config.zookeeper)
     deployment = Deployment(zk)
@@ -172,6 +176,10 @@ def start_standalone(
         deployment.stoppers.append(proxy.stop)
         proxies.proxies.append(proxy.proxy)
         deployment.proxy_addresses.append(proxy_address)
+        if ingest:
+            ingest_service = IngestService(config, zk, LocalWriter(proxy.proxy))
+            deployment.observe("ingest", ingest_service.health)
+            deployment.stoppers.append(ingest_service.start().stop)
     except BaseException:
         deployment.stop()
         raise
@@ -233,6 +241,11 @@ def start_role(
             deployment.observe("datanode", state.health)
             deployment.stoppers.append(LEADER.add_source(state.leader_samples))
             deployment.stoppers.append(start_datanode(config, registry, state))
+        elif role == "ingest":
+            writer = RemoteWriter(RoleClients(registry, "proxy", "Proxy"))
+            ingest_service = IngestService(config, zk, writer)
+            deployment.observe("ingest", ingest_service.health)
+            deployment.stoppers.append(ingest_service.start().stop)
         else:
             raise ValueError(f"unknown role {role!r}; one of {', '.join(ROLES)}")
     except BaseException:

@@ -140,6 +140,26 @@ class DataConfig:
 
 
 @dataclass
+class IngestConfig:
+    #: Records applied through the proxy in one write, at most (per mapping).
+    batch_rows: int = 5000
+    #: How long a partial batch waits for more records before it is written.
+    linger_ms: int = 50
+    #: How often running workers re-read the mappings (`vectide ingest add/remove`).
+    refresh_s: float = 2.0
+    #: Consumer-group timeouts. Short ones make rebalances quick on the local broker; on a
+    #: production Kafka cluster Kafka's defaults (45000 / 3000 / 300000) are the usual choice.
+    session_timeout_ms: int = 6000
+    heartbeat_interval_ms: int = 1000
+    max_poll_interval_ms: int = 10_000
+    #: Longest pause between retries while the proxy pushes back.
+    retry_backoff_max_s: float = 5.0
+    #: Fetch wait of the ingest consumers: the first record after a quiet spell waits this
+    #: long at most on brokers that do not long-poll (Tansu); Kafka answers when data comes.
+    fetch_wait_max_ms: int = 25
+
+
+@dataclass
 class ServiceConfig:
     #: Host the Vectide services bind and advertise.
     host: str = "127.0.0.1"
@@ -174,6 +194,7 @@ class Config:
     time: TimeConfig = field(default_factory=TimeConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
     data: DataConfig = field(default_factory=DataConfig)
+    ingest: IngestConfig = field(default_factory=IngestConfig)
     service: ServiceConfig = field(default_factory=ServiceConfig)
 
     @property

@@ -69,9 +69,16 @@ class RoleStatus:
 
 
 def plan(
-    config: Config, mode: str, querynodes: int, proxies: int, datanode: bool = True
+    config: Config,
+    mode: str,
+    querynodes: int,
+    proxies: int,
+    datanode: bool = True,
+    ingest: int = 1,
 ) -> list[RoleProcess]:
-    roles = _plan(config, mode, querynodes, proxies, datanode)
+    """The processes of a deployment. Standalone runs the ingest role inside its process;
+    a cluster runs ``ingest`` replicas of it, which split the mapped topics' partitions."""
+    roles = _plan(config, mode, querynodes, proxies, datanode, ingest)
     seen: dict[str, int] = {}
     for role in roles:  # the i-th process of a role takes the role's base port + i
         role.metrics_port = metrics_port(config, role.role, seen.get(role.role, 0))
@@ -81,7 +88,7 @@ def plan(
 
 
 def _plan(
-    config: Config, mode: str, querynodes: int, proxies: int, datanode: bool = True
+    config: Config, mode: str, querynodes: int, proxies: int, datanode: bool, ingest: int
 ) -> list[RoleProcess]:
     svc = config.service
     extra = [RoleProcess("datanode", "datanode", 0, ["run", "datanode"])] if datanode else []
@@ -117,6 +124,8 @@ def _plan(
         roles.append(
             RoleProcess(f"proxy-{i}", "proxy", port, ["run", "proxy", "--port", str(port)])
         )
+    for i in range(ingest):
+        roles.append(RoleProcess(f"ingest-{i}", "ingest", 0, ["run", "ingest"]))
     return [*roles, *extra]
 
 
@@ -142,9 +151,10 @@ class DeploymentManager:
         querynodes: int = 1,
         proxies: int = 1,
         datanode: bool = True,
+        ingest: int = 1,
     ) -> list[RoleStatus]:
         self.infra.up()
-        roles = plan(self.config, mode, querynodes, proxies, datanode)
+        roles = plan(self.config, mode, querynodes, proxies, datanode, ingest)
         running = {r.name for r in self._recorded() if self._process(r).pid() is not None}
         if running and running != {r.name for r in roles}:
             raise InfraError(
@@ -183,10 +193,12 @@ class DeploymentManager:
         host = self.config.service.host
         if role.role in ("proxy", "standalone"):
             return milvus_answers(role.endpoint(host))
-        if role.role == "datanode":  # no port: it is up once its streaming query registered
-            pid = self._process(role).pid()
-            return pid is not None and any(m.pid == pid for m in self._members("datanode"))
+        if role.role in ("datanode", "ingest"):  # no port: up once its session registered
+            return self._has_session(role.role, self._process(role).pid())
         return Endpoint(host, role.port).accepts()
+
+    def _has_session(self, role: str, pid: int | None) -> bool:
+        return pid is not None and any(m.pid == pid for m in self._members(role))
 
     def _members(self, role: str) -> list[SessionInfo]:
         try:
@@ -202,17 +214,15 @@ class DeploymentManager:
 
     def status(self) -> list[RoleStatus]:
         host = self.config.service.host
-        return [
-            RoleStatus(
-                r.name,
-                r.role,
-                r.endpoint(host),
-                self._process(r).pid(),
-                self._healthy(r),
-                r.metrics_endpoint(host),
-            )
-            for r in self._recorded()
-        ]
+        out = []
+        for r in self._recorded():
+            pid = self._process(r).pid()
+            metrics = r.metrics_endpoint(host)
+            out.append(RoleStatus(r.name, r.role, r.endpoint(host), pid, self._healthy(r), metrics))
+            if r.role == "standalone":  # the ingest role lives in the standalone process
+                healthy = self._has_session("ingest", pid)
+                out.append(RoleStatus("ingest", "ingest", "-", pid, healthy, metrics))
+        return out
 
     def down(self, infra: bool = True) -> None:
         for role in reversed(self._recorded()):
