@@ -64,6 +64,7 @@ def cmd_standalone(args: argparse.Namespace) -> int:
         querynodes=args.querynodes,
         proxy_port=args.port,
         coordinator_port=config.service.rootcoord_port,
+        metrics_port=args.metrics_port,
     )
     _print(f"vectide standalone: Milvus API on {', '.join(deployment.proxy_addresses)}")
     serve_forever(deployment)
@@ -73,7 +74,7 @@ def cmd_standalone(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from services.launcher import serve_forever, start_role
 
-    deployment = start_role(load_config(args.config), args.role, args.port)
+    deployment = start_role(load_config(args.config), args.role, args.port, args.metrics_port)
     _print(f"vectide {args.role}: running")
     serve_forever(deployment)
     return 0
@@ -208,6 +209,9 @@ def _print_avro_schema(config, zk, collection: str) -> int:
     return 0
 
 
+METRICS_PORT_HELP = "HTTP port of /metrics and /healthz (default: service.metrics_port, 9091)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vectide", description=__doc__)
     parser.add_argument("--config", help="YAML config file (default: $VECTIDE_CONFIG)")
@@ -246,11 +250,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     standalone.add_argument("--port", type=int, help="Milvus API port (default 19530)")
     standalone.add_argument("--querynodes", type=int, default=1)
+    standalone.add_argument("--metrics-port", type=int, help=METRICS_PORT_HELP)
     standalone.set_defaults(func=cmd_standalone)
 
     run = sub.add_parser("run", help="run one role of a cluster in this process")
     run.add_argument("role", choices=["rootcoord", "proxy", "querynode", "datanode", "ingest"])
     run.add_argument("--port", type=int, help="the role's port (default from config)")
+    run.add_argument("--metrics-port", type=int, help=METRICS_PORT_HELP)
     run.set_defaults(func=cmd_run)
 
     ingest = sub.add_parser("ingest", help="map Kafka topics to collections (no client code)")

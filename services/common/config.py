@@ -51,6 +51,15 @@ class KafkaConfig:
     storage: str = "memory"
     #: How long a fetch waits for data. Tansu answers only when it expires: keep it low.
     fetch_wait_max_ms: int = 5
+    #: librdkafka ``security.protocol`` of every client (PLAINTEXT, SSL, SASL_PLAINTEXT,
+    #: SASL_SSL); empty = plaintext. The SASL/SSL keys below are passed only when set.
+    security_protocol: str = ""
+    #: ``sasl.mechanisms``: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
+    sasl_mechanism: str = ""
+    sasl_username: str = ""
+    sasl_password: str = ""
+    #: CA bundle file verifying the brokers' certificates (SSL); empty = the system's CAs.
+    ssl_ca_location: str = ""
 
 
 @dataclass
@@ -162,6 +171,17 @@ class ServiceConfig:
     querynode_port: int = 19610
     #: Shards of a new collection when the client does not say (Milvus's default).
     default_shards: int = 1
+    #: HTTP port of ``/metrics`` and ``/healthz`` (Milvus's 9091). Standalone and every
+    #: ``vectide run ROLE`` use it unless ``--metrics-port`` says otherwise; ``vectide up
+    #: --mode cluster`` gives each local role its own (see services/infra/deployment.py).
+    metrics_port: int = 9091
+    #: Address the servers listen on; empty = ``host``. Pods listen on 0.0.0.0 (probes,
+    #: ``kubectl port-forward``) and advertise their pod IP as ``host``.
+    bind_host: str = ""
+
+    def listen_address(self, address: str) -> str:
+        """``address`` (advertised ``host:port``) with the host this process binds."""
+        return f"{self.bind_host}:{address.rsplit(':', 1)[1]}" if self.bind_host else address
 
 
 @dataclass

@@ -18,6 +18,8 @@ from kazoo.client import KazooClient
 
 from services.common.config import Config
 from services.common.kv.zookeeper import ZooKeeperKV, cluster_root
+from services.common.msgstream.kafka import security_settings
+from services.common.observability import Health
 from services.common.session import SessionRegistry
 from services.ingest.batcher import Writer
 from services.ingest.dlq import DeadLetterProducer
@@ -28,8 +30,9 @@ log = logging.getLogger(__name__)
 
 
 def kafka_conf(config: Config) -> dict[str, Any]:
-    """Client settings of the ingest role's consumers and producers."""
-    return {"bootstrap.servers": config.kafka.bootstrap_servers}
+    """Client settings of the ingest role's consumers and producers (with the
+    ``kafka.security_protocol``/``sasl_*``/``ssl_*`` keys, as every Kafka client)."""
+    return {"bootstrap.servers": config.kafka.bootstrap_servers, **security_settings(config.kafka)}
 
 
 def mapping_store(zk: KazooClient, config: Config) -> MappingStore:
@@ -87,6 +90,15 @@ class IngestService:
         self._session = self._registry.register("ingest", "-")
         log.info("ingest role running", extra={"mappings": self.worker.mappings()})
         return self
+
+    def health(self) -> Health:
+        """Serving while every mapping's runner runs (one that hit an error has stopped)."""
+        if self.worker is None:
+            return Health(False, "starting")
+        failed = self.worker.failed()
+        if failed:
+            return Health(False, f"mapping runners stopped: {', '.join(failed)}")
+        return Health(True, f"{len(self.worker.mappings())} mappings running")
 
     def stop(self) -> None:
         if self.worker is not None:

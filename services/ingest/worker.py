@@ -77,6 +77,10 @@ class MappingRunner:
         self._thread.start()
         return self
 
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not threading.current_thread():
@@ -326,6 +330,10 @@ class IngestWorker:
 
     def mappings(self) -> list[str]:
         return sorted(self._runners)
+
+    def failed(self) -> list[str]:
+        """Mappings whose runner stopped on an error (their thread ended)."""
+        return sorted(n for n, r in list(self._runners.items()) if not r.running)
 
     def sync(self) -> None:
         """Start runners of new mappings, stop those of removed or changed ones."""

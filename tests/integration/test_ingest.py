@@ -72,7 +72,16 @@ class Workers:
     def start(self) -> subprocess.Popen:
         before = self.members()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "services.cli", "run", "ingest"],
+            # each worker its own /metrics port: the standalone in this process holds the config's
+            [
+                sys.executable,
+                "-m",
+                "services.cli",
+                "run",
+                "ingest",
+                "--metrics-port",
+                str(free_port()),
+            ],
             env={**os.environ, **self.config.to_env()},
             stderr=subprocess.DEVNULL,
             start_new_session=True,
@@ -424,7 +433,9 @@ def test_vectide_up_lists_the_ingest_role_in_both_modes(infra):
     finally:
         manager.down(infra=False)
     cluster = plan(config, "cluster", querynodes=1, proxies=1, datanode=False, ingest=2)
-    assert [r.args for r in cluster if r.role == "ingest"] == [["run", "ingest"]] * 2
+    workers = [r for r in cluster if r.role == "ingest"]
+    assert [r.args[:2] for r in workers] == [["run", "ingest"]] * 2
+    assert len({r.metrics_port for r in workers}) == 2  # one host: one metrics port each
 
 
 class FlakyProxy:
