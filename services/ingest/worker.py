@@ -77,10 +77,6 @@ class MappingRunner:
         self._thread.start()
         return self
 
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive()
-
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not threading.current_thread():
@@ -332,8 +328,8 @@ class IngestWorker:
         return sorted(self._runners)
 
     def failed(self) -> list[str]:
-        """Mappings whose runner stopped on an error (their thread ended)."""
-        return sorted(n for n, r in list(self._runners.items()) if not r.running)
+        """Mappings whose runner stopped on an error (restarted at the next refresh)."""
+        return sorted(n for n, r in list(self._runners.items()) if not r.is_alive())
 
     def sync(self) -> None:
         """Start runners of new mappings, stop those of removed or changed ones."""
