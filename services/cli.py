@@ -64,6 +64,7 @@ def cmd_standalone(args: argparse.Namespace) -> int:
         querynodes=args.querynodes,
         proxy_port=args.port,
         coordinator_port=config.service.rootcoord_port,
+        metrics_port=args.metrics_port,
     )
     _print(f"vectide standalone: Milvus API on {', '.join(deployment.proxy_addresses)}")
     serve_forever(deployment)
@@ -73,7 +74,7 @@ def cmd_standalone(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from services.launcher import serve_forever, start_role
 
-    deployment = start_role(load_config(args.config), args.role, args.port)
+    deployment = start_role(load_config(args.config), args.role, args.port, args.metrics_port)
     _print(f"vectide {args.role}: running")
     serve_forever(deployment)
     return 0
@@ -85,7 +86,13 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     manager = DeploymentManager(load_config(args.config), progress=_print)
     try:
-        manager.up(args.mode, args.querynodes, args.proxies, datanode=not args.no_datanode)
+        manager.up(
+            args.mode,
+            args.querynodes,
+            args.proxies,
+            datanode=not args.no_datanode,
+            ingest=args.ingest,
+        )
     except InfraError as exc:
         _print(f"error: {exc}")
         return 1
@@ -127,6 +134,84 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0 if healthy and roles else 1
 
 
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """`vectide ingest add|list|remove|schema`: Kafka topics mapped to collections."""
+    from services.common.kv.zookeeper import connect_zookeeper
+    from services.ingest.mapping import IngestMapping, MappingError
+    from services.ingest.service import kafka_conf, mapping_store
+
+    config = load_config(args.config)
+    zk = connect_zookeeper(config.zookeeper)
+    try:
+        store = mapping_store(zk, config)
+        if args.action == "add":
+            mapping = IngestMapping(
+                args.name,
+                args.topic,
+                args.collection,
+                args.format,
+                args.dlq or "",
+                args.schema_registry or "",
+                args.partition or "",
+            )
+            try:
+                store.add(mapping)
+            except MappingError as exc:
+                _print(f"error: {exc}")
+                return 2
+            _print(
+                f"mapping {mapping.name}: {mapping.topic} -> {mapping.collection} "
+                f"({mapping.format}, dead letters to {mapping.dlq_topic})"
+            )
+        elif args.action == "remove":
+            if not store.remove(args.name):
+                _print(f"error: no mapping named {args.name!r}")
+                return 1
+            _print(f"mapping {args.name} removed")
+        elif args.action == "schema":
+            return _print_avro_schema(config, zk, args.collection)
+        else:
+            from services.ingest.topics import partition_ends
+
+            conf = kafka_conf(config)
+            stats = [s.to_dict() for s in store.stats(lambda t: partition_ends(conf, t))]
+            if args.json:
+                print(json.dumps(stats, indent=2))
+            else:
+                for s in stats:
+                    print(
+                        f"{s['name']:<16} {s['topic']} -> {s['collection']} ({s['format']}) "
+                        f"lag {s['lag']} applied {s['applied']} failed {s['failed']} "
+                        f"dlq {s['dlq']}"
+                    )
+    finally:
+        zk.stop()
+        zk.close()
+    return 0
+
+
+def _print_avro_schema(config, zk, collection: str) -> int:
+    from services.common.discovery import ActiveClient
+    from services.common.errors import MilvusError
+    from services.common.kv.zookeeper import cluster_root
+    from services.common.session import SessionRegistry
+    from services.ingest.decode import avro_schema
+
+    registry = SessionRegistry(zk, cluster_root(config.zookeeper, config.cluster.name))
+    try:
+        info = ActiveClient(registry, "rootcoord", "RootCoord", patience_s=5).describe_collection(
+            collection
+        )
+    except MilvusError as exc:
+        _print(f"error: {exc.message}")
+        return 1
+    print(json.dumps(avro_schema(info.schema), indent=2))
+    return 0
+
+
+METRICS_PORT_HELP = "HTTP port of /metrics and /healthz (default: service.metrics_port, 9091)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vectide", description=__doc__)
     parser.add_argument("--config", help="YAML config file (default: $VECTIDE_CONFIG)")
@@ -141,6 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--mode", choices=["standalone", "cluster"], default="standalone")
     up.add_argument("--querynodes", type=int, default=1)
     up.add_argument("--proxies", type=int, default=1)
+    up.add_argument(
+        "--ingest", type=int, default=1, help="cluster mode: ingest role replicas (default 1)"
+    )
     up.add_argument("--json", action="store_true", help="print the status as JSON")
     up.add_argument(
         "--no-datanode",
@@ -162,12 +250,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     standalone.add_argument("--port", type=int, help="Milvus API port (default 19530)")
     standalone.add_argument("--querynodes", type=int, default=1)
+    standalone.add_argument("--metrics-port", type=int, help=METRICS_PORT_HELP)
     standalone.set_defaults(func=cmd_standalone)
 
     run = sub.add_parser("run", help="run one role of a cluster in this process")
-    run.add_argument("role", choices=["rootcoord", "proxy", "querynode", "datanode"])
+    run.add_argument("role", choices=["rootcoord", "proxy", "querynode", "datanode", "ingest"])
     run.add_argument("--port", type=int, help="the role's port (default from config)")
+    run.add_argument("--metrics-port", type=int, help=METRICS_PORT_HELP)
     run.set_defaults(func=cmd_run)
+
+    ingest = sub.add_parser("ingest", help="map Kafka topics to collections (no client code)")
+    ingest_sub = ingest.add_subparsers(dest="action", required=True)
+    add = ingest_sub.add_parser("add", help="ingest a topic's records into a collection")
+    add.add_argument("name", help="the mapping's name (its consumer group: vectide-ingest-NAME)")
+    add.add_argument("--topic", required=True)
+    add.add_argument("--collection", required=True)
+    add.add_argument("--format", choices=["json", "avro"], default="json")
+    add.add_argument("--dlq", help="dead-letter topic (default: TOPIC.dlq)")
+    add.add_argument(
+        "--schema-registry", help="avro: Confluent Schema Registry URL (Confluent wire format)"
+    )
+    add.add_argument("--partition", help="the collection partition rows go to (default _default)")
+    listing = ingest_sub.add_parser("list", help="mappings with lag, applied and failed records")
+    listing.add_argument("--json", action="store_true")
+    remove = ingest_sub.add_parser("remove", help="stop ingesting a mapping and forget it")
+    remove.add_argument("name")
+    schema_of = ingest_sub.add_parser(
+        "schema", help="the Avro schema producers write a collection's plain-Avro records with"
+    )
+    schema_of.add_argument("collection")
+    ingest.set_defaults(func=cmd_ingest)
 
     config = sub.add_parser("config", help="print the effective configuration")
     config.set_defaults(func=cmd_config)

@@ -21,7 +21,12 @@ from services.common.config import Config
 from services.common.discovery import ActiveClient, RoleClients
 from services.common.election import LeaderElection
 from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
+from services.common.metrics import LEADER
+from services.common.msgstream.kafka import use_security
+from services.common.observability import OBSERVABILITY, Health, HealthCheck
 from services.common.session import SessionRegistry
+from services.ingest.proxy_writer import LocalWriter, RemoteWriter
+from services.ingest.service import IngestService
 from services.proxy.service import ProxyService
 from services.querynode.core import QueryNode
 from services.querynode.service import QueryNodeService
@@ -29,7 +34,7 @@ from services.rootcoord.service import EPOCH_KEY, CoordinatorService
 
 log = logging.getLogger(__name__)
 
-ROLES = ("rootcoord", "proxy", "querynode", "datanode")
+ROLES = ("rootcoord", "proxy", "querynode", "datanode", "ingest")
 
 
 class LocalNodes:
@@ -96,11 +101,31 @@ class Deployment:
     zk: KazooClient
     stoppers: list[Callable[[], None]] = field(default_factory=list)
     proxy_addresses: list[str] = field(default_factory=list)
+    _zk_observed: bool = False
 
     def watch_session(self) -> None:
         """Exit the process if its ZooKeeper session expires (cluster roles)."""
         self._listener = lambda state: _exit_on_lost() if state == KazooState.LOST else None
         self.zk.add_listener(self._listener)
+
+    def serve_observability(self, config: Config, port: int | None) -> None:
+        """/metrics and /healthz of this process (released when the deployment stops)."""
+        port = port or config.service.metrics_port
+        self.stoppers.append(
+            OBSERVABILITY.serve(config.service.bind_host or config.service.host, port)
+        )
+
+    def observe(self, name: str, check: HealthCheck) -> None:
+        """Add a role's health check to /healthz until the deployment stops, and with the
+        first role the ZooKeeper session's (sessions, leadership and meta live there).
+        Registered before the role starts, so /healthz is 503 until it serves."""
+        self.stoppers.append(OBSERVABILITY.add_check(name, check))
+        if not self._zk_observed:
+            self._zk_observed = True
+            self.stoppers.append(OBSERVABILITY.add_check("zookeeper", self._zookeeper_health))
+
+    def _zookeeper_health(self) -> Health:
+        return Health(self.zk.connected, f"session {self.zk.state}")
 
     def stop(self) -> None:
         if getattr(self, "_listener", None) is not None:
@@ -123,16 +148,22 @@ def start_standalone(
     querynodes: int = 1,
     proxy_port: int | None = None,
     coordinator_port: int | None = None,
+    metrics_port: int | None = None,
+    ingest: bool = True,
 ) -> Deployment:
     """Every role but the data node in this process. With ``coordinator_port`` the
-    coordinators are also served over RPC, so a data node process can attach."""
+    coordinators are also served over RPC, so a data node process can attach. The ingest
+    role writes through this process's proxy core."""
+    use_security(config.kafka)
     zk = connect_zookeeper(config.zookeeper)
     deployment = Deployment(zk)
     try:
+        deployment.serve_observability(config, metrics_port)
         nodes = LocalNodes()
         for _ in range(querynodes):
-            service = QueryNodeService(config, zk).start()
-            deployment.stoppers.append(service.stop)
+            service = QueryNodeService(config, zk)
+            deployment.observe("querynode", service.health)
+            deployment.stoppers.append(service.start().stop)
             nodes.add(service.node)
         proxies = LocalProxies()
         coord = CoordinatorService(
@@ -141,7 +172,9 @@ def start_standalone(
             nodes,
             proxies,
             rpc_address=address(config, coordinator_port) if coordinator_port else None,
-        ).start(campaign_timeout_s=60)
+        )
+        deployment.observe("rootcoord", coord.health)
+        coord.start(campaign_timeout_s=60)
         deployment.stoppers.append(coord.stop)
         proxy_address = address(config, proxy_port or config.service.proxy_port)
         proxy = ProxyService(
@@ -153,28 +186,39 @@ def start_standalone(
             proxy_address,
             deploy_mode="STANDALONE",
             datacoord=coord.datacoord,
-        ).start()
+        )
+        deployment.observe("proxy", proxy.health)
+        proxy.start()
         deployment.stoppers.append(proxy.stop)
         proxies.proxies.append(proxy.proxy)
         deployment.proxy_addresses.append(proxy_address)
+        if ingest:
+            ingest_service = IngestService(config, zk, LocalWriter(proxy.proxy))
+            deployment.observe("ingest", ingest_service.health)
+            deployment.stoppers.append(ingest_service.start().stop)
     except BaseException:
         deployment.stop()
         raise
     return deployment
 
 
-def start_role(config: Config, role: str, port: int | None = None) -> Deployment:
+def start_role(
+    config: Config, role: str, port: int | None = None, metrics_port: int | None = None
+) -> Deployment:
     """One role of a cluster in this process (``vectide run ROLE``).
 
     A role whose ZooKeeper session expired is no longer known to the cluster (a proxy's
-    writes would no longer hold the timeticks back), so the process exits.
+    writes would no longer hold the timeticks back), so the process exits. /metrics and
+    /healthz answer from the start: a standby rootcoord or data node blocks in its election.
     """
+    use_security(config.kafka)
     zk = connect_zookeeper(config.zookeeper)
     deployment = Deployment(zk)
     deployment.watch_session()
     registry = SessionRegistry(zk, cluster_root(config.zookeeper, config.cluster.name))
     svc = config.service
     try:
+        deployment.serve_observability(config, metrics_port)
         if role == "rootcoord":
             nodes = RoleClients(registry, "querynode", "QueryNode")
             proxies = RemoteProxies(RoleClients(registry, "proxy", "Proxy"))
@@ -185,12 +229,15 @@ def start_role(config: Config, role: str, port: int | None = None) -> Deployment
                 proxies,
                 rpc_address=address(config, port or svc.rootcoord_port),
                 on_lost=_exit_on_lost,
-            ).start()
+            )
+            deployment.observe("rootcoord", coord.health)
+            coord.start()
             nodes.on_change(lambda live: coord.querycoord.rebalance(live))
             deployment.stoppers.append(coord.stop)
         elif role == "querynode":
-            qn = QueryNodeService(config, zk, address(config, port or svc.querynode_port)).start()
-            deployment.stoppers.append(qn.stop)
+            qn = QueryNodeService(config, zk, address(config, port or svc.querynode_port))
+            deployment.observe("querynode", qn.health)
+            deployment.stoppers.append(qn.start().stop)
         elif role == "proxy":
             proxy_address = address(config, port or svc.proxy_port)
             proxy = ProxyService(
@@ -201,11 +248,20 @@ def start_role(config: Config, role: str, port: int | None = None) -> Deployment
                 RoleClients(registry, "querynode", "QueryNode"),
                 proxy_address,
                 datacoord=ActiveClient(registry, "rootcoord", "DataCoord"),
-            ).start()
-            deployment.stoppers.append(proxy.stop)
+            )
+            deployment.observe("proxy", proxy.health)
+            deployment.stoppers.append(proxy.start().stop)
             deployment.proxy_addresses.append(proxy_address)
         elif role == "datanode":
-            deployment.stoppers.append(start_datanode(config, registry))
+            state = DataNodeState()
+            deployment.observe("datanode", state.health)
+            deployment.stoppers.append(LEADER.add_source(state.leader_samples))
+            deployment.stoppers.append(start_datanode(config, registry, state))
+        elif role == "ingest":
+            writer = RemoteWriter(RoleClients(registry, "proxy", "Proxy"))
+            ingest_service = IngestService(config, zk, writer)
+            deployment.observe("ingest", ingest_service.health)
+            deployment.stoppers.append(ingest_service.start().stop)
         else:
             raise ValueError(f"unknown role {role!r}; one of {', '.join(ROLES)}")
     except BaseException:
@@ -214,8 +270,31 @@ def start_role(config: Config, role: str, port: int | None = None) -> Deployment
     return deployment
 
 
-def start_datanode(config: Config, registry: SessionRegistry) -> Callable[[], None]:
+@dataclass
+class DataNodeState:
+    """What the data node's probe and leader gauge report while it waits, starts and runs."""
+
+    leading: bool = False
+    query: Any = None
+
+    def health(self) -> Health:
+        if not self.leading:
+            return Health(True, "standby: another data node is active")
+        if self.query is None:
+            return Health(False, "starting the Spark streaming query")
+        if not self.query.isActive:
+            return Health(False, f"streaming query stopped: {self.query.exception()}")
+        return Health(True, "active: streaming query running")
+
+    def leader_samples(self) -> list[tuple[tuple[str, ...], float]]:
+        return [(("datanode",), float(self.leading))]
+
+
+def start_datanode(
+    config: Config, registry: SessionRegistry, state: DataNodeState | None = None
+) -> Callable[[], None]:
     """The Spark data node's streaming query, reporting to the active datacoord."""
+    state = state or DataNodeState()
     from streaming.job import default_checkpoint_dir, run
 
     data = config.data
@@ -229,6 +308,7 @@ def start_datanode(config: Config, registry: SessionRegistry) -> Callable[[], No
     )
     while not election.campaign(timeout_s=5):
         log.info("another data node is active; waiting as standby")
+    state.leading = True
     epoch = _wait_channel_epoch(config, registry)
     query = run(
         config,
@@ -237,6 +317,7 @@ def start_datanode(config: Config, registry: SessionRegistry) -> Callable[[], No
         trigger_s=data.trigger_s,
         checkpoint_dir=default_checkpoint_dir(config) / epoch,
     )
+    state.query = query
     registry.register("datanode", f"spark:{data.spark_master}")
 
     def stop() -> None:

@@ -9,6 +9,7 @@ batch with the same offsets, which overwrites the same objects and reports the s
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -18,6 +19,7 @@ from typing import Any
 
 from services.common.config import Config
 from services.common.msgstream.channels import pchannels
+from services.common.msgstream.kafka import security_settings
 from services.common.objectstore import ObjectStore
 from streaming.flush import Record, process_batch
 
@@ -92,6 +94,7 @@ def start_query(
     frame = (
         spark.readStream.format("vectide_channels")
         .option("bootstrap", config.kafka.bootstrap_servers)
+        .option("kafka_secret_conf", json.dumps(security_settings(config.kafka)))
         .option("channels", ",".join(channels))
         .load()
     )

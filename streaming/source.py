@@ -15,6 +15,7 @@ Two rules make it correct on any Kafka-protocol broker, Tansu included:
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -28,11 +29,12 @@ TICK_PREFIX = b"\x04"
 SCHEMA = "channel string, offset long, value binary"
 
 
-def _consumer(bootstrap: str, fetch_wait_ms: int) -> Any:
+def _consumer(bootstrap: str, fetch_wait_ms: int, security: dict[str, str]) -> Any:
     from confluent_kafka import Consumer
 
     return Consumer(
         {
+            **security,  # kafka.security_protocol/sasl_*/ssl_* (executors get them in options)
             "bootstrap.servers": bootstrap,
             "group.id": f"vectide-datanode-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
@@ -56,6 +58,8 @@ class ChannelRange(InputPartition):
 class ChannelStreamReader(DataSourceStreamReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.bootstrap = options["bootstrap"]
+        # "secret" in the key: Spark redacts the value (SASL password) in plans and logs
+        self.security = json.loads(options.get("kafka_secret_conf", "{}"))
         self.channels = [c for c in options["channels"].split(",") if c]
         self.scan_ms = int(options.get("scan_ms", "400"))
         self.max_records = int(options.get("max_records_per_channel", "2000"))
@@ -77,7 +81,7 @@ class ChannelStreamReader(DataSourceStreamReader):
         from confluent_kafka import TopicPartition
 
         if self._scanner is None:
-            self._scanner = _consumer(self.bootstrap, self.fetch_wait_ms)
+            self._scanner = _consumer(self.bootstrap, self.fetch_wait_ms, self.security)
         start = {c: int(start.get(c, 0)) for c in self.channels}
         self._scanner.assign([TopicPartition(c, 0, start[c]) for c in self.channels])
         end = dict(start)
@@ -118,7 +122,7 @@ class ChannelStreamReader(DataSourceStreamReader):
     def read(self, partition: ChannelRange) -> Iterator[tuple[str, int, bytes]]:
         from confluent_kafka import TopicPartition
 
-        consumer = _consumer(self.bootstrap, self.fetch_wait_ms)
+        consumer = _consumer(self.bootstrap, self.fetch_wait_ms, self.security)
         try:
             consumer.assign([TopicPartition(partition.channel, 0, partition.start)])
             next_offset = partition.start

@@ -58,6 +58,15 @@ class KafkaConfig:
     #: The broker answers a waiting fetch as soon as data arrives (Apache Kafka does; Tansu
     #: does not). Then consumers always wait ``fetch_wait_idle_ms``: a long poll, no switch.
     broker_long_polls: bool = False
+    #: librdkafka ``security.protocol`` of every client (PLAINTEXT, SSL, SASL_PLAINTEXT,
+    #: SASL_SSL); empty = plaintext. The SASL/SSL keys below are passed only when set.
+    security_protocol: str = ""
+    #: ``sasl.mechanisms``: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
+    sasl_mechanism: str = ""
+    sasl_username: str = ""
+    sasl_password: str = ""
+    #: CA bundle file verifying the brokers' certificates (SSL); empty = the system's CAs.
+    ssl_ca_location: str = ""
 
 
 @dataclass
@@ -144,6 +153,26 @@ class DataConfig:
 
 
 @dataclass
+class IngestConfig:
+    #: Records applied through the proxy in one write, at most (per mapping).
+    batch_rows: int = 5000
+    #: How long a partial batch waits for more records before it is written.
+    linger_ms: int = 50
+    #: How often running workers re-read the mappings (`vectide ingest add/remove`).
+    refresh_s: float = 2.0
+    #: Consumer-group timeouts. Short ones make rebalances quick on the local broker; on a
+    #: production Kafka cluster Kafka's defaults (45000 / 3000 / 300000) are the usual choice.
+    session_timeout_ms: int = 6000
+    heartbeat_interval_ms: int = 1000
+    max_poll_interval_ms: int = 10_000
+    #: Longest pause between retries while the proxy pushes back.
+    retry_backoff_max_s: float = 5.0
+    #: Fetch wait of the ingest consumers: the first record after a quiet spell waits this
+    #: long at most on brokers that do not long-poll (Tansu); Kafka answers when data comes.
+    fetch_wait_max_ms: int = 25
+
+
+@dataclass
 class ServiceConfig:
     #: Host the Vectide services bind and advertise.
     host: str = "127.0.0.1"
@@ -155,6 +184,17 @@ class ServiceConfig:
     querynode_port: int = 19610
     #: Shards of a new collection when the client does not say (Milvus's default).
     default_shards: int = 1
+    #: HTTP port of ``/metrics`` and ``/healthz`` (Milvus's 9091). Standalone and every
+    #: ``vectide run ROLE`` use it unless ``--metrics-port`` says otherwise; ``vectide up
+    #: --mode cluster`` gives each local role its own (see services/infra/deployment.py).
+    metrics_port: int = 9091
+    #: Address the servers listen on; empty = ``host``. Pods listen on 0.0.0.0 (probes,
+    #: ``kubectl port-forward``) and advertise their pod IP as ``host``.
+    bind_host: str = ""
+
+    def listen_address(self, address: str) -> str:
+        """``address`` (advertised ``host:port``) with the host this process binds."""
+        return f"{self.bind_host}:{address.rsplit(':', 1)[1]}" if self.bind_host else address
 
 
 @dataclass
@@ -167,6 +207,7 @@ class Config:
     time: TimeConfig = field(default_factory=TimeConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
     data: DataConfig = field(default_factory=DataConfig)
+    ingest: IngestConfig = field(default_factory=IngestConfig)
     service: ServiceConfig = field(default_factory=ServiceConfig)
 
     @property

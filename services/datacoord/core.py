@@ -263,6 +263,21 @@ class DataCoord:
         with self._lock:
             return self._checkpoints.get(pchannel)
 
+    def checkpoints(self) -> dict[str, Position]:
+        """Every channel's data-node checkpoint (the flush lag is measured from these)."""
+        with self._lock:
+            return dict(self._checkpoints)
+
+    def segment_totals(self) -> dict[SegmentState, tuple[int, int]]:
+        """(segments, rows) by state: assigned rows until persisted, persisted rows after."""
+        totals: dict[SegmentState, tuple[int, int]] = {}
+        with self._lock:
+            for s in self._segments.values():
+                count, rows = totals.get(s.state, (0, 0))
+                done = s.state in PERSISTED
+                totals[s.state] = (count + 1, rows + (s.num_rows if done else s.assigned_rows))
+        return totals
+
     def set_index_file(self, segment_id: int, build_id: int, path: str) -> None:
         with self._lock:
             segment = self._segments[segment_id]

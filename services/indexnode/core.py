@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -92,16 +93,26 @@ class IndexBuilder:
 
     def run_once(self) -> int:
         """Build every pending index once; returns how many files were written."""
-        built = 0
+        return sum(self._build(info, index, segment) for info, index, segment in self._missing())
+
+    def backlog(self) -> dict[str, int]:
+        """Index files still to build (``pending``) and given up on (``failed``): the
+        index build queue an operator watches."""
+        counts = {"pending": 0, "failed": 0}
+        for _, index, segment in self._missing():
+            failed = self.state(segment.segment_id, index.index_id) == TaskState.FAILED
+            counts["failed" if failed else "pending"] += 1
+        return counts
+
+    def _missing(self) -> Iterator[tuple[CollectionInfo, IndexInfo, SegmentInfo]]:
+        """Persisted segments without the file of an index that needs one."""
         for info in self._collections.show_collections():
             for index in info.indexes:
                 if not IndexSpec.of(index).approximate:
                     continue  # FLAT needs no index file: it is a scan
                 for segment in self._segments.segments(info.collection_id, PERSISTED):
-                    if str(index.index_id) in segment.index_files:
-                        continue
-                    built += self._build(info, index, segment)
-        return built
+                    if str(index.index_id) not in segment.index_files:
+                        yield info, index, segment
 
     def _build(self, info: CollectionInfo, index: IndexInfo, segment: SegmentInfo) -> int:
         task = Task(segment.segment_id, index.index_id)

@@ -24,6 +24,23 @@ from services.infra.components import Endpoint, InfraError
 from services.infra.manager import InfraManager, Progress
 from services.infra.process import ManagedProcess
 
+#: On one host every process needs its own /metrics and /healthz port: the role's offset
+#: from ``service.metrics_port`` plus its index (standalone keeps 9091, the rootcoord 9191,
+#: query nodes 9201.., proxies 9221.., the data node 9241, ingest workers 9251..). In
+#: Kubernetes every pod uses ``service.metrics_port`` itself.
+METRICS_PORT_OFFSETS = {
+    "standalone": 0,
+    "rootcoord": 100,
+    "querynode": 110,
+    "proxy": 130,
+    "datanode": 150,
+    "ingest": 160,
+}
+
+
+def metrics_port(config: Config, role: str, index: int = 0) -> int:
+    return config.service.metrics_port + METRICS_PORT_OFFSETS[role] + index
+
 
 @dataclass
 class RoleProcess:
@@ -31,9 +48,13 @@ class RoleProcess:
     role: str
     port: int
     args: list[str]
+    metrics_port: int = 0
 
     def endpoint(self, host: str) -> str:
         return f"{host}:{self.port}" if self.port else "-"
+
+    def metrics_endpoint(self, host: str) -> str:
+        return f"http://{host}:{self.metrics_port}/metrics" if self.metrics_port else "-"
 
 
 @dataclass
@@ -43,16 +64,34 @@ class RoleStatus:
     endpoint: str
     pid: int | None
     healthy: bool
-
-
-DATANODE = RoleProcess("datanode", "datanode", 0, ["run", "datanode"])
+    #: where Prometheus scrapes it (``/healthz`` beside it)
+    metrics: str = "-"
 
 
 def plan(
-    config: Config, mode: str, querynodes: int, proxies: int, datanode: bool = True
+    config: Config,
+    mode: str,
+    querynodes: int,
+    proxies: int,
+    datanode: bool = True,
+    ingest: int = 1,
+) -> list[RoleProcess]:
+    """The processes of a deployment. Standalone runs the ingest role inside its process;
+    a cluster runs ``ingest`` replicas of it, which split the mapped topics' partitions."""
+    roles = _plan(config, mode, querynodes, proxies, datanode, ingest)
+    seen: dict[str, int] = {}
+    for role in roles:  # the i-th process of a role takes the role's base port + i
+        role.metrics_port = metrics_port(config, role.role, seen.get(role.role, 0))
+        seen[role.role] = seen.get(role.role, 0) + 1
+        role.args += ["--metrics-port", str(role.metrics_port)]
+    return roles
+
+
+def _plan(
+    config: Config, mode: str, querynodes: int, proxies: int, datanode: bool, ingest: int
 ) -> list[RoleProcess]:
     svc = config.service
-    extra = [DATANODE] if datanode else []
+    extra = [RoleProcess("datanode", "datanode", 0, ["run", "datanode"])] if datanode else []
     if mode == "standalone":
         return [
             RoleProcess(
@@ -85,6 +124,8 @@ def plan(
         roles.append(
             RoleProcess(f"proxy-{i}", "proxy", port, ["run", "proxy", "--port", str(port)])
         )
+    for i in range(ingest):
+        roles.append(RoleProcess(f"ingest-{i}", "ingest", 0, ["run", "ingest"]))
     return [*roles, *extra]
 
 
@@ -110,9 +151,10 @@ class DeploymentManager:
         querynodes: int = 1,
         proxies: int = 1,
         datanode: bool = True,
+        ingest: int = 1,
     ) -> list[RoleStatus]:
         self.infra.up()
-        roles = plan(self.config, mode, querynodes, proxies, datanode)
+        roles = plan(self.config, mode, querynodes, proxies, datanode, ingest)
         running = {r.name for r in self._recorded() if self._process(r).pid() is not None}
         if running and running != {r.name for r in roles}:
             raise InfraError(
@@ -151,10 +193,12 @@ class DeploymentManager:
         host = self.config.service.host
         if role.role in ("proxy", "standalone"):
             return milvus_answers(role.endpoint(host))
-        if role.role == "datanode":  # no port: it is up once its streaming query registered
-            pid = self._process(role).pid()
-            return pid is not None and any(m.pid == pid for m in self._members("datanode"))
+        if role.role in ("datanode", "ingest"):  # no port: up once its session registered
+            return self._has_session(role.role, self._process(role).pid())
         return Endpoint(host, role.port).accepts()
+
+    def _has_session(self, role: str, pid: int | None) -> bool:
+        return pid is not None and any(m.pid == pid for m in self._members(role))
 
     def _members(self, role: str) -> list[SessionInfo]:
         try:
@@ -170,10 +214,15 @@ class DeploymentManager:
 
     def status(self) -> list[RoleStatus]:
         host = self.config.service.host
-        return [
-            RoleStatus(r.name, r.role, r.endpoint(host), self._process(r).pid(), self._healthy(r))
-            for r in self._recorded()
-        ]
+        out = []
+        for r in self._recorded():
+            pid = self._process(r).pid()
+            metrics = r.metrics_endpoint(host)
+            out.append(RoleStatus(r.name, r.role, r.endpoint(host), pid, self._healthy(r), metrics))
+            if r.role == "standalone":  # the ingest role lives in the standalone process
+                healthy = self._has_session("ingest", pid)
+                out.append(RoleStatus("ingest", "ingest", "-", pid, healthy, metrics))
+        return out
 
     def down(self, infra: bool = True) -> None:
         for role in reversed(self._recorded()):

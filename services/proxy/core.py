@@ -316,6 +316,15 @@ class Proxy:
         pks = self._pks_to_delete(info, partition, expr, expr_params or {})
         return self.scheduler.run(DeleteTask(self, info, partition, pks))
 
+    def delete_pks(self, collection: str, partition: str, pks: PrimaryKeys) -> MutationResult:
+        """Delete by primary keys (Kafka tombstones); the keys' type must match the schema."""
+        info = self.meta.get(collection)
+        is_str = info.schema.primary.data_type == DataType.VARCHAR
+        if is_str != isinstance(pks, list):
+            kind = "strings" if is_str else "int64"
+            raise errors.invalid(f"primary keys of collection {collection} must be {kind}")
+        return self.scheduler.run(DeleteTask(self, info, partition, pks))
+
     def _pks_to_delete(
         self, info: CollectionInfo, partition: str, expr: str, params: dict[str, Any]
     ) -> PrimaryKeys:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from kazoo.client import KazooClient
 from pymilvus.grpc_gen import milvus_pb2_grpc
 
@@ -13,6 +14,7 @@ from services.common.config import Config
 from services.common.kv.zookeeper import cluster_root
 from services.common.msgstream.channels import pchannels
 from services.common.msgstream.writer import KafkaChannelWriter
+from services.common.observability import Health
 from services.common.periodic import Periodic
 from services.common.rpc import types as rpc_types
 from services.common.rpc.transport import generic_handler, new_server
@@ -26,6 +28,7 @@ from services.proxy.core import (
     RootCoordPort,
 )
 from services.proxy.grpc_service import MilvusService
+from services.proxy.interceptor import MILVUS_SERVICE, MetricsInterceptor
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +55,12 @@ class ProxyService:
         self.proxy: Proxy
         self._loop: Periodic | None = None
         self._server = None
+        #: the standard grpc.health.v1 service, on the Milvus port (load balancers, probes)
+        self._grpc_health = health.HealthServicer()
 
     def start(self) -> ProxyService:
-        server = new_server(max_workers=64)
-        if server.add_insecure_port(self.address) == 0:
+        server = new_server(max_workers=64, interceptors=(MetricsInterceptor(),))
+        if server.add_insecure_port(self.config.service.listen_address(self.address)) == 0:
             raise OSError(f"cannot listen on {self.address}: is another proxy running?")
         info = self.registry.register("proxy", self.address)
         rootcoord, querycoord, nodes = self._ports
@@ -92,12 +97,22 @@ class ProxyService:
         server.add_generic_rpc_handlers(
             (generic_handler("Proxy", self.proxy, rpc_types.PROXY_METHODS),)
         )
+        health_pb2_grpc.add_HealthServicer_to_server(self._grpc_health, server)
         server.start()
         self._server = server
+        for service in ("", MILVUS_SERVICE):
+            self._grpc_health.set(service, health_pb2.HealthCheckResponse.SERVING)
         log.info("proxy serving", extra={"address": self.address, "id": info.id})
         return self
 
+    def health(self) -> Health:
+        """Serving once the Milvus API listens and the proxy promised its first timetick."""
+        if self._server is None:
+            return Health(False, "not serving yet")
+        return Health(True, f"serving on {self.address}")
+
     def stop(self) -> None:
+        self._grpc_health.enter_graceful_shutdown()
         if self._server is not None:
             self._server.stop(grace=2).wait()
         if self._loop is not None:

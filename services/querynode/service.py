@@ -6,9 +6,12 @@ from __future__ import annotations
 import faiss
 from kazoo.client import KazooClient
 
+from services.common import timestamp
 from services.common.config import Config
 from services.common.kv.zookeeper import cluster_root
+from services.common.metrics import TSAFE_LAG_MS
 from services.common.objectstore import ObjectStore
+from services.common.observability import Health, Sample
 from services.common.periodic import Periodic
 from services.common.rpc import types as rpc_types
 from services.common.rpc.transport import generic_handler, new_server
@@ -25,6 +28,7 @@ class QueryNodeService:
         self._server = None
         self.node: QueryNode
         self.subscriber: KafkaSubscriber
+        self._unregister = TSAFE_LAG_MS.add_source(self.tsafe_lags)
 
     def start(self) -> QueryNodeService:
         # index builds run beside ingest and reads: one core for faiss, not all of them
@@ -33,7 +37,7 @@ class QueryNodeService:
             server = new_server()
             # the node exists before it is advertised: bind first, register last
             self._server = server
-            if server.add_insecure_port(self._rpc_address) == 0:
+            if server.add_insecure_port(self.config.service.listen_address(self._rpc_address)) == 0:
                 raise OSError(f"cannot listen on {self._rpc_address}")
         info = self.registry.register("querynode", self._rpc_address or "inproc")
         self.node = QueryNode(
@@ -58,7 +62,29 @@ class QueryNodeService:
             self._server.start()
         return self
 
+    def health(self) -> Health:
+        """Serving when every watched shard's channel reader is reading."""
+        if not hasattr(self, "subscriber"):
+            return Health(False, "starting")
+        problems = self.subscriber.problems()
+        if problems:
+            return Health(False, "; ".join(f"{v}: {e}" for v, e in sorted(problems.items())))
+        return Health(True, f"node {self.node.node_id}: {len(self.node.watched())} shards read")
+
+    def tsafe_lags(self) -> list[Sample]:
+        """now - tsafe per shard; shards that saw no timetick yet have no tsafe to report."""
+        if not hasattr(self, "node"):
+            return []
+        now = timestamp.now_ms()
+        node = str(self.node.node_id)
+        return [
+            ((node, v), float(now - timestamp.physical_ms(ts)))
+            for v in self.node.watched()
+            if (ts := self.node.tsafe(v))
+        ]
+
     def stop(self) -> None:
+        self._unregister()
         self._builder.stop()
         if self._server is not None:
             self._server.stop(grace=1).wait()

@@ -32,6 +32,8 @@ class KafkaSubscriber:
         self._fetch_wait_idle_ms = fetch_wait_idle_ms
         self._long_poll = long_poll
         self._readers: dict[str, tuple[threading.Thread, threading.Event, ChannelConsumer]] = {}
+        #: vchannel -> the error its reader keeps hitting (cleared by the next good poll)
+        self._failing: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def subscribe(self, vchannel: str, pchannel: str, start_offset: int) -> None:
@@ -64,11 +66,21 @@ class KafkaSubscriber:
                 try:
                     for pack in consumer.poll(0.1):
                         self._node.apply(vchannel, pack)
-                except Exception:
+                    self._failing.pop(vchannel, None)
+                except Exception as exc:
+                    self._failing[vchannel] = str(exc)
                     log.exception("shard reader error; retrying", extra={"vchannel": vchannel})
                     stop.wait(1.0)
         finally:
             consumer.close()
+
+    def problems(self) -> dict[str, str]:
+        """Shards that are not being fed: a dead reader, or one failing on every poll."""
+        with self._lock:
+            readers = dict(self._readers)
+        found = {v: "reader thread died" for v, (t, _, _) in readers.items() if not t.is_alive()}
+        found.update({v: e for v, e in self._failing.items() if v in readers})
+        return found
 
     def unsubscribe(self, vchannel: str) -> None:
         with self._lock:

@@ -17,12 +17,14 @@ from collections.abc import Callable
 
 from kazoo.client import KazooClient
 
+from services.common import metrics, timestamp
 from services.common.config import Config
 from services.common.election import LeaderElection
 from services.common.kv.zookeeper import ZooKeeperKV, cluster_root
 from services.common.msgstream.kafka import ensure_topics
 from services.common.msgstream.writer import KafkaChannelWriter
 from services.common.objectstore import ObjectStore
+from services.common.observability import Health, Sample
 from services.common.pacer import Pacer
 from services.common.periodic import Periodic
 from services.common.rpc import types as rpc_types
@@ -82,6 +84,47 @@ class CoordinatorService:
         self._rpc_address = rpc_address
         self._loops: list[Periodic] = []
         self._server = None
+        self._unregister = [
+            metrics.LEADER.add_source(lambda: [(("rootcoord",), float(self.active))]),
+            metrics.SEGMENTS.add_source(lambda: self._segment_samples(0)),
+            metrics.SEGMENT_ROWS.add_source(lambda: self._segment_samples(1)),
+            metrics.FLUSH_LAG_MS.add_source(self._flush_lags),
+            metrics.INDEX_BUILD_QUEUE.add_source(self._index_queue),
+        ]
+
+    @property
+    def active(self) -> bool:
+        """Leader with its loops running: the TSO, ticks and coordinators are served."""
+        return self.election.is_leader and bool(self._loops)
+
+    def health(self) -> Health:
+        """Active, or standby waiting for the leader lock (healthy, as Milvus's StandBy: a
+        probe must not restart the standby); a leader still starting is not serving yet."""
+        if self.active:
+            return Health(True, "active")
+        if self.election.is_leader:
+            return Health(False, "leader, starting")
+        return Health(True, "standby: waiting for the leader lock")
+
+    def _segment_samples(self, column: int) -> list[Sample]:
+        if not self.active:
+            return []
+        totals = self.datacoord.segment_totals()
+        return [((state.value,), float(values[column])) for state, values in totals.items()]
+
+    def _flush_lags(self) -> list[Sample]:
+        if not self.active:
+            return []
+        now = timestamp.now_ms()
+        return [
+            ((pchannel,), float(now - timestamp.physical_ms(position.ts)))
+            for pchannel, position in self.datacoord.checkpoints().items()
+        ]
+
+    def _index_queue(self) -> list[Sample]:
+        if not self.active:
+            return []
+        return [((state,), float(n)) for state, n in self.indexes.backlog().items()]
 
     def start(self, campaign_timeout_s: float | None = None) -> CoordinatorService:
         created = ensure_topics(self.config.kafka.bootstrap_servers, self.rootcoord.pchannels)
@@ -150,7 +193,7 @@ class CoordinatorService:
                 generic_handler("DataCoord", self.datacoord, rpc_types.DATACOORD_METHODS),
             )
         )
-        if server.add_insecure_port(address) == 0:
+        if server.add_insecure_port(self.config.service.listen_address(address)) == 0:
             raise OSError(f"cannot listen on {address}")
         server.start()
         self._server = server
@@ -160,6 +203,8 @@ class CoordinatorService:
         self.stop()
 
     def stop(self) -> None:
+        for unregister in self._unregister:
+            unregister()
         for loop in self._loops:
             loop.stop()
         if self.election.is_leader:

@@ -1,7 +1,11 @@
 from __future__ import annotations
 
 import copy
+import json
+import os
 import socket
+import subprocess
+import sys
 import uuid
 from types import SimpleNamespace
 
@@ -11,7 +15,7 @@ from services.common.config import Config
 from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
 from services.infra.deployment import DeploymentManager
 from services.launcher import start_standalone
-from tests.infra import TEST_PORTS, running_infra
+from tests.infra import REPO, TEST_PORTS, running_infra
 
 
 def pytest_collection_modifyitems(items):
@@ -56,12 +60,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def vectide_status(config: Config) -> dict:
+    """`vectide status --json` of a deployment, run as a user runs it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "services.cli", "status", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env={**os.environ, **config.to_env()},
+    )
+    return json.loads(result.stdout)
+
+
 def isolated(config: Config, suffix: str) -> Config:
     """A copy of the session config with its own cluster: own topics, znodes, S3 root."""
     config = copy.deepcopy(config)
     config.cluster.name = f"{config.cluster.name}{suffix}{uuid.uuid4().hex[:4]}"
     config.cluster.dml_channels = 4
     config.s3.root_path = config.cluster.name
+    config.service.metrics_port = free_port()
     return config
 
 
@@ -85,6 +103,7 @@ def cluster(infra):
     config.service.proxy_port = TEST_PORTS["kafka"] + 600  # 19692.., clear of other tests
     config.service.rootcoord_port = TEST_PORTS["kafka"] + 620
     config.service.querynode_port = TEST_PORTS["kafka"] + 630
+    config.service.metrics_port = TEST_PORTS["kafka"] + 700  # each role its own, + 100..170
     manager = DeploymentManager(config, progress=lambda line: print(f"[cluster] {line}"))
     try:
         manager.up("cluster", querynodes=2, proxies=2, datanode=False)

@@ -14,6 +14,7 @@ import pytest
 from pymilvus import MilvusClient, MilvusException
 
 from tests.infra import REPO
+from tests.integration.conftest import vectide_status
 
 VEC = [0.1, 0.2, 0.3, 0.4]
 
@@ -139,19 +140,13 @@ def test_sharded_collection_spreads_over_nodes_and_merges_exactly(cluster, clien
 
 
 def test_vectide_status_json_lists_every_role_with_pid_and_endpoint(cluster):
-    result = subprocess.run(
-        [sys.executable, "-m", "services.cli", "status", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        env={**os.environ, **cluster.config.to_env()},
-    )
-    status = json.loads(result.stdout)
+    status = vectide_status(cluster.config)
     roles = {r["name"]: r for r in status["roles"]}
-    assert {"querynode-0", "querynode-1", "proxy-0", "proxy-1"} <= set(roles)
+    assert {"querynode-0", "querynode-1", "proxy-0", "proxy-1", "ingest-0"} <= set(roles)
+    assert roles["ingest-0"]["role"] == "ingest" and roles["ingest-0"]["pid"]
     for role in roles.values():
         if role["pid"] is not None:  # the failover test may have replaced the rootcoord
-            assert role["healthy"] and role["endpoint"].startswith("127.0.0.1:")
+            assert role["healthy"]
+            assert role["endpoint"] == "-" or role["endpoint"].startswith("127.0.0.1:")
     assert roles["proxy-1"]["endpoint"].endswith(str(cluster.config.service.proxy_port + 1))
     assert all(s["healthy"] for s in status["infra"])

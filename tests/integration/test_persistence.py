@@ -40,7 +40,9 @@ class DataNode:
 
     def start(self) -> None:
         """Start it and wait until its streaming query runs (its session is registered)."""
+        # its own /metrics port: the standalone deployment in this process holds the config's
         argv = [sys.executable, "-m", "services.cli", "run", "datanode"]
+        argv += ["--metrics-port", str(free_port())]
         before = set(self._members())
         self.proc.start(argv, env={**os.environ, **self.config.to_env()})
         deadline = time.monotonic() + 120

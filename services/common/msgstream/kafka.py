@@ -24,6 +24,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from services.common.config import KafkaConfig
 from services.common.msgstream import codec
 from services.common.msgstream.message import Message, MsgPack, Position, TimeTickMsg
 from services.common.msgstream.tick_aligner import TickAligner
@@ -34,8 +35,32 @@ log = logging.getLogger(__name__)
 rdkafka_log = logging.getLogger("vectide.rdkafka")
 
 
+#: librdkafka security settings every client of this process uses (see ``use_security``).
+_security: dict[str, str] = {}
+
+
+def security_settings(kafka: KafkaConfig) -> dict[str, str]:
+    """librdkafka settings for the ``kafka.security_*``/``sasl_*``/``ssl_*`` config keys;
+    empty ones are left out, so the defaults mean plaintext."""
+    settings = {
+        "security.protocol": kafka.security_protocol,
+        "sasl.mechanisms": kafka.sasl_mechanism,
+        "sasl.username": kafka.sasl_username,
+        "sasl.password": kafka.sasl_password,
+        "ssl.ca.location": kafka.ssl_ca_location,
+    }
+    return {key: value for key, value in settings.items() if value}
+
+
+def use_security(kafka: KafkaConfig) -> None:
+    """Make every Kafka client this process creates from now on authenticate as configured.
+    Set once at start-up (the launcher does), so no call site has to carry credentials."""
+    _security.clear()
+    _security.update(security_settings(kafka))
+
+
 def _client_conf(bootstrap: str, **overrides: object) -> dict[str, object]:
-    return {"bootstrap.servers": bootstrap, "logger": rdkafka_log, **overrides}
+    return {"bootstrap.servers": bootstrap, "logger": rdkafka_log, **_security, **overrides}
 
 
 class ChannelError(RuntimeError):

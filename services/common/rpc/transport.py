@@ -8,7 +8,7 @@ calls go over the wire. Errors come back as :class:`MilvusError` with their code
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent import futures
 from typing import Any
 
@@ -50,8 +50,14 @@ def generic_handler(service: str, obj: object, methods: Iterable[str]) -> grpc.G
     )
 
 
-def new_server(max_workers: int = 32) -> grpc.Server:
-    return grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=_OPTIONS)
+def new_server(
+    max_workers: int = 32, interceptors: Sequence[grpc.ServerInterceptor] = ()
+) -> grpc.Server:
+    return grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers),
+        options=_OPTIONS,
+        interceptors=list(interceptors),
+    )
 
 
 class RpcClient:

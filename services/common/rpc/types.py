@@ -1,6 +1,6 @@
 """The dataclasses and enums allowed on the internal RPC wire."""
 
-from services.common.msgstream.message import DataType, Position
+from services.common.msgstream.message import DataType, FieldColumn, Position
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits
 from services.common.rpc import codec
@@ -20,6 +20,7 @@ from services.datacoord.segment import (
     SegmentInfo,
     SegmentState,
 )
+from services.proxy.dml import MutationResult
 
 codec.register(
     DataType,
@@ -40,6 +41,8 @@ codec.register(
     Deltalog,
     BatchReport,
     LoadPlan,
+    FieldColumn,
+    MutationResult,
 )
 
 #: methods each role serves, by RPC service name
@@ -81,4 +84,13 @@ QUERYNODE_METHODS = (
     "load_segment",
     "sealed_segments",
 )
-PROXY_METHODS = ("invalidate_collection_cache", "wake_timetick")
+PROXY_METHODS = (
+    "invalidate_collection_cache",
+    # the rootcoord asks an idle proxy for a fresh timetick promise
+    "wake_timetick",
+    # the ingest role's write path
+    "describe_collection",
+    "insert",
+    "upsert",
+    "delete_pks",
+)

@@ -1,0 +1,196 @@
+{{/* Names and labels, as milvus-helm lays them out. */}}
+{{- define "vectide.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "vectide.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "vectide.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Selector labels of one component, with milvus-helm's bare `component` label too:
+   dict "root" $ "component" "proxy" */}}
+{{- define "vectide.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "vectide.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+component: {{ .component | quote }}
+{{- end -}}
+
+{{- define "vectide.labels" -}}
+{{ include "vectide.selectorLabels" . }}
+helm.sh/chart: {{ include "vectide.chart" .root }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+{{- with .root.Values.labels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "vectide.image" -}}
+{{- $img := .Values.image.all -}}
+{{- printf "%s:%s" $img.repository (default .Chart.AppVersion ($img.tag | toString)) -}}
+{{- end -}}
+
+{{- define "vectide.clusterName" -}}
+{{- default .Release.Name .Values.clusterName | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Endpoints: the external service when enabled, else the bundled one. */}}
+{{- define "vectide.kafkaBrokers" -}}
+{{- if .Values.externalKafka.enabled -}}
+{{- required "externalKafka.brokerList is required with externalKafka.enabled" .Values.externalKafka.brokerList -}}
+{{- else -}}
+{{- printf "%s-kafka:9092" (include "vectide.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "vectide.zookeeperHosts" -}}
+{{- if .Values.externalZookeeper.enabled -}}
+{{- if not .Values.externalZookeeper.endpoints -}}
+{{- fail "externalZookeeper.endpoints is required with externalZookeeper.enabled" -}}
+{{- end -}}
+{{- join "," .Values.externalZookeeper.endpoints -}}
+{{- else -}}
+{{- printf "%s-zookeeper:2181" (include "vectide.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "vectide.s3Endpoint" -}}
+{{- if .Values.externalS3.enabled -}}
+{{- $s3 := .Values.externalS3 -}}
+{{- printf "%s://%s:%v" (ternary "https" "http" $s3.useSSL) (required "externalS3.host is required with externalS3.enabled" $s3.host) $s3.port -}}
+{{- else -}}
+{{- printf "http://%s-minio:9000" (include "vectide.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The Vectide configuration (services/common/config.py) the chart renders, with
+extraConfigFiles."user.yaml" merged over it. Credentials are not here: they come from the
+Secret as VECTIDE_* environment variables.
+*/}}
+{{- define "vectide.config" -}}
+{{- $v := .Values -}}
+{{- $s3 := ternary $v.externalS3 $v.minio $v.externalS3.enabled -}}
+{{- $kafka := dict "bootstrap_servers" (include "vectide.kafkaBrokers" .) "managed" false "fetch_wait_max_ms" 100 -}}
+{{- if $v.externalKafka.enabled -}}
+{{- with $v.externalKafka.securityProtocol }}{{ $_ := set $kafka "security_protocol" . }}{{ end -}}
+{{- with $v.externalKafka.sasl.mechanisms }}{{ $_ := set $kafka "sasl_mechanism" . }}{{ end -}}
+{{- with $v.externalKafka.ssl.caLocation }}{{ $_ := set $kafka "ssl_ca_location" . }}{{ end -}}
+{{- end -}}
+{{- $config := dict
+  "cluster" (dict "name" (include "vectide.clusterName" .))
+  "kafka" $kafka
+  "zookeeper" (dict "hosts" (include "vectide.zookeeperHosts" .) "root" $v.externalZookeeper.rootPath "managed" false)
+  "s3" (dict "endpoint" (include "vectide.s3Endpoint" .) "bucket" (required "a bucket name is required" $s3.bucketName) "root_path" $s3.rootPath "region" $s3.region "managed" false)
+  "data" (dict "spark_master" $v.dataNode.spark.master)
+  "service" (dict "proxy_port" (int $v.service.port) "metrics_port" (int $v.service.metricsPort) "bind_host" "0.0.0.0")
+  "infra" (dict "run_dir" "/var/lib/vectide")
+-}}
+{{- $user := fromYaml (index $v.extraConfigFiles "user.yaml" | default "") -}}
+{{- if hasKey $user "Error" -}}
+{{- fail (printf "extraConfigFiles.user.yaml is not valid YAML: %s" (get $user "Error")) -}}
+{{- end -}}
+{{- toYaml (mergeOverwrite $config $user) -}}
+{{- end -}}
+
+{{/* Environment of every Vectide container. */}}
+{{- define "vectide.env" -}}
+- name: VECTIDE_CONFIG
+  value: /etc/vectide/vectide.yaml
+- name: VECTIDE_SERVICE_HOST
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+- name: VECTIDE_LOG_LEVEL
+  value: {{ .Values.log.level | quote }}
+- name: VECTIDE_S3_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "vectide.fullname" . }}-secret
+      key: s3-access-key
+- name: VECTIDE_S3_SECRET_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "vectide.fullname" . }}-secret
+      key: s3-secret-key
+{{- if and .Values.externalKafka.enabled .Values.externalKafka.sasl.username }}
+- name: VECTIDE_KAFKA_SASL_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "vectide.fullname" . }}-secret
+      key: kafka-sasl-username
+- name: VECTIDE_KAFKA_SASL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "vectide.fullname" . }}-secret
+      key: kafka-sasl-password
+{{- end }}
+{{- end -}}
+
+{{/* Liveness and readiness: httpGet /healthz on the metrics port. dict "root" $ "port" N */}}
+{{- define "vectide.probes" -}}
+{{- $root := .root -}}
+{{- range $kind := list "livenessProbe" "readinessProbe" }}
+{{- $p := index $root.Values $kind }}
+{{- if $p.enabled }}
+{{ $kind }}:
+  httpGet:
+    path: /healthz
+    port: {{ $.port }}
+  initialDelaySeconds: {{ $p.initialDelaySeconds }}
+  periodSeconds: {{ $p.periodSeconds }}
+  timeoutSeconds: {{ $p.timeoutSeconds }}
+  successThreshold: {{ $p.successThreshold }}
+  failureThreshold: {{ $p.failureThreshold }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Volumes every Vectide pod mounts: its config, a run dir, /tmp, the Spark conf. */}}
+{{- define "vectide.volumeMounts" -}}
+- name: config
+  mountPath: /etc/vectide
+  readOnly: true
+- name: run
+  mountPath: /var/lib/vectide
+- name: tmp
+  mountPath: /tmp
+{{- end -}}
+
+{{- define "vectide.volumes" -}}
+- name: config
+  configMap:
+    name: {{ include "vectide.fullname" . }}-config
+- name: tmp
+  emptyDir: {}
+{{- end -}}
+
+{{/* Scheduling and resources of a role: its values block. */}}
+{{- define "vectide.scheduling" -}}
+{{- with .nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}

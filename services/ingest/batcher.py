@@ -1,0 +1,262 @@
+"""One batch of a mapping's Kafka records -> writes through the proxy, dead letters, progress.
+
+Pure of Kafka: the worker hands it records and a :class:`Writer` (the proxy core in
+standalone mode, the proxy's RPC in a cluster), and gets back what to dead-letter and how far
+each partition got. Order is kept where it matters: records become runs of upserts and
+deletes applied one after another, so a tombstone followed by a re-send of the same key ends
+with the key present. Within a run of upserts the last record of a key wins, as Kafka's
+log compaction would have it.
+
+A write the proxy refuses as invalid is retried record by record, so only the records it
+really refuses go to the dead-letter topic. Any other failure (proxy down, pushback) raises
+:class:`Backpressure`: nothing of the batch counts as applied, and the worker retries it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from services.common.errors import Code, MilvusError
+from services.common.msgstream.message import DataType, FieldColumn
+from services.common.schema import CollectionInfo
+from services.ingest.decode import RecordDecoder, RecordError, Tombstone, Upsert
+
+log = logging.getLogger(__name__)
+
+#: the proxy refused these records themselves: retrying cannot help
+_RECORD_CODES = {
+    Code.PARAMETER_INVALID,
+    Code.PARAMETER_MISSING,
+    Code.COLLECTION_NOT_FOUND,
+    Code.PARTITION_NOT_FOUND,
+    Code.COLLECTION_ILLEGAL_SCHEMA,
+}
+
+
+#: column dtypes as the gRPC path builds them (small ints travel as int64)
+_COLUMN_DTYPES = {DataType.BOOL: np.bool_, DataType.FLOAT: np.float32, DataType.DOUBLE: np.float64}
+
+
+class Writer(Protocol):
+    """The proxy's write path, as the ingest role uses it."""
+
+    def describe_collection(self, name: str) -> CollectionInfo: ...
+    def insert(
+        self, collection: str, partition: str, columns: dict[str, FieldColumn], num_rows: int
+    ) -> Any: ...
+    def upsert(
+        self, collection: str, partition: str, columns: dict[str, FieldColumn], num_rows: int
+    ) -> Any: ...
+    def delete_pks(self, collection: str, partition: str, pks: Any) -> Any: ...
+
+
+class Backpressure(RuntimeError):
+    """The proxy could not take the batch now; retry it later."""
+
+
+@dataclass(frozen=True)
+class KafkaRecord:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    record: KafkaRecord
+    error: str
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        r = self.record
+        return [
+            *r.headers,
+            ("error", self.error.encode()),
+            ("source.topic", r.topic.encode()),
+            ("source.partition", str(r.partition).encode()),
+            ("source.offset", str(r.offset).encode()),
+        ]
+
+
+@dataclass
+class BatchOutcome:
+    dead: list[DeadLetter] = field(default_factory=list)
+    #: per (topic, partition): the offset after the last record of the batch
+    next_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    applied: dict[tuple[str, int], int] = field(default_factory=dict)
+    failed: dict[tuple[str, int], int] = field(default_factory=dict)
+    decode_s: float = 0.0
+    write_s: float = 0.0
+
+    @property
+    def applied_total(self) -> int:
+        return sum(self.applied.values())
+
+
+@dataclass
+class _Run:
+    """Consecutive records of one kind (upserts or deletes)."""
+
+    tombstones: bool
+    items: list[tuple[KafkaRecord, Upsert | Tombstone]] = field(default_factory=list)
+
+
+class BatchApplier:
+    """Applies batches of one mapping: its collection, partition and format."""
+
+    def __init__(
+        self,
+        writer: Writer,
+        collection: str,
+        partition: str = "",
+        fmt: str = "json",
+        registry: Callable[[int], Any] | None = None,
+        schema_ttl_s: float = 5.0,
+    ) -> None:
+        self._writer = writer
+        self._collection = collection
+        self._partition = partition
+        self._fmt = fmt
+        self._registry = registry
+        self._schema_ttl_s = schema_ttl_s
+        self._decoder: RecordDecoder | None = None
+        self._decoder_at = 0.0
+
+    def apply(self, records: Sequence[KafkaRecord]) -> BatchOutcome:
+        outcome = BatchOutcome()
+        for r in records:
+            tp = (r.topic, r.partition)
+            outcome.next_offsets[tp] = max(outcome.next_offsets.get(tp, 0), r.offset + 1)
+        decoder = self._current_decoder(outcome, records)
+        if decoder is None:
+            return outcome
+        started = time.monotonic()
+        runs = self._runs(decoder, records, outcome)
+        decoded = time.monotonic()
+        for run in runs:
+            self._apply_run(decoder, run, outcome)
+        outcome.decode_s, outcome.write_s = decoded - started, time.monotonic() - decoded
+        return outcome
+
+    # -- decoding --------------------------------------------------------------------------
+
+    def _current_decoder(
+        self, outcome: BatchOutcome, records: Sequence[KafkaRecord]
+    ) -> RecordDecoder | None:
+        """The collection's decoder; every record is dead-lettered when it does not exist."""
+        now = time.monotonic()
+        if self._decoder is None or now - self._decoder_at > self._schema_ttl_s:
+            try:
+                info = self._writer.describe_collection(self._collection)
+            except MilvusError as exc:
+                if exc.code != Code.COLLECTION_NOT_FOUND:
+                    raise Backpressure(str(exc)) from exc
+                self._decoder = None
+                for r in records:
+                    self._fail(outcome, r, f"collection {self._collection!r} does not exist")
+                return None
+            if self._decoder is None or self._decoder.schema != info.schema:
+                self._decoder = RecordDecoder(info.schema, self._fmt, self._registry)
+            self._decoder_at = now
+        return self._decoder
+
+    def _runs(
+        self, decoder: RecordDecoder, records: Sequence[KafkaRecord], outcome: BatchOutcome
+    ) -> list[_Run]:
+        runs: list[_Run] = []
+        for r in records:
+            try:
+                item = decoder.decode(r.key, r.value)
+            except RecordError as exc:
+                self._fail(outcome, r, str(exc))
+                continue
+            tomb = isinstance(item, Tombstone)
+            if not runs or runs[-1].tombstones != tomb:
+                runs.append(_Run(tomb))
+            runs[-1].items.append((r, item))
+        return runs
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _apply_run(self, decoder: RecordDecoder, run: _Run, outcome: BatchOutcome) -> None:
+        try:
+            self._write(decoder, run.tombstones, _last_per_key(run.items))
+        except MilvusError as exc:
+            if exc.code not in _RECORD_CODES:
+                raise Backpressure(str(exc)) from exc
+            if exc.code == Code.COLLECTION_NOT_FOUND:
+                self._decoder = None  # dropped: look it up again next batch
+                for r, _ in run.items:
+                    self._fail(outcome, r, f"collection {self._collection!r} does not exist")
+                return
+            if len(run.items) == 1:
+                self._fail(outcome, run.items[0][0], f"refused by the proxy: {exc.message}")
+                return
+            for item in run.items:  # find the records the proxy refuses
+                self._apply_run(decoder, _Run(run.tombstones, [item]), outcome)
+            return
+        for r, _ in run.items:
+            tp = (r.topic, r.partition)
+            outcome.applied[tp] = outcome.applied.get(tp, 0) + 1
+
+    def _write(
+        self,
+        decoder: RecordDecoder,
+        tombstones: bool,
+        items: list[tuple[KafkaRecord, Upsert | Tombstone]],
+    ) -> None:
+        pk = decoder.schema.primary
+        pks = [item.pk for _, item in items]
+        if tombstones:
+            keys = pks if pk.data_type == DataType.VARCHAR else np.asarray(pks, dtype=np.int64)
+            self._writer.delete_pks(self._collection, self._partition, keys)
+            return
+        rows = [item.values for _, item in items if isinstance(item, Upsert)]
+        columns = _columns(decoder, rows)
+        if pk.auto_id:  # no key to upsert on: plain inserts, at-least-once
+            self._writer.insert(self._collection, self._partition, columns, len(rows))
+            return
+        pk_data = list(pks) if pk.data_type == DataType.VARCHAR else np.asarray(pks, np.int64)
+        columns[pk.name] = FieldColumn(pk.field_id, pk.name, pk.data_type, pk_data, 0)
+        self._writer.upsert(self._collection, self._partition, columns, len(rows))
+
+    def _fail(self, outcome: BatchOutcome, record: KafkaRecord, error: str) -> None:
+        outcome.dead.append(DeadLetter(record, error))
+        tp = (record.topic, record.partition)
+        outcome.failed[tp] = outcome.failed.get(tp, 0) + 1
+
+
+def _last_per_key(
+    items: list[tuple[KafkaRecord, Upsert | Tombstone]],
+) -> list[tuple[KafkaRecord, Upsert | Tombstone]]:
+    """One item per primary key, the last one (auto_id rows have no key and all stay)."""
+    if any(item.pk is None for _, item in items):
+        return items
+    last = {item.pk: i for i, (_, item) in enumerate(items)}
+    if len(last) == len(items):
+        return items
+    return [items[i] for i in sorted(last.values())]
+
+
+def _columns(decoder: RecordDecoder, rows: list[dict[str, Any]]) -> dict[str, FieldColumn]:
+    out: dict[str, FieldColumn] = {}
+    for f in decoder.schema.fields:
+        if f.is_primary:
+            continue
+        values = [row[f.name] for row in rows]
+        if f.data_type == DataType.FLOAT_VECTOR:
+            data: Any = np.stack(values).astype(np.float32, copy=False)
+        elif f.data_type in (DataType.VARCHAR, DataType.JSON):
+            data = values
+        else:
+            data = np.asarray(values, dtype=_COLUMN_DTYPES.get(f.data_type, np.int64))
+        out[f.name] = FieldColumn(f.field_id, f.name, f.data_type, data, f.dim)
+    return out

@@ -1,0 +1,271 @@
+"""Kafka records -> rows or tombstones of a collection, checked against its schema.
+
+Pure: no Kafka, no network. A record that cannot become a row raises :class:`RecordError`
+with a reason a person can act on (it becomes the dead-letter record's ``error`` header);
+one bad record never fails its neighbours.
+
+- JSON: the value is an object of field name -> value, float vectors as arrays.
+- Avro: plain Avro binary written with :func:`avro_schema` of the collection, or, when the
+  mapping names a Schema Registry, the Confluent wire format (magic byte 0, 4-byte schema
+  id, then Avro binary written with that schema).
+- The record key (UTF-8) carries the primary key when the value omits it; a null value (a
+  tombstone) deletes the key's primary key.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import fastavro
+import numpy as np
+import orjson
+
+from services.common.msgstream.message import DataType
+from services.common.schema import CollectionSchema, FieldSchema
+
+_INT_RANGES = {
+    DataType.INT8: (-(2**7), 2**7 - 1),
+    DataType.INT16: (-(2**15), 2**15 - 1),
+    DataType.INT32: (-(2**31), 2**31 - 1),
+    DataType.INT64: (-(2**63), 2**63 - 1),
+}
+_AVRO_TYPES = {
+    DataType.BOOL: "boolean",
+    DataType.INT8: "int",
+    DataType.INT16: "int",
+    DataType.INT32: "int",
+    DataType.INT64: "long",
+    DataType.FLOAT: "float",
+    DataType.DOUBLE: "double",
+    DataType.VARCHAR: "string",
+    DataType.JSON: "string",
+    DataType.FLOAT_VECTOR: {"type": "array", "items": "float"},
+}
+
+
+class RecordError(ValueError):
+    """This record cannot be applied; the message says why."""
+
+
+@dataclass(frozen=True)
+class Upsert:
+    pk: int | str | None
+    #: field name -> value, already checked against the schema (vectors as float32 arrays)
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    pk: int | str
+
+
+Decoded = Upsert | Tombstone
+#: schema id -> writer schema (parsed), e.g. a Schema Registry lookup
+SchemaLookup = Callable[[int], Any]
+
+
+def avro_schema(schema: CollectionSchema) -> dict[str, Any]:
+    """The Avro schema producers write plain-Avro values with (`vectide ingest schema`).
+
+    The primary key is optional (null: the record key carries it) and absent for auto_id
+    collections; dynamic fields have no Avro form.
+    """
+    fields: list[dict[str, Any]] = []
+    for f in schema.fields:
+        if f.is_dynamic or (f.is_primary and f.auto_id):
+            continue
+        avro_type = _AVRO_TYPES[f.data_type]
+        if f.is_primary:
+            fields.append({"name": f.name, "type": ["null", avro_type], "default": None})
+        else:
+            fields.append({"name": f.name, "type": avro_type})
+    name = re.sub(r"[^A-Za-z0-9_]", "_", schema.name) or "row"
+    return {"type": "record", "name": name, "namespace": "vectide", "fields": fields}
+
+
+class RecordDecoder:
+    """Decodes one mapping's records for one collection schema."""
+
+    def __init__(
+        self,
+        schema: CollectionSchema,
+        fmt: str = "json",
+        registry: SchemaLookup | None = None,
+    ) -> None:
+        self.schema = schema
+        self._fmt = fmt
+        self._registry = registry
+        self._pk = schema.primary
+        self._dynamic = schema.dynamic_field
+        self._fields = {f.name: f for f in schema.fields if not f.is_dynamic}
+        self._plain_avro = (
+            fastavro.parse_schema(avro_schema(schema)) if fmt == "avro" and not registry else None
+        )
+
+    def decode(self, key: bytes | None, value: bytes | None) -> Decoded:
+        if value is None:
+            if key is None:
+                raise RecordError("a tombstone (null value) needs a key: the primary key")
+            return Tombstone(self._key_pk(key))
+        row = self._json(value) if self._fmt == "json" else self._avro(value)
+        return self._row(row, key)
+
+    # -- formats ---------------------------------------------------------------------------
+
+    def _json(self, value: bytes) -> dict[str, Any]:
+        try:
+            row = orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise RecordError(f"value is not valid JSON: {exc}") from None
+        if not isinstance(row, dict):
+            raise RecordError(f"value must be a JSON object, got {type(row).__name__}")
+        return row
+
+    def _avro(self, value: bytes) -> dict[str, Any]:
+        if self._registry is not None:
+            if len(value) < 5 or value[0] != 0:
+                raise RecordError(
+                    "value is not in the Confluent wire format (magic byte 0 + schema id)"
+                )
+            (schema_id,) = struct.unpack(">I", value[1:5])
+            try:
+                writer = self._registry(schema_id)
+            except Exception as exc:
+                raise RecordError(f"schema id {schema_id} not resolved: {exc}") from None
+            payload = value[5:]
+        else:
+            writer, payload = self._plain_avro, value
+        try:
+            stream = io.BytesIO(payload)
+            row = fastavro.schemaless_reader(stream, writer, None)
+        except Exception as exc:
+            raise RecordError(f"value is not Avro of the expected schema: {exc}") from None
+        if stream.tell() != len(payload):
+            raise RecordError(
+                f"value is not Avro of the expected schema: {len(payload) - stream.tell()} "
+                "bytes left over"
+            )
+        if not isinstance(row, dict):
+            raise RecordError("the Avro value must be a record")
+        return row
+
+    # -- schema checks ---------------------------------------------------------------------
+
+    def _key_pk(self, key: bytes) -> int | str:
+        try:
+            text = key.decode()
+        except UnicodeDecodeError:
+            raise RecordError("the record key is not UTF-8") from None
+        if self._pk.data_type == DataType.VARCHAR:
+            return _varchar(self._pk, text)
+        try:
+            return int(text)
+        except ValueError:
+            raise RecordError(
+                f"the record key {text[:40]!r} is not an integer primary key {self._pk.name}"
+            ) from None
+
+    def _row(self, row: dict[str, Any], key: bytes | None) -> Upsert:
+        values: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for name, value in row.items():
+            field = self._fields.get(name)
+            if field is None:
+                if self._dynamic is None:
+                    raise RecordError(
+                        f"field {name!r} is not in collection {self.schema.name!r} "
+                        "(and its dynamic field is off)"
+                    )
+                extra[name] = value
+            elif not field.is_primary:
+                values[name] = _checked(field, value)
+        pk = self._primary(row.get(self._pk.name), key)
+        for name, field in self._fields.items():
+            if not field.is_primary and name not in values:
+                raise RecordError(f"field {name!r} is missing")
+        if self._dynamic is not None:
+            values[self._dynamic.name] = json.dumps(extra)
+        return Upsert(pk, values)
+
+    def _primary(self, given: Any, key: bytes | None) -> int | str | None:
+        pk = self._pk
+        if pk.auto_id:
+            if given is not None:
+                raise RecordError(f"the primary key {pk.name} is auto_id: leave it out")
+            return None
+        if given is not None:
+            return _checked(pk, given)
+        if key is None:
+            raise RecordError(f"the primary key {pk.name!r} is in neither the value nor the key")
+        return self._key_pk(key)
+
+
+def _checked(field: FieldSchema, value: Any) -> Any:
+    t = field.data_type
+    if value is None:
+        raise RecordError(f"field {field.name!r} is null")
+    if t == DataType.FLOAT_VECTOR:
+        return _vector(field, value)
+    if t in _INT_RANGES:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise RecordError(f"field {field.name!r}: expected an integer, got {value!r:.40}")
+        low, high = _INT_RANGES[t]
+        if not low <= value <= high:
+            raise RecordError(f"field {field.name!r}: {value} is out of range for {t.name}")
+        return value
+    if t in (DataType.FLOAT, DataType.DOUBLE):
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise RecordError(f"field {field.name!r}: expected a number, got {value!r:.40}")
+        return float(value)
+    if t == DataType.BOOL:
+        if not isinstance(value, bool):
+            raise RecordError(f"field {field.name!r}: expected true or false, got {value!r:.40}")
+        return value
+    if t == DataType.VARCHAR:
+        if not isinstance(value, str):
+            raise RecordError(f"field {field.name!r}: expected a string, got {value!r:.40}")
+        return _varchar(field, value)
+    if t == DataType.JSON:
+        if isinstance(value, str):  # Avro carries JSON fields as text
+            try:
+                json.loads(value)
+            except ValueError:
+                raise RecordError(f"field {field.name!r}: invalid JSON text") from None
+            return value
+        return json.dumps(value)
+    raise RecordError(f"field {field.name!r}: type {t.name} is not supported by ingest")
+
+
+def _varchar(field: FieldSchema, value: str) -> str:
+    if field.max_length and len(value) > field.max_length:
+        raise RecordError(
+            f"field {field.name!r}: length {len(value)} exceeds max_length {field.max_length}"
+        )
+    return value
+
+
+def _vector(field: FieldSchema, value: Any) -> np.ndarray:
+    if isinstance(value, bytes):  # little-endian float32, as the channels carry vectors
+        if len(value) != 4 * field.dim:
+            raise RecordError(
+                f"field {field.name!r}: {len(value)} bytes, expected {4 * field.dim} "
+                f"(dim {field.dim} float32)"
+            )
+        return np.frombuffer(value, dtype="<f4")
+    if not isinstance(value, list):
+        raise RecordError(f"field {field.name!r}: expected an array of {field.dim} floats")
+    if len(value) != field.dim:
+        raise RecordError(f"field {field.name!r}: dimension {len(value)}, expected {field.dim}")
+    try:
+        vector = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise RecordError(f"field {field.name!r}: the vector holds non-numbers") from None
+    if vector.ndim != 1 or not np.isfinite(vector).all():
+        raise RecordError(f"field {field.name!r}: the vector must be {field.dim} finite numbers")
+    return vector

@@ -1,0 +1,75 @@
+"""The proxy's metrics interceptor: requests, latency and written rows for every Milvus RPC.
+
+Milvus reports most failures inside a successful gRPC reply (``status.code``), so the status
+label is read from the reply: ``0`` for success, the Milvus error code otherwise, or the gRPC
+code name when the call itself failed (UNIMPLEMENTED, CANCELLED, ...).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from services.common.metrics import PROXY_LATENCY, PROXY_REQUESTS, PROXY_ROWS
+
+MILVUS_SERVICE = "milvus.proto.milvus.MilvusService"
+#: MutationResult fields counting rows, by the op label they feed
+_ROW_FIELDS = (("insert_cnt", "insert"), ("delete_cnt", "delete"), ("upsert_cnt", "upsert"))
+
+
+def reply_status(reply: Any) -> str:
+    """The Milvus status code of a reply, as a label value."""
+    status = reply if reply.DESCRIPTOR.name == "Status" else getattr(reply, "status", None)
+    if status is None:
+        return "0"
+    return str(status.code or status.error_code)  # legacy replies set only error_code
+
+
+def call_status(reply: Any, context: grpc.ServicerContext) -> str:
+    code = context.code()
+    if isinstance(code, grpc.StatusCode) and code != grpc.StatusCode.OK:
+        return code.name
+    return "UNKNOWN" if reply is None else reply_status(reply)  # None: the handler raised
+
+
+def count_rows(reply: Any) -> None:
+    if reply is None or reply.DESCRIPTOR.name != "MutationResult":
+        return
+    for field, op in _ROW_FIELDS:
+        n = getattr(reply, field, 0)
+        if n:
+            PROXY_ROWS.labels(op).inc(n)
+
+
+class MetricsInterceptor(grpc.ServerInterceptor):
+    """Wraps the Milvus API's handlers (all unary); internal RPCs pass untouched."""
+
+    def intercept_service(
+        self, continuation: Callable[[Any], Any], handler_call_details: Any
+    ) -> Any:
+        handler = continuation(handler_call_details)
+        service, _, method = handler_call_details.method.lstrip("/").partition("/")
+        if handler is None or handler.unary_unary is None or service != MILVUS_SERVICE:
+            return handler
+        inner = handler.unary_unary
+
+        def observed(request: Any, context: grpc.ServicerContext) -> Any:
+            started = time.perf_counter()
+            reply = None
+            try:
+                reply = inner(request, context)
+                return reply
+            finally:
+                status = call_status(reply, context)
+                PROXY_REQUESTS.labels(method, status).inc()
+                PROXY_LATENCY.labels(method, status).observe(time.perf_counter() - started)
+                count_rows(reply)
+
+        return grpc.unary_unary_rpc_method_handler(
+            observed,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )

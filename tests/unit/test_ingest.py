@@ -1,0 +1,226 @@
+"""The ingest role's pure parts: record decoding, batching into ordered writes, progress."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+
+import fastavro
+import numpy as np
+import orjson
+import pytest
+
+from services.common.errors import Code, MilvusError
+from services.common.kv.memory import MemoryKV
+from services.common.msgstream.message import DataType
+from services.common.schema import (
+    CollectionInfo,
+    CollectionSchema,
+    ConsistencyLevel,
+    FieldSchema,
+)
+from services.ingest.batcher import Backpressure, BatchApplier, KafkaRecord
+from services.ingest.decode import RecordDecoder, RecordError, Tombstone, Upsert, avro_schema
+from services.ingest.mapping import IngestMapping, MappingError, MappingStore, Progress
+
+DIM = 4
+
+
+def schema(pk_type: DataType = DataType.INT64, auto_id: bool = False, dynamic: bool = False):
+    fields = [
+        FieldSchema(100, "id", pk_type, is_primary=True, auto_id=auto_id, max_length=16),
+        FieldSchema(101, "vec", DataType.FLOAT_VECTOR, dim=DIM),
+        FieldSchema(102, "title", DataType.VARCHAR, max_length=8),
+        FieldSchema(103, "n", DataType.INT32),
+    ]
+    if dynamic:
+        fields.append(FieldSchema(104, "$meta", DataType.JSON, is_dynamic=True))
+    return CollectionSchema("docs", fields, enable_dynamic_field=dynamic)
+
+
+def row(pk=None, **over):
+    value = {"vec": [0.5] * DIM, "title": "t", "n": 1, **over}
+    if pk is not None:
+        value["id"] = pk
+    return orjson.dumps(value)
+
+
+# -- decoding ----------------------------------------------------------------------------------
+
+
+def test_json_rows_take_the_key_as_primary_key_when_the_value_has_none():
+    decoder = RecordDecoder(schema())
+    got = decoder.decode(b"42", row())
+    assert isinstance(got, Upsert) and got.pk == 42
+    assert got.values["vec"].dtype == np.float32 and got.values["title"] == "t"
+    assert decoder.decode(b"1", row(pk=7)).pk == 7  # the value wins over the key
+    assert decoder.decode(b"9", None) == Tombstone(9)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        (b"1", b"{not json", "not valid JSON"),
+        (b"1", b"[1, 2]", "must be a JSON object"),
+        (b"1", row(vec=[1.0] * 3), "dimension 3, expected 4"),
+        (b"1", row(vec=["a"] * DIM), "non-numbers"),
+        (b"1", orjson.dumps({"title": "t", "n": 1}), "'vec' is missing"),
+        (b"1", row(n="x"), "expected an integer"),
+        (b"1", row(n=2**40), "out of range for INT32"),
+        (b"1", row(title="much too long"), "exceeds max_length 8"),
+        (b"1", row(extra=1), "'extra' is not in collection"),
+        (None, row(), "neither the value nor the key"),
+        (b"abc", row(), "not an integer primary key"),
+        (None, None, "needs a key"),
+    ],
+)
+def test_bad_records_say_why(key, value, reason):
+    with pytest.raises(RecordError, match=reason):
+        RecordDecoder(schema()).decode(key, value)
+
+
+def test_dynamic_fields_and_varchar_keys():
+    decoder = RecordDecoder(schema(DataType.VARCHAR, dynamic=True))
+    got = decoder.decode(b"doc-1", row(color="red"))
+    assert got.pk == "doc-1" and json.loads(got.values["$meta"]) == {"color": "red"}
+
+
+def test_plain_avro_written_with_the_derived_schema():
+    derived = avro_schema(schema())
+    assert [f["name"] for f in derived["fields"]] == ["id", "vec", "title", "n"]
+    out = io.BytesIO()
+    fastavro.schemaless_writer(
+        out, fastavro.parse_schema(derived), {"id": None, "vec": [1.0] * DIM, "title": "a", "n": 3}
+    )
+    got = RecordDecoder(schema(), "avro").decode(b"5", out.getvalue())
+    assert got.pk == 5 and got.values["n"] == 3
+    with pytest.raises(RecordError, match="not Avro"):
+        RecordDecoder(schema(), "avro").decode(b"5", b"\xff\xff")
+
+
+def test_confluent_wire_format_resolves_the_writer_schema_by_id():
+    writer = fastavro.parse_schema(
+        {
+            "type": "record",
+            "name": "Doc",
+            "fields": [
+                {"name": "id", "type": "long"},
+                {"name": "vec", "type": {"type": "array", "items": "float"}},
+                {"name": "title", "type": "string"},
+                {"name": "n", "type": "int"},
+            ],
+        }
+    )
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, writer, {"id": 8, "vec": [2.0] * DIM, "title": "b", "n": 1})
+    framed = b"\x00" + struct.pack(">I", 17) + out.getvalue()
+    decoder = RecordDecoder(schema(), "avro", registry={17: writer}.__getitem__)
+    assert decoder.decode(None, framed).pk == 8
+    with pytest.raises(RecordError, match="schema id 18 not resolved"):
+        decoder.decode(None, b"\x00" + struct.pack(">I", 18) + out.getvalue())
+    with pytest.raises(RecordError, match="Confluent wire format"):
+        decoder.decode(None, out.getvalue())
+
+
+# -- batching ----------------------------------------------------------------------------------
+
+
+class FakeProxy:
+    """The proxy's write path on a dict, refusing what the real one refuses."""
+
+    def __init__(self, collection_schema: CollectionSchema | None) -> None:
+        self.schema = collection_schema
+        self.rows: dict[object, float] = {}
+        self.calls: list[str] = []
+        self.down = False
+
+    def describe_collection(self, name):
+        if self.schema is None:
+            raise MilvusError(Code.COLLECTION_NOT_FOUND, f"can't find collection {name}")
+        return CollectionInfo(1, name, self.schema, 1, [], [], ConsistencyLevel.BOUNDED, 0)
+
+    def upsert(self, collection, partition, columns, num_rows):
+        if self.down:
+            raise MilvusError(Code.SERVICE_UNAVAILABLE, "proxy down")
+        pks = list(columns["id"].data)
+        assert len(set(pks)) == len(pks), "one upsert never carries a key twice"
+        if any(t == "REFUSE" for t in columns["title"].data):
+            raise MilvusError(Code.PARAMETER_INVALID, "title REFUSE is refused")
+        self.calls.append(f"upsert {len(pks)}")
+        for pk, vec in zip(pks, columns["vec"].data, strict=True):
+            self.rows[int(pk)] = float(vec[0])
+
+    def delete_pks(self, collection, partition, pks):
+        self.calls.append(f"delete {len(pks)}")
+        for pk in pks:
+            self.rows.pop(int(pk), None)
+
+
+def rec(offset, key, value, partition=0):
+    return KafkaRecord("t", partition, offset, key, value)
+
+
+def test_order_is_kept_across_tombstones_and_the_last_write_of_a_key_wins():
+    proxy = FakeProxy(schema())
+    records = [
+        rec(0, b"1", row(vec=[1.0] * DIM)),
+        rec(1, b"1", row(vec=[2.0] * DIM)),
+        rec(2, b"2", row()),
+        rec(3, b"1", None),
+        rec(4, b"2", None),
+        rec(5, b"2", row(vec=[3.0] * DIM)),
+        rec(6, b"bad", b"{"),
+    ]
+    outcome = BatchApplier(proxy, "docs").apply(records)
+    assert proxy.rows == {2: 3.0}
+    assert proxy.calls == ["upsert 2", "delete 2", "upsert 1"]
+    assert outcome.next_offsets == {("t", 0): 7}
+    assert outcome.applied == {("t", 0): 6} and outcome.failed == {("t", 0): 1}
+    assert [d.record.offset for d in outcome.dead] == [6]
+
+
+def test_a_refused_batch_is_split_so_only_the_refused_record_is_dead():
+    proxy = FakeProxy(schema())
+    records = [rec(i, str(i).encode(), row(title="REFUSE" if i == 3 else "ok")) for i in range(6)]
+    outcome = BatchApplier(proxy, "docs").apply(records)
+    assert sorted(proxy.rows) == [0, 1, 2, 4, 5]
+    (dead,) = outcome.dead
+    assert dead.record.offset == 3 and "title REFUSE is refused" in dead.error
+    headers = dict(dead.headers())
+    assert headers["source.topic"] == b"t" and headers["source.offset"] == b"3"
+    assert headers["source.partition"] == b"0" and headers["error"].startswith(b"refused")
+
+
+def test_missing_collection_dead_letters_and_proxy_outage_pushes_back():
+    outcome = BatchApplier(FakeProxy(None), "gone").apply([rec(0, b"1", row())])
+    assert "collection 'gone' does not exist" in outcome.dead[0].error
+    proxy = FakeProxy(schema())
+    proxy.down = True
+    with pytest.raises(Backpressure):
+        BatchApplier(proxy, "docs").apply([rec(0, b"1", row())])
+
+
+# -- mappings and progress ---------------------------------------------------------------------
+
+
+def test_mappings_validate_and_progress_is_fenced():
+    store = MappingStore(MemoryKV())
+    store.add(IngestMapping("m1", "orders", "docs"))
+    with pytest.raises(MappingError, match="exists"):
+        store.add(IngestMapping("m1", "orders", "docs"))
+    with pytest.raises(MappingError, match="format"):
+        store.add(IngestMapping("m2", "orders", "docs", format="xml"))
+    with pytest.raises(MappingError, match="name"):
+        store.add(IngestMapping("bad/name", "orders", "docs"))
+    assert [m.dlq_topic for m in store.list()] == ["orders.dlq"]
+
+    raw = store.save_progress("m1", {("orders", 0): (None, Progress(10, 9, 1, 10))})
+    assert raw is not None
+    # a worker that still believes the partition is fresh is fenced
+    assert store.save_progress("m1", {("orders", 0): (None, Progress(5, 5, 0, 5))}) is None
+    (stats,) = store.stats(lambda topic: {0: 25, 1: 3})
+    assert stats.to_dict()["lag"] == 15 + 3
+    assert stats.to_dict()["applied"] == 9 and stats.to_dict()["failed"] == 1
+    assert store.remove("m1") and store.list() == []
+    assert store.progress_raw("m1", "orders", 0) is None
