@@ -34,6 +34,7 @@ BEFORE_PERCENT = {
     "infra:kafka": 115.0,
     "datanode": 39.0,
     "standalone": 11.0,
+    "standalone+ingest": 11.0,
     "infra:seaweedfs": 5.0,
     "total": 171.0,
 }
@@ -79,8 +80,18 @@ def cpu_seconds(pid: int) -> float:
         return 0.0
 
 
+def distinct(pids: Mapping[str, int]) -> dict[str, int]:
+    """One name per process: roles sharing a process (standalone runs the ingest role in its
+    own) are counted once, under their names joined."""
+    names: dict[int, list[str]] = {}
+    for name, pid in pids.items():
+        names.setdefault(pid, []).append(name)
+    return {"+".join(group): pid for pid, group in names.items()}
+
+
 def measure(pids: Mapping[str, int], seconds: float = 20.0, slices: int = 4) -> IdleCpu:
     """Sample every process in ``pids`` over ``seconds`` (in ``slices`` equal parts)."""
+    pids = distinct(pids)
     step = seconds / max(slices, 1)
     start = {name: cpu_seconds(pid) for name, pid in pids.items()}
     broker = pids.get("infra:kafka")
