@@ -24,6 +24,11 @@ MAX_MESSAGE = 256 * 1024 * 1024
 _OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE),
     ("grpc.max_receive_message_length", MAX_MESSAGE),
+    # pymilvus pings every 10 s even between calls; gRPC's server default (5 min between
+    # pings without data, two strikes) answered an idle client with GOAWAY "too many pings"
+    # after ~30 s. Accept what pymilvus sends, as Milvus's server does (5 s, without calls).
+    ("grpc.http2.min_ping_interval_without_data_ms", 5000),
+    ("grpc.keepalive_permit_without_calls", 1),
 ]
 
 
