@@ -196,8 +196,8 @@ def _reader(bootstrap: str, fetch_wait_ms: int, extra: Mapping[str, object] | No
 
 #: how long a standby-switching consumer stays fast after data or a hurry() (seconds)
 ACTIVE_HOLD_S = 2.0
-#: while slow, poll in slices this long so that a hurry() is noticed quickly
-SLOW_POLL_SLICE_S = 0.02
+#: while slow, look at what the slow consumer fetched this often (a hurry() ends a wait at once)
+SLOW_CHECK_S = 0.1
 
 
 class ChannelConsumer:
@@ -237,6 +237,7 @@ class ChannelConsumer:
         self._slow = _reader(bootstrap, int(fetch_wait_idle_ms or 0), extra) if adaptive else None
         self._activity = Pacer(0.0, 0.0, hold_s=active_hold_s)
         self._activity.activity(time.monotonic())  # start fast: a new reader catches up
+        self._hurried = threading.Event()
         self._consumer = self._fast
         self._consumer.assign(self._assignment())
         self.poison_count = 0
@@ -248,8 +249,9 @@ class ChannelConsumer:
 
     def hurry(self) -> None:
         """A reader waits for this consumer's channels: read fast from now on (thread-safe;
-        the reading thread switches within ``SLOW_POLL_SLICE_S``)."""
+        a reading thread waiting in slow mode switches at once)."""
         self._activity.activity(time.monotonic())
+        self._hurried.set()
 
     def _assignment(self) -> list[TopicPartition]:
         return [TopicPartition(ch, 0, offset) for ch, offset in self._next.items()]
@@ -274,7 +276,13 @@ class ChannelConsumer:
         """Read what is available (waiting at most ``timeout_s``) and return completed packs."""
         self._switch(time.monotonic())
         if not self.fast:
-            timeout_s = min(timeout_s, SLOW_POLL_SLICE_S)
+            # idle: a librdkafka poll cannot be interrupted, so wait on the hurry() event and
+            # only then take what the slow consumer has buffered, without blocking
+            if self._hurried.wait(min(timeout_s, SLOW_CHECK_S)):
+                self._hurried.clear()
+                self._switch(time.monotonic())
+            if not self.fast:
+                timeout_s = 0.0
         packs: list[MsgPack] = []
         for record in self._fetch(timeout_s, max_records):
             err = record.error()
