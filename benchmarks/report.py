@@ -61,7 +61,20 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     strong = _get(results, "systems", "vectide", "consistency", "ingesting", "Strong", default={})
     fresh = _get(results, "systems", "vectide", "freshness", "eventually_query", default={})
     idle_end = _get(results, "systems", "vectide", "idle_cpu", "end", "percent", default={})
+    kafka = _get(results, "systems", "vectide", "kafka_ingest", default={})
     goals = [
+        (
+            "Kafka ingest: producer-to-searchable >= 50% of raw produce (128-d JSON)",
+            kafka.get("ratio"),
+            0.50,
+            "%",
+        ),
+        (
+            "Kafka ingest: produced -> visible (Eventually), p50 <= 1000 ms",
+            _get(kafka, "freshness", "p50_ms"),
+            1000.0,
+            "<ms",
+        ),
         ("insert >= 3x milvus-lite (numpy rows)", _ratio(v_ins, lite_ins), 3.0, "x"),
         ("insert >= 70% of the client-path ceiling", _ratio(v_ins, ceil_ins), 0.70, "%"),
         (

@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 import psutil
+import yaml
 
-from benchmarks import datasets, idle, measure, report
+from benchmarks import datasets, idle, kafka_ingest, measure, report
 from benchmarks.common import REPO, log, rounded
 from benchmarks.datasets import Dataset
 from benchmarks.milvus_ops import (
@@ -333,12 +334,24 @@ def server_phases(target: Target, sets: list[Dataset], opts: Options) -> dict[st
     with Profile(main_pid, profiles / f"{label}-consistency.txt", opts.profile):
         out["consistency"] = consistency_phase(target, client, synthetic, opts, params)
     out["freshness"] = freshness_phase(client, synthetic, opts, label)
+    if isinstance(target, VectideTarget):
+        out["kafka_ingest"] = kafka_ingest_phase(target, synthetic)
     broker_cpu(pids, out, "end")
     idle.bench_phase(pids, out, "end")
     out["load_average_at_end"] = os.getloadavg()
     if opts.profile:
         out["profiles"] = {p.stem: summarise(p) for p in sorted(profiles.glob(f"{label}-*.txt"))}
     return out
+
+
+def kafka_ingest_phase(target: VectideTarget, data: Dataset) -> dict[str, Any]:
+    """Vectide only: producers' records in through a mapping (see benchmarks/kafka_ingest.py)."""
+    log(f"{target.name}: Kafka producer ingestion")
+    config_file = RUN_DIR / "kafka-ingest.yaml"
+    config_file.write_text(yaml.safe_dump(target.config.to_dict()))
+    return kafka_ingest.ingest_phase(
+        target.uri, str(config_file), target.config.kafka.bootstrap_servers, data.vectors
+    )
 
 
 def broker_cpu(pids: dict[str, int], out: dict[str, Any], phase: str) -> None:
