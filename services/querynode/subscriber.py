@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from services.common.msgstream.kafka import ChannelConsumer
-from services.common.msgstream.message import Position
+from services.common.msgstream.message import CollectionDDLMsg, Message, Position
 from services.querynode.core import QueryNode
 
 log = logging.getLogger(__name__)
+
+
+def _ours(vchannel: str) -> Callable[[Message], bool]:
+    """Writes to this shard (and any DDL) make its reader fast; other collections' writes on
+    the same pchannel do not: their readers are the ones that need to be fast."""
+    return lambda msg: isinstance(msg, CollectionDDLMsg) or getattr(msg, "shard", None) == vchannel
 
 
 class KafkaSubscriber:
@@ -46,6 +53,7 @@ class KafkaSubscriber:
             fetch_wait_max_ms=self._fetch_wait_max_ms,
             fetch_wait_idle_ms=self._fetch_wait_idle_ms,
             long_poll=self._long_poll,
+            wakes_on=_ours(vchannel),
         )
         thread = threading.Thread(
             target=self._run, args=(vchannel, consumer, stop), name=f"qn-{vchannel}", daemon=True

@@ -193,3 +193,32 @@ def test_an_adaptive_consumer_switches_fetch_waits_without_losing_or_repeating(i
     producer.close()
     delivered = [m.msg_id for p in packs for m in p.msgs]
     assert delivered == list(range(1, 46))
+
+
+def test_data_of_other_shards_does_not_wake_a_slow_consumer(infra, channels):
+    bootstrap = infra.kafka.bootstrap_servers
+    producer = ChannelProducer(bootstrap)
+    ch = channels[0]
+    consumer = ChannelConsumer(
+        bootstrap,
+        [ch],
+        fetch_wait_idle_ms=300,
+        active_hold_s=0.2,
+        wakes_on=lambda msg: msg.shard == "mine",
+    )
+    packs: list[MsgPack] = []
+    deadline = time.monotonic() + 20
+    while consumer.fast:
+        assert time.monotonic() < deadline, "never went slow while idle"
+        packs += consumer.poll(0.05)
+    producer.send([(ch, DeleteMsg(1, 10, 0, 1, -1, "theirs", ["k"], np.array([10])))])
+    producer.send([(ch, TimeTickMsg(0, 11, 0))])
+    packs += collect(consumer, 11)
+    assert not consumer.fast  # delivered, but another shard's write keeps it idle
+    producer.send([(ch, DeleteMsg(2, 12, 0, 1, -1, "mine", ["k"], np.array([12])))])
+    producer.send([(ch, TimeTickMsg(0, 13, 0))])
+    packs += collect(consumer, 13)
+    assert consumer.fast
+    consumer.close()
+    producer.close()
+    assert [m.msg_id for p in packs for m in p.msgs] == [1, 2]

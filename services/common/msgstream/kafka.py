@@ -211,8 +211,10 @@ class ChannelConsumer:
     one (``fetch_wait_idle_ms``) after ``active_hold_s`` without either. Only one is assigned
     at a time; a switch assigns the other at the next offset of every channel, so nothing is
     skipped, and records below those offsets are dropped, so nothing is delivered twice.
-    With ``long_poll`` (a broker that answers as soon as data arrives, as Apache Kafka does)
-    one consumer waits ``fetch_wait_idle_ms`` always: as fast, and cheap when idle.
+    ``wakes_on`` narrows which data counts: a shard's reader ignores other collections'
+    writes on the same pchannel. With ``long_poll`` (a broker that answers as soon as data
+    arrives, as Apache Kafka does) one consumer waits ``fetch_wait_idle_ms`` always: as fast,
+    and cheap when idle.
     """
 
     def __init__(
@@ -225,8 +227,11 @@ class ChannelConsumer:
         fetch_wait_idle_ms: int | None = None,
         long_poll: bool = False,
         active_hold_s: float = ACTIVE_HOLD_S,
+        wakes_on: Callable[[Message], bool] | None = None,
     ) -> None:
         start = dict(start or {})
+        #: which data messages keep it fast (default all; a shard reader: its own shard's)
+        self._wakes_on = wakes_on or (lambda msg: True)
         self._aligner = TickAligner(channels, start)
         #: next offset to deliver per channel (OFFSET_BEGINNING until the first record)
         self._next = {ch: start[ch].offset if ch in start else OFFSET_BEGINNING for ch in channels}
@@ -304,7 +309,7 @@ class ChannelConsumer:
                     extra={"channel": record.topic(), "offset": record.offset(), "error": str(exc)},
                 )
                 continue
-            if not isinstance(msg, TimeTickMsg):
+            if not isinstance(msg, TimeTickMsg) and self._wakes_on(msg):
                 self._activity.activity(time.monotonic())  # data flows: stay fast
             packs += self._aligner.feed(channel, offset, msg)
         self._switch(time.monotonic())  # data just came: the next fetch is already fast
