@@ -200,7 +200,7 @@ def start_role(config: Config, role: str, port: int | None = None) -> Deployment
 
 def start_datanode(config: Config, registry: SessionRegistry) -> Callable[[], None]:
     """The Spark data node's streaming query, reporting to the active datacoord."""
-    from streaming.job import default_checkpoint_dir, run, ui_url
+    from streaming.job import default_checkpoint_dir, run, stop, ui_url
     from streaming.wake import FlushWake
 
     data = config.data
@@ -222,13 +222,8 @@ def start_datanode(config: Config, registry: SessionRegistry) -> Callable[[], No
         wake_file=wake.wake_file,
     )
     # the session's address names the Spark master and the driver's UI (vectide status)
-    registry.register("datanode", f"spark:{data.spark_master} ui:{ui_url(query)}")
-
-    def stop() -> None:
-        query.stop()
-        query.sparkSession.stop()
-
-    return stop
+    registry.register("datanode", f"spark:{data.spark_master} ui:{ui_url()}")
+    return lambda: stop(query)
 
 
 def _wait_channel_epoch(config: Config, registry: SessionRegistry, timeout_s: float = 120) -> str:

@@ -172,6 +172,18 @@ def run(
     return start_query(spark, config, BatchSink(datacoord), checkpoint_dir, trigger_s, options)
 
 
-def ui_url(query: Any) -> str:
+def ui_url() -> str:
     """The driver's Spark UI (monitoring REST API under ``/api/v1``), or '' when disabled."""
-    return query.sparkSession.sparkContext.uiWebUrl or ""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    return (context.uiWebUrl or "") if context is not None else ""
+
+
+def stop(query: Any) -> None:
+    """Stop the streaming query, then the Spark application (its executors go with it)."""
+    from pyspark import SparkContext
+
+    query.stop()
+    if SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
