@@ -53,6 +53,9 @@ class BatchStats:
     segments: set[int] = field(default_factory=set)
     #: host:pid of the Python worker that wrote the batch (proves where the work ran)
     executor: str = ""
+    #: the slowest task's time reading the channel and writing S3
+    consume_ms: int = 0
+    write_ms: int = 0
 
 
 def process_batch(records: Iterable[Record], store: binlog.Store) -> tuple[BatchReport, BatchStats]:
@@ -179,5 +182,7 @@ def merge_rows(rows: Iterable[tuple[str, str]]) -> tuple[BatchReport, BatchStats
             for name in ("records", "rows", "deletes", "poison"):
                 setattr(total, name, getattr(total, name) + data[name])
             total.segments.update(data["segments"])
+            total.consume_ms = max(total.consume_ms, data["consume_ms"])
+            total.write_ms = max(total.write_ms, data["write_ms"])
             executors.append(data["executor"])
     return report, total, executors

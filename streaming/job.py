@@ -52,7 +52,9 @@ class BatchSink:
                     "poison": stats.poison,
                     "tasks": len(executors),
                     "executors": len(set(executors)),
-                    "write_ms": int((written - started) * 1000),
+                    "tasks_ms": int((written - started) * 1000),
+                    "consume_ms": stats.consume_ms,
+                    "write_ms": stats.write_ms,
                     "ms": int((time.monotonic() - started) * 1000),
                 },
             )

@@ -7,7 +7,7 @@ restarted job resumes exactly where its last committed batch ended.
 The work is split the way Spark scales:
 
 - on the driver, ``latestOffset`` reads the channels forward from where it last stopped (one
-  long-lived consumer, paused between triggers) and lets the pure ``OffsetPlanner`` cut the
+  long-lived consumer that keeps fetching with a long fetch wait) and lets the pure ``OffsetPlanner`` cut the
   batch; watermarks are never trusted (Tansu's lag the true end);
 - on the executors, ``read(partition)`` takes one channel's ``[start, end)``, decodes it,
   writes the binlogs, deltalogs and stats to S3 (``flush.process_batch``) and yields only a
@@ -198,6 +198,7 @@ class ChannelStreamReader(DataSourceStreamReader):
         self.scan_ms = int(options.get("scan_ms", "300"))
         self.read_timeout_s = float(options.get("read_timeout_s", "60"))
         self.fetch_wait_ms = int(options.get("fetch_wait_ms", "10"))
+        self.scan_fetch_wait_ms = int(options.get("scan_fetch_wait_ms", "100"))
         self.wake_file = options.get("wake_file", "")
         self.limits = PlanLimits(
             max_records=int(options.get("max_records_per_channel", "2000")),
@@ -223,13 +224,14 @@ class ChannelStreamReader(DataSourceStreamReader):
         return self._planner.plan(read_flush_wanted(self.wake_file))
 
     def _scan(self, seeks: dict[str, int]) -> None:
-        """Read what is new on every channel, until drained or ``scan_ms`` passed."""
+        """Take what the scanner fetched since the last trigger, until drained or
+        ``scan_ms`` passed. The scanner keeps fetching between triggers with a long fetch
+        wait (``scan_fetch_wait_ms``): a few requests a second when idle, never a seek."""
         from confluent_kafka import Consumer, TopicPartition
 
         assert self._planner is not None
-        tps = [TopicPartition(c, 0) for c in self.channels]
         if self._scanner is None:
-            self._scanner = Consumer(consumer_conf(self.bootstrap, self.fetch_wait_ms))
+            self._scanner = Consumer(consumer_conf(self.bootstrap, self.scan_fetch_wait_ms))
             seeks = {c: s.scanned_to for c, s in self._planner.scans.items()}
         if seeks:
             self._scanner.assign(
@@ -238,22 +240,18 @@ class ChannelStreamReader(DataSourceStreamReader):
                     for c in self.channels
                 ]
             )
-        else:
-            self._scanner.resume(tps)
+            self._scanner.consume(1, self.scan_fetch_wait_ms / 1000 * 2)  # first fetch
         deadline = time.monotonic() + self.scan_ms / 1000
-        try:
-            while time.monotonic() < deadline:
-                batch = self._scanner.consume(2000, self.fetch_wait_ms / 1000 * 3)
-                if not batch:
-                    break
-                for record in batch:
-                    if record.error() is None:
-                        value = record.value() or b""
-                        self._planner.observe(
-                            record.topic(), Seen(record.offset(), len(value), tick_ts(value))
-                        )
-        finally:
-            self._scanner.pause(tps)  # an idle data node does not poll the broker
+        while time.monotonic() < deadline:
+            batch = self._scanner.consume(2000, 0)
+            if not batch:
+                break
+            for record in batch:
+                if record.error() is None:
+                    value = record.value() or b""
+                    self._planner.observe(
+                        record.topic(), Seen(record.offset(), len(value), tick_ts(value))
+                    )
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[ChannelRange]:
         return [
@@ -266,13 +264,17 @@ class ChannelStreamReader(DataSourceStreamReader):
         """Executor: persist one channel's range and describe what was written."""
         from streaming.flush import Record, process_batch, report_rows
 
+        started = time.monotonic()
         cached = cached_channel(self.bootstrap, partition.channel, self.fetch_wait_ms)
         raw = consume_range(
             cached, partition.channel, partition.start, partition.end, self.read_timeout_s
         )
+        consumed = time.monotonic()
         records = [Record(partition.channel, offset, value) for offset, value in raw]
         report, stats = process_batch(records, object_store(self.options))
         stats.executor = f"{os.uname().nodename}:{os.getpid()}"
+        stats.consume_ms = int((consumed - started) * 1000)
+        stats.write_ms = int((time.monotonic() - consumed) * 1000)
         yield from report_rows(report, stats)
 
     def commit(self, end: dict[str, int]) -> None:
