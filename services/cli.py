@@ -108,7 +108,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     if getattr(args, "json", False):
         print(
             json.dumps(
-                {"infra": [s.to_dict() for s in infra], "roles": [asdict(r) for r in roles]},
+                {
+                    "infra": [s.to_dict() for s in infra],
+                    "roles": [asdict(r) for r in roles],
+                    "spark": manager.spark_status(),
+                },
                 indent=2,
             )
         )

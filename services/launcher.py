@@ -222,7 +222,11 @@ def start_datanode(config: Config, registry: SessionRegistry) -> Callable[[], No
         wake_file=wake.wake_file,
     )
     # the session's address names the Spark master and the driver's UI (vectide status)
-    registry.register("datanode", f"spark:{data.spark_master} ui:{ui_url()}")
+    registry.register(
+        "datanode",
+        f"spark:{data.spark_master}",
+        {"spark_master": data.spark_master, "spark_ui": ui_url()},
+    )
     return lambda: stop(query)
 
 

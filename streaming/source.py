@@ -7,8 +7,8 @@ restarted job resumes exactly where its last committed batch ended.
 The work is split the way Spark scales:
 
 - on the driver, ``latestOffset`` reads the channels forward from where it last stopped (one
-  long-lived consumer that keeps fetching with a long fetch wait) and lets the pure ``OffsetPlanner`` cut the
-  batch; watermarks are never trusted (Tansu's lag the true end);
+  long-lived consumer that keeps fetching with a long fetch wait) and lets the pure
+  ``OffsetPlanner`` cut the batch; watermarks are never trusted (Tansu's lag the true end);
 - on the executors, ``read(partition)`` takes one channel's ``[start, end)``, decodes it,
   writes the binlogs, deltalogs and stats to S3 (``flush.process_batch``) and yields only a
   few small rows describing what it wrote (``report_rows``). The driver gathers those and

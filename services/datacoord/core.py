@@ -275,6 +275,23 @@ class DataCoord:
                 if s.collection_id == collection_id and (states is None or s.state in states)
             ]
 
+    def segment_rows(self, collection_id: int) -> list[tuple[int, int, str, str, int]]:
+        """(segment, partition, vchannel, state, rows) of each live segment: persisted rows
+        for Flushed/Indexed ones, rows assigned so far for the others. Small, unlike
+        ``segments`` (no binlog lists): what GetPersistentSegmentInfo reports."""
+        with self._lock:
+            return [
+                (
+                    s.segment_id,
+                    s.partition_id,
+                    s.vchannel,
+                    s.state.value,
+                    s.num_rows if s.state in PERSISTED else max(s.assigned_rows, s.num_rows),
+                )
+                for s in self._segments.values()
+                if s.collection_id == collection_id and s.state != SegmentState.DROPPED
+            ]
+
     def segment(self, segment_id: int) -> SegmentInfo | None:
         with self._lock:
             return self._segments.get(segment_id)
