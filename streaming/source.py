@@ -16,8 +16,8 @@ The work is split the way Spark scales:
   same objects under the same names: exactly-once on top of at-least-once.
 
 Executors keep one consumer per channel in their Python worker (``spark.python.worker.reuse``),
-paused between batches so an idle data node does not poll the broker, and continue from where
-the previous batch of that channel stopped without seeking.
+unassigned between batches so an idle data node does not poll the broker; records a read
+fetched past its range's end are kept for the next range of that channel.
 """
 
 from __future__ import annotations
@@ -110,15 +110,17 @@ def consume_range(
     """Exactly the records at ``[start, end)`` of ``channel``; fails loudly if stuck."""
     from confluent_kafka import TopicPartition
 
-    tp = TopicPartition(channel, 0)
     if cached.next_offset < 0 or not _continues(cached, start):
-        cached.consumer.assign([TopicPartition(channel, 0, start)])
         cached.next_offset, cached.leftover = start, []
-    else:
-        cached.consumer.resume([tp])
+    # assigned for the read only: an unassigned consumer does not fetch (an idle executor
+    # costs the broker nothing); pause/resume proved unreliable (a resumed partition
+    # sometimes never fetched again)
     records = [(o, v) for o, v in cached.leftover if start <= o < end]
     cached.leftover = [(o, v) for o, v in cached.leftover if o >= end]
     next_offset = records[-1][0] + 1 if records else start
+    if next_offset >= end or cached.leftover:
+        return records  # the previous read fetched this range already
+    cached.consumer.assign([TopicPartition(channel, 0, cached.next_offset)])
     deadline = time.monotonic() + timeout_s
     try:
         while next_offset < end and not cached.leftover:
@@ -136,13 +138,13 @@ def consume_range(
                     continue
                 records.append((record.offset(), record.value()))
                 next_offset = record.offset() + 1
-            if next_offset < end and _position(cached.consumer, tp) >= end:
+            if next_offset < end and _position(cached.consumer, channel) >= end:
                 break  # the rest of the range holds no records (transaction markers)
     except BaseException:
         cached.next_offset = -1  # unknown state: seek next time
         raise
     finally:
-        cached.consumer.pause([tp])  # an idle executor does not fetch
+        cached.consumer.unassign()
     return records
 
 
@@ -151,9 +153,11 @@ def _continues(cached: CachedChannel, start: int) -> bool:
     return first == start
 
 
-def _position(consumer: Any, tp: Any) -> int:
+def _position(consumer: Any, channel: str) -> int:
+    from confluent_kafka import TopicPartition
+
     try:
-        return consumer.position([tp])[0].offset
+        return consumer.position([TopicPartition(channel, 0)])[0].offset
     except Exception:
         return -1
 
