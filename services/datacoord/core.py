@@ -275,10 +275,10 @@ class DataCoord:
                 if s.collection_id == collection_id and (states is None or s.state in states)
             ]
 
-    def segment_rows(self, collection_id: int) -> list[tuple[int, int, str, str, int]]:
-        """(segment, partition, vchannel, state, rows) of each live segment: persisted rows
-        for Flushed/Indexed ones, rows assigned so far for the others. Small, unlike
-        ``segments`` (no binlog lists): what GetPersistentSegmentInfo reports."""
+    def segment_rows(self, collection_id: int) -> list[tuple[int, int, str, str, int, int]]:
+        """(segment, partition, vchannel, state, rows on S3, rows assigned) of each live
+        segment. Small, unlike ``segments`` (no binlog lists): what the segment-info RPCs
+        report, so a client can watch persistence trail the writes."""
         with self._lock:
             return [
                 (
@@ -286,7 +286,8 @@ class DataCoord:
                     s.partition_id,
                     s.vchannel,
                     s.state.value,
-                    s.num_rows if s.state in PERSISTED else max(s.assigned_rows, s.num_rows),
+                    s.num_rows,
+                    max(s.assigned_rows, s.num_rows),
                 )
                 for s in self._segments.values()
                 if s.collection_id == collection_id and s.state != SegmentState.DROPPED

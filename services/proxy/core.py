@@ -76,7 +76,9 @@ class DataCoordPort(Protocol):
     ) -> int: ...
     def flush(self, collection_id: int) -> tuple[list[int], int]: ...
     def flushed(self, segment_ids: list[int]) -> bool: ...
-    def segment_rows(self, collection_id: int) -> list[tuple[int, int, str, str, int]]: ...
+    def segment_rows(
+        self, collection_id: int
+    ) -> list[tuple[int, int, str, str, int, int]]: ...
     def drop_collection(self, collection_id: int) -> None: ...
     def index_progress(
         self, collection_id: int, index_id: int, needs_files: bool
@@ -97,7 +99,10 @@ class SegmentRows:
     partition_id: int
     vchannel: str
     state: str
+    #: rows in its binlogs on S3
     num_rows: int
+    #: rows written to it (the growing copy in the query nodes holds these)
+    assigned_rows: int
 
 
 class QueryNodes(Protocol):

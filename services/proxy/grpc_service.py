@@ -370,6 +370,7 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
 
     @rpc(milvus_pb2.GetPersistentSegmentInfoResponse)
     def GetPersistentSegmentInfo(self, request, context):
+        """Rows on S3 per segment, for every state: a client watches persistence with it."""
         collection_id, segments = self.proxy.persistent_segments(request.collectionName)
         return milvus_pb2.GetPersistentSegmentInfoResponse(
             status=_ok(),
@@ -395,7 +396,7 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
                     segmentID=s.segment_id,
                     collectionID=collection_id,
                     partitionID=s.partition_id,
-                    num_rows=s.num_rows,
+                    num_rows=s.assigned_rows if s.state == "Growing" else s.num_rows,
                     nodeID=node_id,
                     nodeIds=[node_id],
                     state=_segment_state(s.state),
