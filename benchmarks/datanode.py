@@ -100,7 +100,19 @@ def lag_seconds(acked: list[tuple[float, int]], t: float, rows: int) -> float:
     return 0.0 if i >= len(acked) else max(0.0, t - acked[i][0])
 
 
+def warm_up(uri: str) -> None:
+    """One small insert and flush: the executors' Python workers, their imports, consumers
+    and S3 clients start here (~20 s on 2 busy cores), not inside the measurement."""
+    client = MilvusClient(uri)
+    make_collection(client, "warm_up")
+    rows = np.zeros((1000, DIM), np.float32)
+    client.insert("warm_up", [{"id": i, "vec": rows[i]} for i in range(1000)])
+    client.flush("warm_up")
+    client.drop_collection("warm_up")
+
+
 def sustained(uri: str, run: Run, seconds: float, writers: int) -> None:
+    warm_up(uri)
     client = MilvusClient(uri)
     name = f"sustained_{run.workers}"
     make_collection(client, name)
