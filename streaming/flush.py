@@ -145,6 +145,34 @@ def _write_deltas(
     return Deltalog(vchannel, log_id, key, len(pks), int(timestamps.max()))
 
 
+class ParallelPuts:
+    """A store whose ``put`` returns at once and uploads on a few threads, so encoding the
+    next column overlaps the upload of the last one (boto3 clients are thread-safe).
+    ``join`` waits for every upload and raises the first failure: call it before reporting
+    anything, a report must only name objects that exist."""
+
+    def __init__(self, store: binlog.Store, threads: int = 4) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._store = store
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="s3-put")
+        self._pending: list = []
+
+    def put(self, key: str, data: bytes) -> None:
+        self._pending.append(self._pool.submit(self._store.put, key, data))
+
+    def get(self, key: str) -> bytes:
+        return self._store.get(key)
+
+    def join(self) -> None:
+        try:
+            for future in self._pending:
+                future.result()
+        finally:
+            self._pending = []
+            self._pool.shutdown(wait=True)
+
+
 # -- executor -> driver ---------------------------------------------------------------------
 # An executor task returns what it wrote as a few (kind, JSON) rows: paths, row counts,
 # positions and stamps, never data. The driver merges the rows of all tasks into one report.

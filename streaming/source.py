@@ -266,7 +266,7 @@ class ChannelStreamReader(DataSourceStreamReader):
 
     def read(self, partition: ChannelRange) -> Iterator[tuple[str, str]]:
         """Executor: persist one channel's range and describe what was written."""
-        from streaming.flush import Record, process_batch, report_rows
+        from streaming.flush import ParallelPuts, Record, process_batch, report_rows
 
         started = time.monotonic()
         cached = cached_channel(self.bootstrap, partition.channel, self.fetch_wait_ms)
@@ -275,7 +275,11 @@ class ChannelStreamReader(DataSourceStreamReader):
         )
         consumed = time.monotonic()
         records = [Record(partition.channel, offset, value) for offset, value in raw]
-        report, stats = process_batch(records, object_store(self.options))
+        store = ParallelPuts(object_store(self.options))
+        try:
+            report, stats = process_batch(records, store)
+        finally:
+            store.join()  # every object is on S3 before the driver hears of it
         stats.executor = f"{os.uname().nodename}:{os.getpid()}"
         stats.consume_ms = int((consumed - started) * 1000)
         stats.write_ms = int((time.monotonic() - consumed) * 1000)

@@ -19,6 +19,7 @@ from services.datacoord.segment import BatchReport, Binlog, SegmentState
 from streaming.flush import (
     PK_FIELD,
     TS_FIELD,
+    ParallelPuts,
     Record,
     merge_rows,
     process_batch,
@@ -190,3 +191,16 @@ def test_segment_metadata_stays_small_through_thousands_of_batches():
     restarted = DataCoord(kv, clock, counter(10**6))
     restarted.start()
     assert restarted.segment(segments[0]).num_rows == 3000 * 2 * 100
+
+
+def test_parallel_puts_write_everything_before_join_returns_and_raise_failures():
+    batch = records(insert(5, [1, 2], 10), TimeTickMsg(0, 20, 0))
+    store, direct = DictStore(), DictStore()
+    puts = ParallelPuts(store)
+    assert process_batch(batch, puts)[0] == process_batch(batch, direct)[0]
+    puts.join()
+    assert store.objects == direct.objects
+    failing = ParallelPuts(DictStore(fail_index_puts=1))
+    failing.put("index_files/1/2", b"x")
+    with pytest.raises(OSError):
+        failing.join()
