@@ -127,6 +127,12 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"{r.name:<12} {r.endpoint:<22} {'healthy' if r.healthy else 'DOWN':<8} "
                 f"pid {r.pid or '-'}"
             )
+        spark = manager.spark_status()
+        if spark["master"] or spark["driver_ui"]:
+            print(
+                f"spark        master {spark['master'] or '-'} ({spark['workers']} workers), "
+                f"driver UI {spark['driver_ui'] or '-'}"
+            )
     healthy = all(s.healthy for s in infra) and all(r.healthy for r in roles)
     return 0 if healthy and roles else 1
 
