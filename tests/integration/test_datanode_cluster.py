@@ -67,6 +67,23 @@ def persisted_segment_rows(client: MilvusClient, name: str) -> int:
     return sum(s.num_rows for s in segments if s.state_name == "Flushed")
 
 
+def query_segment_rows(port: int, name: str, timeout_s: float = 30) -> dict[int, int]:
+    """GetQuerySegmentInfo once the query node serves the flushed segments (handoff)."""
+    from pymilvus import connections, utility
+
+    alias = f"q{port}"
+    connections.connect(alias, uri=f"http://127.0.0.1:{port}")
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            infos = utility.get_query_segment_info(name, using=alias)
+            if (infos and all(i.state == 4 for i in infos)) or time.monotonic() > deadline:
+                return {i.segmentID: i.num_rows for i in infos}
+            time.sleep(0.5)
+    finally:
+        connections.disconnect(alias)
+
+
 def test_cluster_data_node_writes_on_executors_of_the_standalone_master(spark_cluster, zk):
     client, config = spark_cluster.client, spark_cluster.config
     name = make_collection(client)
@@ -76,6 +93,8 @@ def test_cluster_data_node_writes_on_executors_of_the_standalone_master(spark_cl
     rows, total = persisted_rows(config, collection_id)
     assert total == 40_000 and sorted(rows) == list(range(40_000))
     assert persisted_segment_rows(client, name) == 40_000
+    served = query_segment_rows(spark_cluster.port, name)
+    assert served == {s.segment_id: s.num_rows for s in client.list_persistent_segments(name)}
     # the master runs our application on its worker
     state = master_state(config)
     assert [w["state"] for w in state["workers"]] == ["ALIVE"]
