@@ -101,9 +101,11 @@ def test_cluster_data_node_writes_on_executors_of_the_standalone_master(spark_cl
     [app] = [a for a in state["activeapps"] if a["name"] == "vectide-datanode"]
     assert app["cores"] > 0
     # the driver's monitoring API: tasks ran on executors, not on the driver
-    [session] = SessionRegistry(zk, cluster_root(config.zookeeper, config.cluster.name)).members(
-        "datanode"
-    ).values()
+    [session] = (
+        SessionRegistry(zk, cluster_root(config.zookeeper, config.cluster.name))
+        .members("datanode")
+        .values()
+    )
     ui = f"{session.extra['spark_ui']}/api/v1/applications"
     [application] = get_json(ui)
     executors = get_json(f"{ui}/{application['id']}/executors")
