@@ -56,15 +56,16 @@ class Run:
 
 def configure(workers: int, trigger_s: float) -> Any:
     config = bench_config("bdn")
-    config.infra.spark_master_port = 37077
-    config.infra.spark_master_webui_port = 37080
-    config.infra.spark_worker_port = 37078 - 100  # 36978, 36979
-    config.infra.spark_worker_webui_port = 37081
+    # below Linux's ephemeral range (32768-60999), where a client socket can hold a port
+    config.infra.spark_master_port = 24077
+    config.infra.spark_master_webui_port = 24080
+    config.infra.spark_worker_port = 24078 - 10  # 24068, 24069
+    config.infra.spark_worker_webui_port = 24081
     config.infra.spark_workers = workers
     config.infra.spark_worker_cores = 1
     config.infra.spark_worker_memory_mb = 1536
     config.data.spark_master = master_url(config)
-    config.data.spark_ui_port = 37040
+    config.data.spark_ui_port = 24040
     config.data.trigger_s = trigger_s
     config.data.segment_max_rows = 200_000
     return config
