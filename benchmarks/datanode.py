@@ -12,7 +12,7 @@ on S3 (GetPersistentSegmentInfo, every segment state) twice a second, and the re
 - how long ``flush()`` of 100,000 fresh rows takes (pymilvus waits for GetFlushState);
 - the persisted-rate ratio of 2 workers to 1.
 
-Results go to ``benchmarks/results/datanode.json``.
+Results go to ``benchmarks/results/datanode-{workers}.json``.
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result: dict[str, Any] = {"trigger_s": args.trigger, "runs": [asdict(r) for r in runs]}
     if len(runs) >= 2 and runs[0].persisted_rows_per_s:
         result["workers_ratio"] = runs[-1].persisted_rows_per_s / runs[0].persisted_rows_per_s
-    out = REPO / "benchmarks" / "results" / "datanode.json"
+    out = REPO / "benchmarks" / "results" / f"datanode-{args.workers.replace(',', '-')}.json"
     out.write_text(json.dumps(rounded(result), indent=2))
     print(
         "| workers | acked rows/s | persisted rows/s | lag p50 | lag p99 | caught up | flush 100k |"
