@@ -15,6 +15,7 @@ import os
 import platform
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -581,6 +582,12 @@ def run_servers(
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["--only", "datanode"]:  # the data node scenario alone (its own args)
+        from benchmarks import datanode
+
+        datanode.main(argv[2:])
+        return
     opts = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # run the finally blocks that stop servers
     results = run(opts)

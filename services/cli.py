@@ -115,7 +115,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     if getattr(args, "json", False):
         print(
             json.dumps(
-                {"infra": [s.to_dict() for s in infra], "roles": [asdict(r) for r in roles]},
+                {
+                    "infra": [s.to_dict() for s in infra],
+                    "roles": [asdict(r) for r in roles],
+                    "spark": manager.spark_status(),
+                },
                 indent=2,
             )
         )
@@ -129,6 +133,12 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(
                 f"{r.name:<12} {r.endpoint:<22} {'healthy' if r.healthy else 'DOWN':<8} "
                 f"pid {r.pid or '-'}"
+            )
+        spark = manager.spark_status()
+        if spark["master"] or spark["driver_ui"]:
+            print(
+                f"spark        master {spark['master'] or '-'} ({spark['workers']} workers), "
+                f"driver UI {spark['driver_ui'] or '-'}"
             )
     healthy = all(s.healthy for s in infra) and all(r.healthy for r in roles)
     return 0 if healthy and roles else 1

@@ -294,37 +294,38 @@ def start_datanode(
     config: Config, registry: SessionRegistry, state: DataNodeState | None = None
 ) -> Callable[[], None]:
     """The Spark data node's streaming query, reporting to the active datacoord."""
+    from streaming.job import default_checkpoint_dir, run, stop, ui_url
+    from streaming.wake import FlushWake
+
     state = state or DataNodeState()
-    from streaming.job import default_checkpoint_dir, run
 
     data = config.data
     # one data node per cluster: two would persist the same channels in different batches
+    root = cluster_root(config.zookeeper, config.cluster.name)
     election = LeaderElection(
-        registry.client,
-        cluster_root(config.zookeeper, config.cluster.name),
-        "datanode",
-        f"{os.getpid()}",
-        on_lost=_exit_on_lost,
+        registry.client, root, "datanode", f"{os.getpid()}", on_lost=_exit_on_lost
     )
     while not election.campaign(timeout_s=5):
         log.info("another data node is active; waiting as standby")
     state.leading = True
     epoch = _wait_channel_epoch(config, registry)
+    checkpoint_dir = default_checkpoint_dir(config) / epoch
+    wake = FlushWake(registry.client, root, checkpoint_dir.parent / "flush-wanted").start()
     query = run(
         config,
         ActiveClient(registry, "rootcoord", "DataCoord", patience_s=120),
-        master=data.spark_master,
         trigger_s=data.trigger_s,
-        checkpoint_dir=default_checkpoint_dir(config) / epoch,
+        checkpoint_dir=checkpoint_dir,
+        wake_file=wake.wake_file,
     )
     state.query = query
-    registry.register("datanode", f"spark:{data.spark_master}")
-
-    def stop() -> None:
-        query.stop()
-        query.sparkSession.stop()
-
-    return stop
+    # the session's address names the Spark master and the driver's UI (vectide status)
+    registry.register(
+        "datanode",
+        f"spark:{data.spark_master}",
+        {"spark_master": data.spark_master, "spark_ui": ui_url()},
+    )
+    return lambda: stop(query)
 
 
 def _wait_channel_epoch(config: Config, registry: SessionRegistry, timeout_s: float = 120) -> str:

@@ -11,10 +11,11 @@ system fields); user fields keep their field ids.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -50,6 +51,11 @@ class BatchStats:
     deletes: int = 0
     poison: int = 0
     segments: set[int] = field(default_factory=set)
+    #: host:pid of the Python worker that wrote the batch (proves where the work ran)
+    executor: str = ""
+    #: the slowest task's time reading the channel and writing S3
+    consume_ms: int = 0
+    write_ms: int = 0
 
 
 def process_batch(records: Iterable[Record], store: binlog.Store) -> tuple[BatchReport, BatchStats]:
@@ -137,3 +143,74 @@ def _write_deltas(
     key = binlog.delta_log_key(msgs[0][1].collection_id, vchannel, log_id)
     store.put(key, binlog.encode_deltas(pks, timestamps))
     return Deltalog(vchannel, log_id, key, len(pks), int(timestamps.max()))
+
+
+class ParallelPuts:
+    """A store whose ``put`` returns at once and uploads on a few threads, so encoding the
+    next column overlaps the upload of the last one (boto3 clients are thread-safe).
+    ``join`` waits for every upload and raises the first failure: call it before reporting
+    anything, a report must only name objects that exist."""
+
+    def __init__(self, store: binlog.Store, threads: int = 4) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._store = store
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="s3-put")
+        self._pending: list = []
+
+    def put(self, key: str, data: bytes) -> None:
+        self._pending.append(self._pool.submit(self._store.put, key, data))
+
+    def get(self, key: str) -> bytes:
+        return self._store.get(key)
+
+    def join(self) -> None:
+        try:
+            for future in self._pending:
+                future.result()
+        finally:
+            self._pending = []
+            self._pool.shutdown(wait=True)
+
+
+# -- executor -> driver ---------------------------------------------------------------------
+# An executor task returns what it wrote as a few (kind, JSON) rows: paths, row counts,
+# positions and stamps, never data. The driver merges the rows of all tasks into one report.
+
+
+def report_rows(report: BatchReport, stats: BatchStats) -> Iterator[tuple[str, str]]:
+    for segment_id, coll, part, vchannel, record, start in report.binlogs:
+        body = [segment_id, coll, part, vchannel, asdict(record), asdict(start)]
+        yield "binlog", json.dumps(body)
+    for collection_id, delta in report.deltalogs:
+        yield "deltalog", json.dumps([collection_id, asdict(delta)])
+    for position in report.checkpoints.values():
+        yield "checkpoint", json.dumps(asdict(position))
+    body = {**asdict(stats), "segments": sorted(stats.segments)}
+    yield "stats", json.dumps(body)
+
+
+def merge_rows(rows: Iterable[tuple[str, str]]) -> tuple[BatchReport, BatchStats, list[str]]:
+    """The report of a whole batch from its tasks' rows, their summed stats, and the
+    executors that wrote it."""
+    report, total, executors = BatchReport([], [], {}), BatchStats(), []
+    for kind, body in rows:
+        data = json.loads(body)
+        if kind == "binlog":
+            segment_id, coll, part, vchannel, record, start = data
+            report.binlogs.append(
+                (segment_id, coll, part, vchannel, Binlog(**record), Position(**start))
+            )
+        elif kind == "deltalog":
+            report.deltalogs.append((data[0], Deltalog(**data[1])))
+        elif kind == "checkpoint":
+            position = Position(**data)
+            report.checkpoints[position.channel] = position
+        elif kind == "stats":
+            for name in ("records", "rows", "deletes", "poison"):
+                setattr(total, name, getattr(total, name) + data[name])
+            total.segments.update(data["segments"])
+            total.consume_ms = max(total.consume_ms, data["consume_ms"])
+            total.write_ms = max(total.write_ms, data["write_ms"])
+            executors.append(data["executor"])
+    return report, total, executors

@@ -1,10 +1,11 @@
 """The data node: a Spark Structured Streaming query from the channels to S3.
 
-Each micro-batch (a tick-bounded offset range per channel, see ``source.py``) is written by
-``flush.process_batch`` to binlogs, deltalogs and stats on S3, then reported to datacoord,
-which records the files and the channel checkpoints and marks sealed segments Flushed.
-Spark's checkpoint directory holds the offsets: a job killed at any point replays its last
-batch with the same offsets, which overwrites the same objects and reports the same files.
+Each micro-batch is a offset range per channel (planned on the driver, see ``source.py``);
+executor tasks, one per channel, write its binlogs, deltalogs and stats to S3 and return a
+few rows describing them; ``BatchSink`` (on the driver) merges those rows and reports them to
+datacoord, which records the files and the channel checkpoints and marks sealed segments
+Flushed. Spark's checkpoint directory holds the offsets: a job killed at any point replays its
+last batch with the same offsets, which overwrites the same objects and reports the same files.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,32 +23,23 @@ from services.common.config import Config
 from services.common.msgstream.channels import pchannels
 from services.common.msgstream.kafka import security_settings
 from services.common.objectstore import ObjectStore
-from streaming.flush import Record, process_batch
+from streaming.flush import merge_rows
 
 log = logging.getLogger(__name__)
 
 
 class BatchSink:
-    """``foreachBatch`` target: runs on the driver, with the datacoord client."""
+    """``foreachBatch`` target: runs on the driver, with the datacoord client. It only
+    gathers the small rows the executor tasks returned; the data never reaches it."""
 
-    def __init__(self, store: Any, datacoord: Any) -> None:
-        self._store = store
+    def __init__(self, datacoord: Any) -> None:
         self._datacoord = datacoord
 
     def __call__(self, frame: Any, batch_id: int) -> None:
         started = time.monotonic()
-        # Arrow to the driver: Row objects (collect) cost ~10x more for large payloads
-        table = frame.toArrow()
-        records = [
-            Record(channel, offset, value)
-            for channel, offset, value in zip(
-                table.column("channel").to_pylist(),
-                table.column("offset").to_pylist(),
-                table.column("value").to_pylist(),
-                strict=True,
-            )
-        ]
-        report, stats = process_batch(records, self._store)
+        rows = [(row.kind, row.body) for row in frame.collect()]  # runs the tasks
+        written = time.monotonic()
+        report, stats, executors = merge_rows(rows)
         flushed = self._datacoord.save_batch(report)
         if stats.rows or stats.deletes or flushed:
             log.info(
@@ -59,47 +52,89 @@ class BatchSink:
                     "segments": len(stats.segments),
                     "flushed": len(flushed),
                     "poison": stats.poison,
+                    "tasks": len(executors),
+                    "executors": len(set(executors)),
+                    "tasks_ms": int((written - started) * 1000),
+                    "consume_ms": stats.consume_ms,
+                    "write_ms": stats.write_ms,
                     "ms": int((time.monotonic() - started) * 1000),
                 },
             )
 
 
-def spark_session(master: str, app: str = "vectide-datanode") -> Any:
+@dataclass
+class SparkSettings:
+    """How the data node's Spark application runs (from ``data.*`` config)."""
+
+    master: str = "local[2]"
+    #: the driver's UI and monitoring REST API (``/api/v1``); 0 disables it
+    ui_port: int = 0
+    #: cores the application takes from a standalone/k8s cluster (0: all offered)
+    max_cores: int = 0
+    executor_memory_mb: int = 1024
+    #: the address executors reach the driver at (cluster masters)
+    driver_host: str = "127.0.0.1"
+
+
+def spark_session(settings: SparkSettings, app: str = "vectide-datanode") -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    spark = (
-        SparkSession.builder.master(master)
+    builder = (
+        SparkSession.builder.master(settings.master)
         .appName(app)
-        .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", "1g")
+        .config("spark.driver.host", settings.driver_host)
+        .config("spark.executor.memory", f"{settings.executor_memory_mb}m")
         .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
         .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
+        # executors keep their channel consumers and S3 clients between batches
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+        # one task per channel range: no waiting for a data-local slot
+        .config("spark.locality.wait", "0s")
     )
+    if settings.ui_port:
+        builder = builder.config("spark.ui.enabled", "true").config(
+            "spark.ui.port", str(settings.ui_port)
+        )
+    else:
+        builder = builder.config("spark.ui.enabled", "false")
+    if settings.max_cores:
+        builder = builder.config("spark.cores.max", str(settings.max_cores))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 
 def start_query(
-    spark: Any, config: Config, sink: BatchSink, checkpoint_dir: Path, trigger_s: float
+    spark: Any,
+    config: Config,
+    sink: BatchSink,
+    checkpoint_dir: Path,
+    trigger_s: float,
+    source_options: dict[str, str] | None = None,
 ) -> Any:
-    from streaming.source import ChannelSource
+    from streaming.source import ChannelSource, s3_options
 
     spark.dataSource.register(ChannelSource)
     channels = pchannels(config.cluster.name, config.cluster.dml_channels)
-    frame = (
+    reader = (
         spark.readStream.format("vectide_channels")
         .option("bootstrap", config.kafka.bootstrap_servers)
         .option("kafka_secret_conf", json.dumps(security_settings(config.kafka)))
         .option("channels", ",".join(channels))
-        .load()
+        .option("max_records_per_channel", str(config.data.max_records_per_channel))
+        .option("fetch_wait_ms", str(max(config.kafka.fetch_wait_max_ms, 10)))
     )
+    for key, value in {**s3_options(config.s3), **(source_options or {})}.items():
+        reader = reader.option(key, value)
     return (
-        frame.writeStream.foreachBatch(sink)
+        reader.load()
+        .writeStream.foreachBatch(sink)
         .option("checkpointLocation", str(checkpoint_dir))
         .trigger(processingTime=f"{trigger_s} seconds")
         .start()
@@ -110,17 +145,50 @@ def default_checkpoint_dir(config: Config) -> Path:
     return config.run_dir / "datanode" / config.cluster.name / "checkpoint"
 
 
+def spark_settings(config: Config) -> SparkSettings:
+    data = config.data
+    return SparkSettings(
+        master=data.spark_master,
+        ui_port=data.spark_ui_port,
+        max_cores=data.spark_max_cores,
+        executor_memory_mb=data.spark_executor_memory_mb,
+        driver_host=config.service.host,
+    )
+
+
 def run(
     config: Config,
     datacoord: Any,
-    master: str = "local[2]",
+    settings: SparkSettings | None = None,
     trigger_s: float = 1.0,
     checkpoint_dir: Path | None = None,
+    wake_file: Path | None = None,
 ) -> Any:
-    """Start the data node's streaming query; returns it (``awaitTermination`` to block)."""
-    store = ObjectStore(config.s3)
-    store.ensure_bucket()
-    spark = spark_session(master)
+    """Start the data node's streaming query; returns it (``awaitTermination`` to block).
+
+    ``wake_file`` holds the newest seal stamp a flush waits for (``FlushWake`` writes it):
+    the source runs a batch for it at once instead of waiting for the idle period.
+    """
+    ObjectStore(config.s3).ensure_bucket()
+    spark = spark_session(settings or spark_settings(config))
     checkpoint_dir = checkpoint_dir or default_checkpoint_dir(config)
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    return start_query(spark, config, BatchSink(store, datacoord), checkpoint_dir, trigger_s)
+    options = {"wake_file": str(wake_file)} if wake_file else {}
+    return start_query(spark, config, BatchSink(datacoord), checkpoint_dir, trigger_s, options)
+
+
+def ui_url() -> str:
+    """The driver's Spark UI (monitoring REST API under ``/api/v1``), or '' when disabled."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    return (context.uiWebUrl or "") if context is not None else ""
+
+
+def stop(query: Any) -> None:
+    """Stop the streaming query, then the Spark application (its executors go with it)."""
+    from pyspark import SparkContext
+
+    query.stop()
+    if SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()

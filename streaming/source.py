@@ -1,51 +1,199 @@
-"""A Spark streaming source over Vectide's channels (Kafka topics), in Python.
+"""A Spark streaming source over Vectide's channels whose executor tasks persist them.
 
 Spark's own Kafka source needs jars that cannot be fetched here, so this is a Python
 ``DataSource``. Offsets are ``{channel: next offset}``; Spark's checkpoint holds them, so a
 restarted job resumes exactly where its last committed batch ended.
 
-Two rules make it correct on any Kafka-protocol broker, Tansu included:
+The work is split the way Spark scales:
 
-- ``latestOffset`` never trusts watermarks: it reads forward from the batch start for a short
-  while and ends the batch right after the last TimeTick it saw on each channel, so every
-  batch ends on a tick boundary (the data node's checkpoint);
-- ``read`` re-reads exactly ``[start, end)`` with a fresh consumer and fails loudly if the
-  broker does not deliver the range, rather than returning fewer rows.
+- on the driver, ``latestOffset`` reads the channels forward from where it last stopped (one
+  long-lived consumer that keeps fetching with a long fetch wait) and lets the pure
+  ``OffsetPlanner`` cut the batch; watermarks are never trusted (Tansu's lag the true end);
+- on the executors, ``read(partition)`` takes one channel's ``[start, end)``, decodes it,
+  writes the binlogs, deltalogs and stats to S3 (``flush.process_batch``) and yields only a
+  few small rows describing what it wrote (``report_rows``). The driver gathers those and
+  reports them to datacoord. A replayed batch re-reads the same offsets, so it overwrites the
+  same objects under the same names: exactly-once on top of at-least-once.
+
+Executors keep one consumer per channel in their Python worker (``spark.python.worker.reuse``),
+unassigned between batches so an idle data node does not poll the broker; records a read
+fetched past its range's end are kept for the next range of that channel.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from streaming.planning import OffsetPlanner, PlanLimits, Seen
+
 #: the Avro union branch of a TimeTick (zig-zag varint 2): a tick is known by its first byte
 TICK_PREFIX = b"\x04"
-SCHEMA = "channel string, offset long, value binary"
+#: what an executor task returns per channel range (see ``flush.report_rows``)
+SCHEMA = "kind string, body string"
 
 
-def _consumer(bootstrap: str, fetch_wait_ms: int, security: dict[str, str]) -> Any:
-    from confluent_kafka import Consumer
+def consumer_conf(
+    bootstrap: str, fetch_wait_ms: int, security: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """An ``assign()``-only consumer: the group id is required by the client, never joined.
+    ``security``: the ``kafka.security_protocol``/``sasl_*``/``ssl_*`` settings, which reach
+    executors as a reader option."""
+    return {
+        **(security or {}),
+        "bootstrap.servers": bootstrap,
+        "group.id": "vectide-datanode",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "fetch.wait.max.ms": fetch_wait_ms,
+        # insert messages run to 4 MiB: fetch many per round trip, not one
+        "max.partition.fetch.bytes": 64 * 1024 * 1024,
+        "fetch.max.bytes": 128 * 1024 * 1024,
+        "queued.max.messages.kbytes": 256 * 1024,
+        "enable.partition.eof": False,
+    }
 
-    return Consumer(
-        {
-            **security,  # kafka.security_protocol/sasl_*/ssl_* (executors get them in options)
-            "bootstrap.servers": bootstrap,
-            "group.id": f"vectide-datanode-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": fetch_wait_ms,
-            # insert messages run to 4 MiB: fetch many per round trip, not one
-            "max.partition.fetch.bytes": 64 * 1024 * 1024,
-            "fetch.max.bytes": 128 * 1024 * 1024,
-            "enable.partition.eof": False,
-        }
-    )
+
+def tick_ts(value: bytes) -> int | None:
+    """The stamp of a TimeTick record, None for any other record."""
+    if value[:1] != TICK_PREFIX:
+        return None
+    from services.common.msgstream import codec
+
+    try:
+        return codec.decode(value).ts
+    except codec.DecodeError:
+        return None
+
+
+def read_flush_wanted(path: str) -> int:
+    """The newest seal stamp a flush waits for (written by the data node's ``FlushWake``)."""
+    if not path:
+        return 0
+    try:
+        with open(path) as handle:
+            return int(handle.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+# -- executor side --------------------------------------------------------------------------
+
+
+@dataclass
+class CachedChannel:
+    """An executor's consumer of one channel, kept across batches in its Python worker."""
+
+    consumer: Any
+    #: the offset the consumer delivers next (after ``leftover``)
+    next_offset: int = -1
+    #: records it delivered past the last range's end, for the next range
+    leftover: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+_CHANNELS: dict[tuple[str, str], CachedChannel] = {}
+
+
+def cached_channel(
+    bootstrap: str, channel: str, fetch_wait_ms: int, security: dict[str, str] | None = None
+) -> CachedChannel:
+    key = (bootstrap, channel)
+    if key not in _CHANNELS:
+        from confluent_kafka import Consumer
+
+        conf = consumer_conf(bootstrap, fetch_wait_ms, security)
+        _CHANNELS[key] = CachedChannel(Consumer(conf))
+    return _CHANNELS[key]
+
+
+def consume_range(
+    cached: CachedChannel, channel: str, start: int, end: int, timeout_s: float
+) -> list[tuple[int, bytes]]:
+    """Exactly the records at ``[start, end)`` of ``channel``; fails loudly if stuck."""
+    from confluent_kafka import TopicPartition
+
+    if cached.next_offset < 0 or not _continues(cached, start):
+        cached.next_offset, cached.leftover = start, []
+    # assigned for the read only: an unassigned consumer does not fetch (an idle executor
+    # costs the broker nothing); pause/resume proved unreliable (a resumed partition
+    # sometimes never fetched again)
+    records = [(o, v) for o, v in cached.leftover if start <= o < end]
+    cached.leftover = [(o, v) for o, v in cached.leftover if o >= end]
+    next_offset = records[-1][0] + 1 if records else start
+    if next_offset >= end or cached.leftover:
+        return records  # the previous read fetched this range already
+    cached.consumer.assign([TopicPartition(channel, 0, cached.next_offset)])
+    deadline = time.monotonic() + timeout_s
+    try:
+        while next_offset < end and not cached.leftover:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{channel}: read stuck at offset {next_offset} of [{start}, {end})"
+                )
+            first = cached.consumer.poll(0.1)  # then drain what is buffered
+            for record in [first, *cached.consumer.consume(999, 0)] if first else []:
+                if record.error() is not None or record.offset() < next_offset:
+                    continue
+                cached.next_offset = record.offset() + 1
+                if record.offset() >= end:
+                    cached.leftover.append((record.offset(), record.value()))
+                    continue
+                records.append((record.offset(), record.value()))
+                next_offset = record.offset() + 1
+            if next_offset < end and _position(cached.consumer, channel) >= end:
+                break  # the rest of the range holds no records (transaction markers)
+    except BaseException:
+        cached.next_offset = -1  # unknown state: seek next time
+        raise
+    finally:
+        cached.consumer.unassign()
+    return records
+
+
+def _continues(cached: CachedChannel, start: int) -> bool:
+    first = cached.leftover[0][0] if cached.leftover else cached.next_offset
+    return first == start
+
+
+def _position(consumer: Any, channel: str) -> int:
+    from confluent_kafka import TopicPartition
+
+    try:
+        return consumer.position([TopicPartition(channel, 0)])[0].offset
+    except Exception:
+        return -1
+
+
+_STORES: dict[tuple[str, ...], Any] = {}
+
+
+def object_store(options: dict[str, str]) -> Any:
+    """The S3 client of this Python worker, created on first use (never at import)."""
+    key = tuple(options.get(f"s3_{k}", "") for k in _S3_KEYS)
+    if key not in _STORES:
+        from services.common.config import S3Config
+        from services.common.objectstore import ObjectStore
+
+        _STORES[key] = ObjectStore(S3Config(**dict(zip(_S3_KEYS, key, strict=True))))
+    return _STORES[key]
+
+
+_S3_KEYS = ("endpoint", "access_key", "secret_key", "region", "bucket", "root_path")
+
+
+def s3_options(s3: Any) -> dict[str, str]:
+    """Source options carrying the S3 settings to the executors."""
+    return {f"s3_{k}": str(getattr(s3, k)) for k in _S3_KEYS}
+
+
+# -- the Spark adapter ----------------------------------------------------------------------
 
 
 @dataclass
@@ -57,60 +205,69 @@ class ChannelRange(InputPartition):
 
 class ChannelStreamReader(DataSourceStreamReader):
     def __init__(self, options: dict[str, str]) -> None:
+        self.options = dict(options)
         self.bootstrap = options["bootstrap"]
-        # "secret" in the key: Spark redacts the value (SASL password) in plans and logs
         self.security = json.loads(options.get("kafka_secret_conf", "{}"))
         self.channels = [c for c in options["channels"].split(",") if c]
-        self.scan_ms = int(options.get("scan_ms", "400"))
-        self.max_records = int(options.get("max_records_per_channel", "2000"))
+        self.scan_ms = int(options.get("scan_ms", "300"))
         self.read_timeout_s = float(options.get("read_timeout_s", "60"))
         self.fetch_wait_ms = int(options.get("fetch_wait_ms", "10"))
-        self.idle_advance_s = float(options.get("idle_advance_s", "5"))
-        self._last_advance = 0.0
+        self.scan_fetch_wait_ms = int(options.get("scan_fetch_wait_ms", "100"))
+        self.wake_file = options.get("wake_file", "")
+        self.limits = PlanLimits(
+            max_records=int(options.get("max_records_per_channel", "2000")),
+            max_bytes=int(options.get("max_bytes_per_channel", str(256 * 1024 * 1024))),
+            idle_advance_s=float(options.get("idle_advance_s", "5")),
+        )
+        self._planner: OffsetPlanner | None = None
         self._scanner: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_scanner"] = None  # consumers do not travel to executors
+        state["_scanner"] = state["_planner"] = None  # driver state stays on the driver
         return state
 
     def initialOffset(self) -> dict[str, int]:
         return dict.fromkeys(self.channels, 0)
 
-    def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:
-        from confluent_kafka import TopicPartition
+    def latestOffset(self, start: dict[str, int], limit: Any = None) -> dict[str, int]:
+        if self._planner is None:
+            self._planner = OffsetPlanner(self.channels, self.limits)
+        seeks = self._planner.rebase(start)
+        self._scan(seeks)
+        return self._planner.plan(read_flush_wanted(self.wake_file))
 
+    def _scan(self, seeks: dict[str, int]) -> None:
+        """Take what the scanner fetched since the last trigger, until drained or
+        ``scan_ms`` passed. The scanner keeps fetching between triggers with a long fetch
+        wait (``scan_fetch_wait_ms``): a few requests a second when idle, never a seek."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        assert self._planner is not None
         if self._scanner is None:
-            self._scanner = _consumer(self.bootstrap, self.fetch_wait_ms, self.security)
-        start = {c: int(start.get(c, 0)) for c in self.channels}
-        self._scanner.assign([TopicPartition(c, 0, start[c]) for c in self.channels])
-        end = dict(start)
-        seen = dict.fromkeys(self.channels, 0)
-        data_seen = False
+            self._scanner = Consumer(
+                consumer_conf(self.bootstrap, self.scan_fetch_wait_ms, self.security)
+            )
+            seeks = {c: s.scanned_to for c, s in self._planner.scans.items()}
+        if seeks:
+            self._scanner.assign(
+                [
+                    TopicPartition(c, 0, seeks.get(c, self._planner.scans[c].scanned_to))
+                    for c in self.channels
+                ]
+            )
+            self._scanner.consume(1, self.scan_fetch_wait_ms / 1000 * 2)  # first fetch
         deadline = time.monotonic() + self.scan_ms / 1000
         while time.monotonic() < deadline:
-            batch = self._scanner.consume(500, 0.05)
-            for record in batch:
-                if record.error() is not None:
-                    continue
-                channel = record.topic()
-                if seen[channel] >= self.max_records:
-                    continue
-                seen[channel] += 1
-                if record.value()[:1] == TICK_PREFIX:
-                    end[channel] = max(end[channel], record.offset() + 1)
-                else:
-                    data_seen = True
-            if all(seen[c] >= self.max_records for c in self.channels):
+            batch = self._scanner.consume(2000, 0)
+            if not batch:
                 break
-        # Only timeticks: moving the checkpoint is worth a Spark batch only now and then
-        # (an idle data node would otherwise run a job every trigger).
-        now = time.monotonic()
-        if not data_seen and now - self._last_advance < self.idle_advance_s:
-            return start
-        if end != start:
-            self._last_advance = now
-        return end
+            for record in batch:
+                if record.error() is None:
+                    value = record.value() or b""
+                    self._planner.observe(
+                        record.topic(), Seen(record.offset(), len(value), tick_ts(value))
+                    )
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[ChannelRange]:
         return [
@@ -119,30 +276,28 @@ class ChannelStreamReader(DataSourceStreamReader):
             if int(end.get(c, 0)) > int(start.get(c, 0))
         ]
 
-    def read(self, partition: ChannelRange) -> Iterator[tuple[str, int, bytes]]:
-        from confluent_kafka import TopicPartition
+    def read(self, partition: ChannelRange) -> Iterator[tuple[str, str]]:
+        """Executor: persist one channel's range and describe what was written."""
+        from streaming.flush import ParallelPuts, Record, process_batch, report_rows
 
-        consumer = _consumer(self.bootstrap, self.fetch_wait_ms, self.security)
+        started = time.monotonic()
+        cached = cached_channel(
+            self.bootstrap, partition.channel, self.fetch_wait_ms, self.security
+        )
+        raw = consume_range(
+            cached, partition.channel, partition.start, partition.end, self.read_timeout_s
+        )
+        consumed = time.monotonic()
+        records = [Record(partition.channel, offset, value) for offset, value in raw]
+        store = ParallelPuts(object_store(self.options))
         try:
-            consumer.assign([TopicPartition(partition.channel, 0, partition.start)])
-            next_offset = partition.start
-            deadline = time.monotonic() + self.read_timeout_s
-            while next_offset < partition.end:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(
-                        f"{partition.channel}: read stuck at offset {next_offset} of "
-                        f"[{partition.start}, {partition.end})"
-                    )
-                first = consumer.poll(0.1)  # then drain what is buffered: no batch timeout
-                for record in [first, *consumer.consume(499, 0)] if first else []:
-                    if record.error() is not None or record.offset() < next_offset:
-                        continue
-                    if record.offset() >= partition.end:
-                        break
-                    next_offset = record.offset() + 1
-                    yield (partition.channel, record.offset(), record.value())
+            report, stats = process_batch(records, store)
         finally:
-            consumer.close()
+            store.join()  # every object is on S3 before the driver hears of it
+        stats.executor = f"{os.uname().nodename}:{os.getpid()}"
+        stats.consume_ms = int((consumed - started) * 1000)
+        stats.write_ms = int((time.monotonic() - consumed) * 1000)
+        yield from report_rows(report, stats)
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to do: Spark's checkpoint is the source of truth for offsets."""

@@ -108,6 +108,16 @@ class InfraConfig:
     seaweed_filer_port: int = 8888
     #: Heap of the managed ZooKeeper JVM.
     zookeeper_heap_mb: int = 256
+    #: Cluster mode (``vectide up --mode cluster``) runs a Spark standalone master and
+    #: workers for the data node (from pyspark's own jars); its ports and sizes:
+    spark_master_port: int = 7077
+    spark_master_webui_port: int = 8080
+    spark_workers: int = 1
+    #: worker i listens on this port + i and serves its UI on spark_worker_webui_port + i
+    spark_worker_port: int = 7078
+    spark_worker_webui_port: int = 8081
+    spark_worker_cores: int = 2
+    spark_worker_memory_mb: int = 2048
 
 
 @dataclass
@@ -146,10 +156,21 @@ class DataConfig:
     segment_max_rows: int = 500_000
     #: ... or once nothing was written to it for this long.
     segment_idle_seal_s: float = 600.0
-    #: The data node's Spark master (``local[N]`` runs Spark inside the data node process).
+    #: The data node's Spark master: ``local[N]`` runs Spark inside the data node process
+    #: (standalone mode); ``spark://host:port`` or ``k8s://https://...`` submits to a cluster.
+    #: ``vectide up --mode cluster`` points it at the Spark master it starts.
     spark_master: str = "local[2]"
     #: Micro-batch trigger of the data node's streaming query.
     trigger_s: float = 1.0
+    #: Port of the data node driver's Spark UI and monitoring REST API (/api/v1); 0 = off.
+    spark_ui_port: int = 4040
+    #: Cores the data node takes from a Spark cluster (0: every core offered).
+    spark_max_cores: int = 0
+    #: Memory of each Spark executor.
+    spark_executor_memory_mb: int = 1024
+    #: A micro-batch takes at most this many records of one channel (a backlog is worked
+    #: off in several batches; an executor task holds one channel's range in memory).
+    max_records_per_channel: int = 2000
 
 
 @dataclass

@@ -9,6 +9,11 @@ that channel passes ``seal_ts``, the segment is complete in S3 and becomes Flush
 States: Growing -> Sealed (size, idle time, or Flush) -> Flushed -> Indexed -> Dropped.
 Binlog records are keyed by their log id, so a data node replaying a batch after a crash
 records the same files again without duplicating anything.
+
+Metadata stays small however long the ingest runs: a segment's record (``segments/{id}``)
+holds its state and positions only and is rewritten when those change; each binlog is a
+znode of its own (``binlogs/{segment}/{log id}``), written once; channel checkpoints are
+overwritten in place. No value grows with the number of batches.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from services.common.msgstream.message import Position
 from services.datacoord.segment import (
     PERSISTED,
     BatchReport,
+    Binlog,
     Deltalog,
     SegmentInfo,
     SegmentState,
@@ -34,7 +40,10 @@ from services.datacoord.segment import (
 log = logging.getLogger(__name__)
 
 _SEGMENTS = "datacoord/segments"
+_BINLOGS = "datacoord/binlogs"
 _CHECKPOINTS = "datacoord/checkpoints"
+#: the newest seal stamp: a data node watches it to run a batch for a waiting flush
+SEAL_TS_KEY = "datacoord/seal_ts"
 
 
 @dataclass
@@ -71,6 +80,21 @@ class DataCoord:
                 s.segment_id: s
                 for s in map(SegmentInfo.from_json, self._kv.list_prefix(_SEGMENTS).values())
             }
+            for key, raw in self._kv.list_prefix(_BINLOGS).items():
+                segment = self._segments.get(int(key.split("/")[2]))
+                if segment is not None:
+                    entry = Binlog(**json.loads(raw))
+                    segment.binlogs[entry.log_id] = entry
+            for segment in self._segments.values():
+                if segment.binlogs and not self._kv.list_prefix(
+                    f"{_BINLOGS}/{segment.segment_id}"
+                ):  # written by a version that kept binlogs inside the segment record
+                    for entry in segment.binlogs.values():
+                        self._kv.put(
+                            f"{_BINLOGS}/{segment.segment_id}/{entry.log_id}",
+                            json.dumps(asdict(entry)).encode(),
+                        )
+                    self._save(segment)
             self._checkpoints = {
                 key.rsplit("/", 1)[1]: Position(**json.loads(raw))
                 for key, raw in self._kv.list_prefix(_CHECKPOINTS).items()
@@ -124,6 +148,7 @@ class DataCoord:
         segment.state = SegmentState.SEALED
         segment.seal_ts = self._alloc_ts()
         self._save(segment)
+        self._kv.put(SEAL_TS_KEY, str(segment.seal_ts).encode())
         log.info(
             "segment sealed", extra={"segment": segment.segment_id, "rows": segment.assigned_rows}
         )
@@ -196,10 +221,16 @@ class DataCoord:
                         state=SegmentState.GROWING,
                     )
                     self._segments[segment_id] = segment
-                segment.binlogs[binlog.log_id] = binlog
+                    self._save(segment)
+                if binlog.log_id not in segment.binlogs:  # a replayed batch: known already
+                    self._kv.put(
+                        f"{_BINLOGS}/{segment_id}/{binlog.log_id}",
+                        json.dumps(asdict(binlog)).encode(),
+                    )
+                    segment.binlogs[binlog.log_id] = binlog
                 if segment.start_position is None or first.offset < segment.start_position.offset:
                     segment.start_position = first
-                self._save(segment)
+                    self._save(segment)
             for collection_id, delta in report.deltalogs:
                 self._deltalogs.setdefault(collection_id, {})[delta.log_id] = delta
                 self._kv.put(
@@ -242,6 +273,24 @@ class DataCoord:
                 s
                 for s in self._segments.values()
                 if s.collection_id == collection_id and (states is None or s.state in states)
+            ]
+
+    def segment_rows(self, collection_id: int) -> list[tuple[int, int, str, str, int, int]]:
+        """(segment, partition, vchannel, state, rows on S3, rows assigned) of each live
+        segment. Small, unlike ``segments`` (no binlog lists): what the segment-info RPCs
+        report, so a client can watch persistence trail the writes."""
+        with self._lock:
+            return [
+                (
+                    s.segment_id,
+                    s.partition_id,
+                    s.vchannel,
+                    s.state.value,
+                    s.num_rows,
+                    max(s.assigned_rows, s.num_rows),
+                )
+                for s in self._segments.values()
+                if s.collection_id == collection_id and s.state != SegmentState.DROPPED
             ]
 
     def segment(self, segment_id: int) -> SegmentInfo | None:
@@ -335,4 +384,5 @@ class DataCoord:
                     self._save(segment)
 
     def _save(self, segment: SegmentInfo) -> None:
-        self._kv.put(f"{_SEGMENTS}/{segment.segment_id}", segment.to_json())
+        """The segment's record, without its binlogs (each has its own znode)."""
+        self._kv.put(f"{_SEGMENTS}/{segment.segment_id}", segment.to_json(with_binlogs=False))

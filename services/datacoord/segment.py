@@ -55,16 +55,18 @@ class SegmentInfo:
     def num_rows(self) -> int:
         return sum(b.rows for b in self.binlogs.values())
 
-    def to_json(self) -> bytes:
+    def to_json(self, with_binlogs: bool = True) -> bytes:
         data = asdict(self)
         data["state"] = self.state.value
+        if not with_binlogs:
+            data["binlogs"] = {}
         return json.dumps(data).encode()
 
     @classmethod
     def from_json(cls, raw: bytes) -> SegmentInfo:
         data = json.loads(raw)
         data["state"] = SegmentState(data["state"])
-        data["binlogs"] = {k: Binlog(**v) for k, v in data["binlogs"].items()}
+        data["binlogs"] = {k: Binlog(**v) for k, v in data.get("binlogs", {}).items()}
         if data["start_position"]:
             data["start_position"] = Position(**data["start_position"])
         return cls(**data)

@@ -23,6 +23,7 @@ from services.common.session import SessionInfo, SessionRegistry
 from services.infra.components import Endpoint, InfraError
 from services.infra.manager import InfraManager, Progress
 from services.infra.process import ManagedProcess
+from services.infra.spark import master_state, master_url, spark_components
 
 #: On one host every process needs its own /metrics and /healthz port: the role's offset
 #: from ``service.metrics_port`` plus its index (standalone keeps 9091, the rootcoord 9191,
@@ -133,6 +134,8 @@ class DeploymentManager:
     def __init__(self, config: Config, progress: Progress | None = None) -> None:
         self.config = config
         self.infra = InfraManager(config, progress)
+        #: cluster mode's Spark standalone master and workers (the data node's executors)
+        self.spark = InfraManager(config, progress, spark_components(config))
         self._progress = progress or (lambda line: None)
         self._state_file = config.run_dir / "deployment.json"
 
@@ -164,6 +167,9 @@ class DeploymentManager:
         self._state_file.parent.mkdir(parents=True, exist_ok=True)
         self._state_file.write_text(json.dumps([asdict(r) for r in roles], indent=2))
         env = self.config.to_env()
+        if mode == "cluster" and datanode:
+            self.spark.up()  # the data node submits to it instead of running local[N]
+            env["VECTIDE_DATA_SPARK_MASTER"] = master_url(self.config)
         for role in roles:
             proc = self._process(role)
             if proc.pid() is None:
@@ -229,8 +235,26 @@ class DeploymentManager:
             if self._process(role).stop():
                 self._progress(f"{role.name}: stopped")
         self._state_file.unlink(missing_ok=True)
+        self.spark.down()
         if infra:
             self.infra.down()
+
+    def spark_status(self) -> dict[str, object]:
+        """The Spark master (when cluster mode runs one) and the data node driver's UI."""
+        state = master_state(self.config)
+        ui = ""
+        for member in self._members("datanode"):
+            ui = member.extra.get("spark_ui", "")
+        return {
+            "master": master_url(self.config) if state else None,
+            "master_ui": (
+                f"http://{self.config.service.host}:{self.config.infra.spark_master_webui_port}"
+                if state
+                else None
+            ),
+            "workers": len([w for w in (state or {}).get("workers", []) if w["state"] == "ALIVE"]),
+            "driver_ui": ui or None,
+        }
 
 
 def milvus_answers(endpoint: str, timeout_s: float = 2.0) -> bool:

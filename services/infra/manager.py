@@ -34,9 +34,14 @@ class ComponentStatus:
 
 
 class InfraManager:
-    def __init__(self, config: Config, progress: Progress | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        progress: Progress | None = None,
+        managed: list[Component] | None = None,
+    ) -> None:
         self.config = config
-        self.components = components(config)
+        self.components = components(config) if managed is None else managed
         self._progress = progress or (lambda line: log.info(line))
 
     def process(self, component: Component) -> ManagedProcess:

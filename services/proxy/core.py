@@ -80,6 +80,9 @@ class DataCoordPort(Protocol):
     ) -> int: ...
     def flush(self, collection_id: int) -> tuple[list[int], int]: ...
     def flushed(self, segment_ids: list[int]) -> bool: ...
+    def segment_rows(
+        self, collection_id: int
+    ) -> list[tuple[int, int, str, str, int, int]]: ...
     def drop_collection(self, collection_id: int) -> None: ...
     def index_progress(
         self, collection_id: int, index_id: int, needs_files: bool
@@ -87,8 +90,23 @@ class DataCoordPort(Protocol):
 
 
 class QueryNodePort(Protocol):
+    def sealed_segments(self, vchannel: str) -> list[int]: ...
     def search(self, req: ShardSearchRequest) -> SearchHits: ...
     def query(self, req: ShardQueryRequest) -> QueryRows: ...
+
+
+@dataclass(frozen=True)
+class SegmentRows:
+    """One segment as the segment-info RPCs report it."""
+
+    segment_id: int
+    partition_id: int
+    vchannel: str
+    state: str
+    #: rows in its binlogs on S3
+    num_rows: int
+    #: rows written to it (the growing copy in the query nodes holds these)
+    assigned_rows: int
 
 
 class QueryNodes(Protocol):
@@ -376,6 +394,31 @@ class Proxy:
 
     def flushed(self, segment_ids: list[int]) -> bool:
         return self.datacoord is None or self.datacoord.flushed(segment_ids)
+
+    def persistent_segments(self, collection: str) -> tuple[int, list[SegmentRows]]:
+        """(collection id, its segments as datacoord records them): GetPersistentSegmentInfo."""
+        info = self.meta.get(collection)
+        if self.datacoord is None:
+            return info.collection_id, []
+        rows = self.datacoord.segment_rows(info.collection_id)
+        return info.collection_id, [SegmentRows(*r) for r in rows]
+
+    def query_segments(self, collection: str) -> tuple[int, list[tuple[SegmentRows, int]]]:
+        """Segments the query nodes serve, with the node serving each: the sealed copies
+        they loaded, and the growing segments of their shards (GetQuerySegmentInfo)."""
+        collection_id, segments = self.persistent_segments(collection)
+        if self.querycoord.load_state(collection_id)[0] != LOAD_STATE_LOADED:
+            return collection_id, []
+        leaders = self.querycoord.shard_leaders(collection_id)
+        served: list[tuple[SegmentRows, int]] = []
+        for vchannel, node_id in leaders.items():
+            sealed = set(self.nodes.node(node_id).sealed_segments(vchannel))
+            served += [
+                (s, node_id)
+                for s in segments
+                if s.vchannel == vchannel and (s.segment_id in sealed or s.state == "Growing")
+            ]
+        return collection_id, served
 
     def row_count(self, collection: str) -> int:
         """Rows visible now (loaded collections), as GetCollectionStatistics reports."""

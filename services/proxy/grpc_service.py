@@ -368,6 +368,48 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
             status=_ok(), flushed=self.proxy.flushed(list(request.segmentIDs))
         )
 
+    @rpc(milvus_pb2.GetPersistentSegmentInfoResponse)
+    def GetPersistentSegmentInfo(self, request, context):
+        """Rows on S3 per segment, for every state: a client watches persistence with it."""
+        collection_id, segments = self.proxy.persistent_segments(request.collectionName)
+        return milvus_pb2.GetPersistentSegmentInfoResponse(
+            status=_ok(),
+            infos=[
+                milvus_pb2.PersistentSegmentInfo(
+                    segmentID=s.segment_id,
+                    collectionID=collection_id,
+                    partitionID=s.partition_id,
+                    num_rows=s.num_rows,
+                    state=_segment_state(s.state),
+                )
+                for s in segments
+            ],
+        )
+
+    @rpc(milvus_pb2.GetQuerySegmentInfoResponse)
+    def GetQuerySegmentInfo(self, request, context):
+        collection_id, served = self.proxy.query_segments(request.collectionName)
+        return milvus_pb2.GetQuerySegmentInfoResponse(
+            status=_ok(),
+            infos=[
+                milvus_pb2.QuerySegmentInfo(
+                    segmentID=s.segment_id,
+                    collectionID=collection_id,
+                    partitionID=s.partition_id,
+                    num_rows=s.assigned_rows if s.state == "Growing" else s.num_rows,
+                    nodeID=node_id,
+                    nodeIds=[node_id],
+                    state=_segment_state(s.state),
+                )
+                for s, node_id in served
+            ],
+        )
+
+
+def _segment_state(state: str) -> int:
+    """Datacoord's state as Milvus's enum (Indexed is Flushed with an index to Milvus)."""
+    return common_pb2.SegmentState.Value("Flushed" if state == "Indexed" else state)
+
 
 def _loads(text: str | None) -> Any:
     if text is None:

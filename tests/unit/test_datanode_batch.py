@@ -15,8 +15,16 @@ from services.common.msgstream.message import (
     TimeTickMsg,
 )
 from services.datacoord.core import DataCoord, DataCoordConfig
-from services.datacoord.segment import SegmentState
-from streaming.flush import PK_FIELD, TS_FIELD, Record, process_batch
+from services.datacoord.segment import BatchReport, Binlog, SegmentState
+from streaming.flush import (
+    PK_FIELD,
+    TS_FIELD,
+    ParallelPuts,
+    Record,
+    merge_rows,
+    process_batch,
+    report_rows,
+)
 from tests.fakes import DictStore
 
 VCH = "c-dml_0_7v0"
@@ -135,3 +143,64 @@ def test_pk_stats_have_no_false_negatives(pks):
         np.arange(10_000, 11_000) if isinstance(pks, np.ndarray) else [f"x{i}" for i in range(1000)]
     )
     assert stats.may_contain(others).mean() < 0.05
+
+
+def test_executor_rows_carry_the_whole_report_back_to_the_driver():
+    batch = records(
+        insert(5, [1, 2], 10),
+        DeleteMsg(9, 12, 0, 7, -1, VCH, np.array([1]), np.array([12])),
+        TimeTickMsg(0, 20, 0),
+    )
+    report, stats = process_batch(batch, DictStore())
+    stats.executor = "host:1"
+    rows = list(report_rows(report, stats))
+    assert all(len(body) < 2000 for _, body in rows)  # descriptions, never data
+    merged, total, executors = merge_rows(rows + rows[-1:])
+    assert merged == report
+    assert (total.rows, total.deletes, executors) == (4, 2, ["host:1", "host:1"])
+
+
+def test_segment_metadata_stays_small_through_thousands_of_batches():
+    """A long ingest at full rate (here 3,000 batches of 4 channels into 2 segments) keeps
+    every value in the metastore far below ZooKeeper's 1 MB limit: binlogs are znodes of
+    their own, checkpoints are overwritten in place."""
+    clock = counter()
+    kv = MemoryKV()
+    dc = DataCoord(kv, clock, counter(1), DataCoordConfig(segment_max_rows=10**9))
+    segments = [dc.assign_segment(7, 1, f"c-dml_{i}_7v0", 1) for i in range(2)]
+    channels = [f"c-dml_{i}" for i in range(4)]
+    for batch in range(3000):
+        binlogs = []
+        for c, channel in enumerate(channels):
+            log = Binlog(
+                f"{channel}-{batch * 10}-{batch * 10 + 9}",
+                100,
+                {str(f): f"insert_log/7/1/{segments[c % 2]}/{f}/x" for f in (0, 1, 101)},
+                "stats_log/x",
+                batch,
+                batch + 1,
+            )
+            binlogs.append(
+                (segments[c % 2], 7, 1, f"c-dml_{c % 2}_7v0", log, Position(channel, batch, 0))
+            )
+        checkpoints = {c: Position(c, batch * 10 + 10, clock()) for c in channels}
+        dc.save_batch(BatchReport(binlogs, [], checkpoints))
+    biggest = max(len(v) for v in kv.list_prefix("datacoord").values())
+    assert biggest < 4096
+    assert dc.segment(segments[0]).num_rows == 3000 * 2 * 100
+    restarted = DataCoord(kv, clock, counter(10**6))
+    restarted.start()
+    assert restarted.segment(segments[0]).num_rows == 3000 * 2 * 100
+
+
+def test_parallel_puts_write_everything_before_join_returns_and_raise_failures():
+    batch = records(insert(5, [1, 2], 10), TimeTickMsg(0, 20, 0))
+    store, direct = DictStore(), DictStore()
+    puts = ParallelPuts(store)
+    assert process_batch(batch, puts)[0] == process_batch(batch, direct)[0]
+    puts.join()
+    assert store.objects == direct.objects
+    failing = ParallelPuts(DictStore(fail_index_puts=1))
+    failing.put("index_files/1/2", b"x")
+    with pytest.raises(OSError):
+        failing.join()

@@ -65,6 +65,7 @@ DATACOORD_METHODS = (
     "flushed",
     "save_batch",
     "segments",
+    "segment_rows",
     "segment",
     "deltalogs",
     "checkpoint",
