@@ -301,7 +301,7 @@ def server_phases(target: Target, sets: list[Dataset], opts: Options) -> dict[st
     # freshness of the deployment as it starts, before the run's load: compared with the
     # end-of-run figure it shows what a few minutes of running did (Tansu's growing load)
     out["freshness_at_start"] = freshness_phase(client, sets[0], opts, label, "fresh_start")
-    rss_start = rss_bytes(pids)
+    rss_start = rss_bytes(idle.distinct(pids))  # a process hosting two roles counts once
     loaded_rows = 0
     for data in sets:
         profile = Profile(main_pid, profiles / f"{label}-ingest-{data.name}.txt", opts.profile)
@@ -320,7 +320,7 @@ def server_phases(target: Target, sets: list[Dataset], opts: Options) -> dict[st
         with profile:
             search_dataset(client, data, opts, label, out)
         broker_cpu(pids, out, f"after searches {data.name}")
-    out["memory"] = memory(rss_start, rss_bytes(pids), loaded_rows)
+    out["memory"] = memory(rss_start, rss_bytes(idle.distinct(pids)), loaded_rows)
     synthetic = sets[0]
     param, value = _setting(out["search"]["synthetic"]["HNSW"], "0.95")
     params = search_params(synthetic.metric, param, value)
