@@ -6,11 +6,15 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 import yaml
 
 from services.common import logs
-from services.common.config import ConfigError, load_config
+from services.common.config import Config, ConfigError, load_config
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
 
 
 def _print(line: str) -> None:
@@ -200,7 +204,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_avro_schema(config, zk, collection: str) -> int:
+def _print_avro_schema(config: Config, zk: KazooClient, collection: str) -> int:
     from services.common.discovery import ActiveClient
     from services.common.errors import MilvusError
     from services.common.kv.zookeeper import cluster_root

@@ -160,8 +160,7 @@ class BatchApplier:
                 if exc.code != Code.COLLECTION_NOT_FOUND:
                     raise Backpressure(str(exc)) from exc
                 self._decoder = None
-                for r in records:
-                    self._fail(outcome, r, f"collection {self._collection!r} does not exist")
+                self._fail_missing(outcome, records)
                 return None
             if self._decoder is None or self._decoder.schema != info.schema:
                 self._decoder = RecordDecoder(info.schema, self._fmt, self._registry)
@@ -194,8 +193,7 @@ class BatchApplier:
                 raise Backpressure(str(exc)) from exc
             if exc.code == Code.COLLECTION_NOT_FOUND:
                 self._decoder = None  # dropped: look it up again next batch
-                for r, _ in run.items:
-                    self._fail(outcome, r, f"collection {self._collection!r} does not exist")
+                self._fail_missing(outcome, [r for r, _ in run.items])
                 return
             if len(run.items) == 1:
                 self._fail(outcome, run.items[0][0], f"refused by the proxy: {exc.message}")
@@ -227,6 +225,10 @@ class BatchApplier:
         pk_data = list(pks) if pk.data_type == DataType.VARCHAR else np.asarray(pks, np.int64)
         columns[pk.name] = FieldColumn(pk.field_id, pk.name, pk.data_type, pk_data, 0)
         self._writer.upsert(self._collection, self._partition, columns, len(rows))
+
+    def _fail_missing(self, outcome: BatchOutcome, records: Sequence[KafkaRecord]) -> None:
+        for r in records:
+            self._fail(outcome, r, f"collection {self._collection!r} does not exist")
 
     def _fail(self, outcome: BatchOutcome, record: KafkaRecord, error: str) -> None:
         outcome.dead.append(DeadLetter(record, error))

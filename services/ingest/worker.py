@@ -66,7 +66,6 @@ class MappingRunner:
         self._thread = threading.Thread(
             target=self._run, name=f"ingest-{mapping.name}", daemon=True
         )
-        self._consumer: Consumer | None = None
         #: owned partitions: the raw progress value last read or written, and its content
         self._progress: dict[TP, tuple[bytes | None, Progress]] = {}
         self._pending: list[KafkaRecord] = []
@@ -93,7 +92,7 @@ class MappingRunner:
             "enable.partition.eof": False,
         }
         self._ensure_dlq(conf)
-        consumer = self._consumer = Consumer(conf)
+        consumer = Consumer(conf)
         consumer.subscribe(
             [self.mapping.topic],
             on_assign=self._on_assign,
