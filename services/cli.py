@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
 from dataclasses import asdict
@@ -311,6 +312,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         _print(f"config error: {exc}")
         return 2
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        _print(f"vectide: {exc.strerror}")  # a taken port: the message names it and the knob
+        return 1
 
 
 if __name__ == "__main__":

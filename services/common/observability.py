@@ -124,7 +124,14 @@ class Observability:
         function (the server stops when its last user releases it)."""
         with self._lock:
             if self._server is None:
-                self._server = ThreadingHTTPServer((host, port), _handler(self))
+                try:
+                    self._server = ThreadingHTTPServer((host, port), _handler(self))
+                except OSError as exc:
+                    raise OSError(
+                        exc.errno,
+                        f"cannot serve /metrics and /healthz on {host}:{port}: {exc.strerror} "
+                        "(set service.metrics_port, or --metrics-port for one role)",
+                    ) from exc
                 self._server.daemon_threads = True
                 threading.Thread(
                     target=self._server.serve_forever, name="observability-http", daemon=True

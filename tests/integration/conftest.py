@@ -3,6 +3,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -60,6 +61,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_block(first: int, size: int, tries: int = 10) -> int:
+    """The first of ``first``, ``first + 2000``, ... whose ``size`` ports are all free.
+
+    Fixed ports keep a failing run readable, but on a machine whose ephemeral range or
+    other services reach them, a role would die on a taken port: move the block instead
+    (and say who held it)."""
+    for base in range(first, first + 2000 * tries, 2000):
+        busy = [p for p in range(base, base + size) if not _bindable(p)]
+        if not busy:
+            return base
+        print(f"ports {base}..{base + size - 1}: {busy[:5]} taken; moving on")
+        if shutil.which("ss"):
+            subprocess.run(["ss", "-tanp", f"( sport = :{busy[0]} )"], check=False)
+    raise RuntimeError(f"no free block of {size} ports from {first}")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def vectide_status(config: Config) -> dict:
     """`vectide status --json` of a deployment, run as a user runs it."""
     result = subprocess.run(
@@ -100,10 +127,11 @@ def cluster(infra):
     config = isolated(infra, "c")
     config.zookeeper.session_timeout_s = 10.0
     config.query.max_timestamp_lag_ms = 2000
-    config.service.proxy_port = TEST_PORTS["kafka"] + 600  # 19692.., clear of other tests
-    config.service.rootcoord_port = TEST_PORTS["kafka"] + 620
-    config.service.querynode_port = TEST_PORTS["kafka"] + 630
-    config.service.metrics_port = TEST_PORTS["kafka"] + 700  # each role its own, + 100..170
+    base = free_block(TEST_PORTS["kafka"] + 600, 200)  # 19692.., clear of other tests
+    config.service.proxy_port = base  # proxies +0.., the rootcoord +20, query nodes +30..
+    config.service.rootcoord_port = base + 20
+    config.service.querynode_port = base + 30
+    config.service.metrics_port = base + 100  # each role its own, + 100..170
     manager = DeploymentManager(config, progress=lambda line: print(f"[cluster] {line}"))
     try:
         manager.up("cluster", querynodes=2, proxies=2, datanode=False)

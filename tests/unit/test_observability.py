@@ -87,6 +87,15 @@ def test_one_server_per_process_shared_until_its_last_user_releases_it() -> None
         get(port, "/metrics")
 
 
+def test_a_taken_metrics_port_is_named_with_the_setting_that_moves_it() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError, match=f"127.0.0.1:{port}.*service.metrics_port"):
+            Observability().serve("127.0.0.1", port)
+
+
 def test_state_gauge_merges_sources_and_survives_a_failing_one() -> None:
     gauge = StateGauge("vectide_test_lag_ms", "test", ("vchannel",))
     try:
