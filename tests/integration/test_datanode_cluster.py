@@ -17,7 +17,7 @@ from services.common.session import SessionRegistry
 from services.infra.manager import InfraManager
 from services.infra.spark import master_state, master_url, spark_components
 from tests.infra import TEST_PORTS
-from tests.integration.conftest import free_port, isolated
+from tests.integration.conftest import free_block, free_port, isolated
 from tests.integration.test_persistence import (
     DataNode,
     Persistent,
@@ -25,8 +25,6 @@ from tests.integration.test_persistence import (
     make_collection,
     persisted_rows,
 )
-
-BASE = TEST_PORTS["kafka"] + 1300  # 20392.. (+ the test port offset): clear of other tests
 
 
 def get_json(url: str):
@@ -37,15 +35,16 @@ def get_json(url: str):
 @pytest.fixture(scope="module")
 def spark_cluster(infra):
     config = isolated(infra, "k")
-    config.infra.spark_master_port = BASE
-    config.infra.spark_master_webui_port = BASE + 1
-    config.infra.spark_worker_port = BASE + 2
-    config.infra.spark_worker_webui_port = BASE + 4
+    base = free_block(TEST_PORTS["kafka"] + 1300, 10)  # 20392..: clear of other tests
+    config.infra.spark_master_port = base
+    config.infra.spark_master_webui_port = base + 1
+    config.infra.spark_worker_port = base + 2
+    config.infra.spark_worker_webui_port = base + 4
     config.infra.spark_workers = 1
     config.infra.spark_worker_cores = 2
     config.infra.spark_worker_memory_mb = 1536
     config.data.spark_master = master_url(config)
-    config.data.spark_ui_port = BASE + 8
+    config.data.spark_ui_port = base + 8
     config.data.trigger_s = 1.0
     config.service.rootcoord_port = free_port()
     spark = InfraManager(config, lambda line: print(f"[spark] {line}"), spark_components(config))

@@ -17,7 +17,7 @@ from pymilvus import DataType, MilvusClient
 from services.infra.deployment import DeploymentManager
 from services.proxy.interceptor import MILVUS_SERVICE
 from tests.infra import TEST_PORTS
-from tests.integration.conftest import isolated, vectide_status
+from tests.integration.conftest import free_block, isolated, vectide_status
 
 
 def get(url: str) -> tuple[int, bytes]:
@@ -123,9 +123,10 @@ def test_standalone_and_data_node_processes_report_flushes(infra, tmp_path):
     config = isolated(infra, "o")
     config.infra.run_dir = str(tmp_path)  # its own deployment record, beside the cluster's
     config.kafka.managed = config.zookeeper.managed = config.s3.managed = False
-    config.service.proxy_port = TEST_PORTS["kafka"] + 660
-    config.service.rootcoord_port = TEST_PORTS["kafka"] + 670
-    config.service.metrics_port = TEST_PORTS["kafka"] + 900  # clear of the cluster fixture's
+    base = free_block(TEST_PORTS["kafka"] + 900, 160)  # clear of the cluster fixture's
+    config.service.metrics_port = base  # the standalone's; the data node's is + 150
+    config.service.proxy_port = base + 20
+    config.service.rootcoord_port = base + 30
     # a Spark session starting on a busy 2-core box: the cluster fixture's session timeout
     config.infra.startup_timeout_s = 180
     config.zookeeper.session_timeout_s = 10.0
