@@ -23,6 +23,7 @@ fetched past its range's end are kept for the next range of that channel.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -32,6 +33,8 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from streaming.planning import OffsetPlanner, PlanLimits, Seen
+
+log = logging.getLogger(__name__)
 
 #: the Avro union branch of a TimeTick (zig-zag varint 2): a tick is known by its first byte
 TICK_PREFIX = b"\x04"
@@ -131,6 +134,7 @@ def consume_range(
         return records  # the previous read fetched this range already
     cached.consumer.assign([TopicPartition(channel, 0, cached.next_offset)])
     deadline = time.monotonic() + timeout_s
+    reread = -1  # the offset of the last gap read again
     try:
         while next_offset < end and not cached.leftover:
             if time.monotonic() > deadline:
@@ -141,12 +145,24 @@ def consume_range(
             for record in [first, *cached.consumer.consume(999, 0)] if first else []:
                 if record.error() is not None or record.offset() < next_offset:
                     continue
+                if record.offset() > next_offset and reread != next_offset:
+                    # the client skipped records (seen with Tansu): read the gap again once;
+                    # a gap that is still there is the log's own (e.g. transaction markers)
+                    log.error(
+                        "channel offsets skipped a range; reading it again",
+                        extra={"channel": channel, "expected": next_offset, "got": record.offset()},
+                    )
+                    reread = next_offset
+                    cached.consumer.assign([TopicPartition(channel, 0, next_offset)])
+                    break
                 cached.next_offset = record.offset() + 1
                 if record.offset() >= end:
                     cached.leftover.append((record.offset(), record.value()))
                     continue
                 records.append((record.offset(), record.value()))
                 next_offset = record.offset() + 1
+            if reread >= next_offset:
+                continue  # until the gap is read again, the position is the skipping read's
             if next_offset < end and _position(cached.consumer, channel) >= end:
                 break  # the rest of the range holds no records (transaction markers)
     except BaseException:

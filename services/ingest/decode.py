@@ -18,7 +18,7 @@ import io
 import json
 import re
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,11 +104,37 @@ class RecordDecoder:
         self._pk = schema.primary
         self._dynamic = schema.dynamic_field
         self._fields = {f.name: f for f in schema.fields if not f.is_dynamic}
+        self._vectors = [f for f in self._fields.values() if f.data_type == DataType.FLOAT_VECTOR]
         self._plain_avro = (
             fastavro.parse_schema(avro_schema(schema)) if fmt == "avro" and not registry else None
         )
 
     def decode(self, key: bytes | None, value: bytes | None) -> Decoded:
+        """One record; raises :class:`RecordError` when it cannot be applied."""
+        (got,) = self.decode_all([(key, value)])
+        if isinstance(got, RecordError):
+            raise got
+        return got
+
+    def decode_all(
+        self, records: Sequence[tuple[bytes | None, bytes | None]]
+    ) -> list[Decoded | RecordError]:
+        """Each (key, value) decoded, or the reason it cannot be.
+
+        Vectors are converted for the whole batch at once: per record, numpy's conversion
+        of a 128-float list cost as much as parsing the record's JSON.
+        """
+        out: list[Decoded | RecordError] = []
+        for key, value in records:
+            try:
+                out.append(self._one(key, value))
+            except RecordError as exc:
+                out.append(exc)
+        for field in self._vectors:
+            _convert_vectors(field, out)
+        return out
+
+    def _one(self, key: bytes | None, value: bytes | None) -> Decoded:
         if value is None:
             if key is None:
                 raise RecordError("a tombstone (null value) needs a key: the primary key")
@@ -250,7 +276,9 @@ def _varchar(field: FieldSchema, value: str) -> str:
     return value
 
 
-def _vector(field: FieldSchema, value: Any) -> np.ndarray:
+def _vector(field: FieldSchema, value: Any) -> np.ndarray | list[Any]:
+    """Bytes become a float32 vector here; a list is only measured (its numbers are
+    converted and checked with the batch's, in :func:`_convert_vectors`)."""
     if isinstance(value, bytes):  # little-endian float32, as the channels carry vectors
         if len(value) != 4 * field.dim:
             raise RecordError(
@@ -262,10 +290,44 @@ def _vector(field: FieldSchema, value: Any) -> np.ndarray:
         raise RecordError(f"field {field.name!r}: expected an array of {field.dim} floats")
     if len(value) != field.dim:
         raise RecordError(f"field {field.name!r}: dimension {len(value)}, expected {field.dim}")
+    return value
+
+
+def _convert_vectors(field: FieldSchema, decoded: list[Decoded | RecordError]) -> None:
+    """Replace the list vectors of ``field`` in the batch's upserts by float32 rows of one
+    matrix; an upsert whose vector holds non-numbers or non-finite numbers becomes a
+    :class:`RecordError` in place."""
+    upserts = [
+        (i, d.values)
+        for i, d in enumerate(decoded)
+        if isinstance(d, Upsert) and isinstance(d.values[field.name], list)
+    ]
+    if not upserts:
+        return
+    rows: list[np.ndarray | None]
+    with np.errstate(over="ignore"):  # beyond float32 becomes inf: refused just below
+        try:
+            matrix = np.array([values[field.name] for _, values in upserts], dtype=np.float32)
+        except (TypeError, ValueError):  # a vector holds a non-number: convert row by row
+            rows = [_numbers(values[field.name]) for _, values in upserts]
+            finite = [r is not None and bool(np.isfinite(r).all()) for r in rows]
+        else:
+            rows, finite = list(matrix), np.isfinite(matrix).all(axis=1).tolist()
+    if all(finite):
+        for (_, values), vector in zip(upserts, rows, strict=True):
+            values[field.name] = vector
+        return
+    for (i, values), vector, ok in zip(upserts, rows, finite, strict=True):
+        if vector is None:
+            decoded[i] = RecordError(f"field {field.name!r}: the vector holds non-numbers")
+        elif not ok:
+            decoded[i] = RecordError(f"field {field.name!r}: the vector must be finite numbers")
+        else:
+            values[field.name] = vector
+
+
+def _numbers(value: list[Any]) -> np.ndarray | None:
     try:
-        vector = np.asarray(value, dtype=np.float32)
+        return np.asarray(value, dtype=np.float32)
     except (TypeError, ValueError):
-        raise RecordError(f"field {field.name!r}: the vector holds non-numbers") from None
-    if vector.ndim != 1 or not np.isfinite(vector).all():
-        raise RecordError(f"field {field.name!r}: the vector must be {field.dim} finite numbers")
-    return vector
+        return None

@@ -58,6 +58,33 @@ def test_json_rows_take_the_key_as_primary_key_when_the_value_has_none():
     assert decoder.decode(b"9", None) == Tombstone(9)
 
 
+def test_a_batch_converts_its_vectors_together_and_fails_only_the_bad_ones():
+    decoder = RecordDecoder(schema())
+    records = [
+        (b"1", row(vec=[0.1, 0.2, 0.3, 0.4])),
+        (b"2", row(vec=[1.0, "x", 2.0, 3.0])),
+        (b"3", row(vec=[1e39, 0.0, 0.0, 0.0])),  # beyond float32: not a finite number
+        (b"4", None),
+        (b"5", row(vec=[1.0] * 3)),
+        (b"6", row(vec=[4, 3, 2, 1])),
+    ]
+    got = decoder.decode_all(records)
+    assert [type(g).__name__ for g in got] == [
+        "Upsert", "RecordError", "RecordError", "Tombstone", "RecordError", "Upsert"
+    ]  # fmt: skip
+    assert "non-numbers" in str(got[1]) and "finite" in str(got[2])
+    np.testing.assert_array_equal(got[0].values["vec"], np.float32([0.1, 0.2, 0.3, 0.4]))
+    assert got[5].values["vec"].dtype == np.float32 and got[5].values["vec"].tolist() == [
+        4,
+        3,
+        2,
+        1,
+    ]
+    # all good: one matrix, rows in record order
+    good = decoder.decode_all([(b"7", row(vec=[7.0] * DIM)), (b"8", row(vec=[8.0] * DIM))])
+    assert [g.values["vec"][0] for g in good] == [7.0, 8.0]
+
+
 @pytest.mark.parametrize(
     ("key", "value", "reason"),
     [
