@@ -36,7 +36,7 @@ class ManagedProcess:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
             return None
-        if _cmdline_contains(pid, self.marker):
+        if _cmdline_contains(pid, self.marker) or _starting_child(pid):
             return pid
         self.pid_file.unlink(missing_ok=True)
         return None
@@ -116,6 +116,19 @@ def _cmdline_contains(pid: int, marker: str) -> bool:
         return marker in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return False
+
+
+def _starting_child(pid: int) -> bool:
+    """Our own live child: between fork and exec its command line is still ours, not the
+    marker's (a start-up check in that window took it for a stranger, deleted the PID file,
+    and left the process running, unowned, on its ports)."""
+    if not _alive(pid):
+        return False
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return int(fields[1]) == os.getpid()
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

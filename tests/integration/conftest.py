@@ -127,7 +127,7 @@ def cluster(infra):
     config = isolated(infra, "c")
     config.zookeeper.session_timeout_s = 10.0
     config.query.max_timestamp_lag_ms = 2000
-    base = free_block(TEST_PORTS["kafka"] + 600, 200)  # 19692.., clear of other tests
+    base = free_block(TEST_PORTS["kafka"] + 600, 280)  # 19692.., clear of other tests
     config.service.proxy_port = base  # proxies +0.., the rootcoord +20, query nodes +30..
     config.service.rootcoord_port = base + 20
     config.service.querynode_port = base + 30

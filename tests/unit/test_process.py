@@ -41,3 +41,20 @@ def test_early_exit_is_detected_with_log(tmp_path):
         time.sleep(0.05)
     assert proc.exited_early()
     assert "boom" in proc.log_tail()
+
+
+def test_a_child_that_has_not_exec_ed_yet_is_still_ours(tmp_path):
+    """Between fork and exec a child's command line is its parent's: a start-up check then
+    must not take it for a stranger (and lose track of it)."""
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        proc = ManagedProcess("starting", tmp_path, "vectide-test-not-in-its-cmdline")
+        proc.pid_file.parent.mkdir(parents=True)
+        proc.pid_file.write_text(f"{child.pid}\n")
+        assert proc.pid() == child.pid
+        assert not proc.exited_early()
+    finally:
+        child.kill()
+        child.wait()
