@@ -1,6 +1,6 @@
 """The proxy's gRPC transport as Milvus's: requests up to 64 MB (larger ones fail with
-RESOURCE_EXHAUSTED), gzip-compressed requests, and the keepalive pings clients send while
-idle, which must not cost them their connection."""
+RESOURCE_EXHAUSTED), gzip- and deflate-compressed requests, and the keepalive pings clients
+send while idle, which must not cost them their connection."""
 
 from __future__ import annotations
 
@@ -72,21 +72,23 @@ def test_a_request_over_64mb_is_refused_as_milvus_refuses_it(standalone, collect
     assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
-def test_gzip_compressed_requests_are_accepted(standalone, client, collection):
-    gzip = stub(standalone, compression=grpc.Compression.Gzip)
+@pytest.mark.parametrize("algorithm", [grpc.Compression.Gzip, grpc.Compression.Deflate])
+def test_compressed_requests_are_accepted(standalone, client, collection, algorithm):
+    compressed = stub(standalone, compression=algorithm)
     before = count(client, collection)
+    first = 10_000 + 100 * int(algorithm)
     pks = schema_pb2.FieldData(type=DataType.INT64, field_name="pk")
-    pks.scalars.long_data.data.extend(range(10_000, 10_010))
+    pks.scalars.long_data.data.extend(range(first, first + 10))
     vecs = schema_pb2.FieldData(type=DataType.FLOAT_VECTOR, field_name="vec")
     vecs.vectors.dim = DIM
     vecs.vectors.float_vector.data.extend([0.5] * DIM * 10)
-    inserted = gzip.Insert(
+    inserted = compressed.Insert(
         milvus_pb2.InsertRequest(collection_name=collection, fields_data=[pks, vecs], num_rows=10),
         timeout=30,
     )
     assert inserted.status.code == 0 and inserted.insert_cnt == 10
     assert count(client, collection) == before + 10
-    reply = gzip.HasCollection(milvus_pb2.HasCollectionRequest(collection_name=collection))
+    reply = compressed.HasCollection(milvus_pb2.HasCollectionRequest(collection_name=collection))
     assert reply.value is True
 
 

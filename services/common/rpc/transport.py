@@ -37,6 +37,9 @@ def channel_options(
         # server does (5 s, without calls).
         ("grpc.http2.min_ping_interval_without_data_ms", 5000),
         ("grpc.keepalive_permit_without_calls", 1),
+        # and, as Milvus's servers, ping a peer idle for 60 s: a dead one is gone 10 s later
+        ("grpc.keepalive_time_ms", 60_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
     ]
 
 
