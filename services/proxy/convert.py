@@ -24,6 +24,7 @@ from services.common.schema import (
     CollectionSchema,
     FieldSchema,
 )
+from services.proxy.dql import Outputs
 
 SUPPORTED = {t.value for t in DataType}
 PK_TYPES = {DataType.INT64, DataType.VARCHAR}
@@ -309,33 +310,36 @@ def ids_proto(pks: np.ndarray | list[str]) -> schema_pb2.IDs:
 
 
 def search_results(
-    info: CollectionInfo, hits: SearchHits, output_fields: list[str], limit: int
+    info: CollectionInfo, hits: SearchHits, outputs: Outputs, limit: int
 ) -> milvus_pb2.SearchResults:
+    """A search reply as Milvus's proxy builds it: the requested columns, then the primary
+    key's when it was asked for (the Node SDK reads every listed name from ``fields_data``)."""
     schema = info.schema
     data = schema_pb2.SearchResultData(
         num_queries=hits.nq,
         top_k=limit,
         ids=ids_proto(hits.pks),
         topks=hits.counts,
-        output_fields=output_fields,
+        output_fields=outputs.names,
         primary_field_name=schema.primary.name,
     )
     data.scores.extend(np.asarray(hits.scores, dtype=np.float32).tolist())
-    for name, values in hits.fields.items():
-        field = schema.field(name)
-        if field is not None:
-            data.fields_data.append(field_data(field, values))
+    data.fields_data.extend(_columns(schema, outputs.fetch, hits.fields))
+    if outputs.pk:
+        data.fields_data.append(field_data(schema.primary, hits.pks))
     return milvus_pb2.SearchResults(status=ok_status(), results=data, collection_name=info.name)
 
 
 def query_results(
-    info: CollectionInfo, rows: QueryRows, output_fields: list[str]
+    info: CollectionInfo, rows: QueryRows, outputs: Outputs
 ) -> milvus_pb2.QueryResults:
+    """A query reply: the primary key's column first, always (Milvus adds it to every
+    retrieve; ``output_fields`` lists it only when asked for), then the requested ones."""
     schema = info.schema
     result = milvus_pb2.QueryResults(
         status=ok_status(),
         collection_name=info.name,
-        output_fields=output_fields,
+        output_fields=outputs.names,
         primary_field_name=schema.primary.name,
     )
     if rows.count is not None:
@@ -344,11 +348,22 @@ def query_results(
         result.fields_data.append(count)
         return result
     result.fields_data.append(field_data(schema.primary, rows.pks))
-    for name, values in rows.fields.items():
-        field = schema.field(name)
-        if field is not None and not field.is_primary:
-            result.fields_data.append(field_data(field, values))
+    result.fields_data.extend(_columns(schema, outputs.fetch, rows.fields))
     return result
+
+
+def _columns(
+    schema: CollectionSchema, names: list[str], values: dict[str, Any]
+) -> list[schema_pb2.FieldData]:
+    """``names``' columns in that order; one the query nodes did not send is an error, not
+    a silent gap a client would trip over."""
+    out = []
+    for name in names:
+        field = schema.field(name)
+        if field is None or name not in values:
+            raise MilvusError(errors.Code.SERVICE_INTERNAL, f"output field {name} was not fetched")
+        out.append(field_data(field, values[name]))
+    return out
 
 
 def read_vectors(placeholder_group: bytes, dim: int) -> np.ndarray:

@@ -30,7 +30,7 @@ from services.common.schema import (
 )
 from services.proxy.channels_time_ticker import ChannelsTimeTicker
 from services.proxy.dml import DeleteTask, InsertTask, MutationResult
-from services.proxy.dql import QuerySpec, QueryTask, SearchSpec, SearchTask
+from services.proxy.dql import Outputs, QuerySpec, QueryTask, SearchSpec, SearchTask
 from services.proxy.meta_cache import MetaCache
 from services.proxy.task_scheduler import TaskScheduler
 from services.querycoord.core import LOAD_STATE_LOADED
@@ -372,10 +372,10 @@ class Proxy:
 
     # -- reads -------------------------------------------------------------------------------
 
-    def search(self, spec: SearchSpec) -> tuple[CollectionInfo, SearchHits, list[str]]:
+    def search(self, spec: SearchSpec) -> tuple[CollectionInfo, SearchHits, Outputs]:
         return self.scheduler.run(SearchTask(self, spec))
 
-    def query(self, spec: QuerySpec) -> tuple[CollectionInfo, QueryRows, list[str]]:
+    def query(self, spec: QuerySpec) -> tuple[CollectionInfo, QueryRows, Outputs]:
         return self.scheduler.run(QueryTask(self, spec))
 
     def flush(self, collections: list[str]) -> dict[str, tuple[list[int], int]]:

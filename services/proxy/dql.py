@@ -15,7 +15,12 @@ from services.common.errors import Code, MilvusError
 from services.common.expr import ExprError, parse
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits, merge_hits, merge_rows, take
-from services.common.schema import DYNAMIC_FIELD, CollectionInfo, ConsistencyLevel
+from services.common.schema import (
+    DYNAMIC_FIELD,
+    CollectionInfo,
+    CollectionSchema,
+    ConsistencyLevel,
+)
 from services.proxy.task_scheduler import Queue, Task
 
 if TYPE_CHECKING:
@@ -58,35 +63,58 @@ class QuerySpec(ReadSpec):
     offset: int = 0
 
 
-def output_fields(info: CollectionInfo, requested: list[str]) -> tuple[list[str], list[str]]:
-    """(fields the query nodes must return, names the response lists).
+@dataclass(frozen=True)
+class Outputs:
+    """A read's output fields, resolved once against the schema (Milvus's proxy does the same
+    in translateOutputFields).
 
-    ``*`` means every field; a name the schema does not know is a dynamic key when the
-    collection has dynamic fields (the query nodes return ``$meta`` and pymilvus picks the key).
+    Clients read one value per name in the reply's ``output_fields``: the Node SDK looks each
+    up in ``fields_data`` (or, failing that, in ``$meta``) and crashes when neither has it, and
+    pymilvus and langchain-milvus drop what is missing. So every name listed here must come
+    back as a column, or as a key of the dynamic field.
     """
-    schema = info.schema
+
+    #: columns the query nodes return: schema fields, and ``$meta`` for dynamic keys; never
+    #: the primary key, which every hit and row carries anyway
+    fetch: list[str]
+    #: the reply's ``output_fields``: the client's names, ``*`` expanded, in request order
+    names: list[str]
+    #: the client asked for the primary key (by name or through ``*``): search replies then
+    #: carry its column as well as ``ids``, as Milvus's do
+    pk: bool
+
+
+def resolve_outputs(schema: CollectionSchema, requested: list[str]) -> Outputs:
+    """The :class:`Outputs` of ``requested`` (Milvus 2.6 semantics).
+
+    ``*`` means every field, vectors and ``$meta`` included (Milvus >= 2.4; older servers left
+    vectors out); a name the schema does not know is a dynamic key when the collection has
+    dynamic fields (the query nodes return ``$meta`` and the client picks the key), and an
+    error otherwise.
+    """
     fetch: list[str] = []
     names: list[str] = []
-    for name in requested:
-        if name == "*":
-            for f in schema.fields:
-                if not f.is_primary and f.name not in fetch:
-                    fetch.append(f.name)
-                if f.name not in names:
-                    names.append(f.name)
+    for raw in requested:
+        name = raw.strip()
+        if not name:
             continue
-        f = schema.field(name)
-        if f is not None:
-            if not f.is_primary and name not in fetch:
-                fetch.append(name)
-        elif schema.enable_dynamic_field and name != COUNT_STAR:
-            if DYNAMIC_FIELD not in fetch:
-                fetch.append(DYNAMIC_FIELD)
-        else:
-            raise errors.invalid(f"field {name} not exist")
-        if name not in names:
-            names.append(name)
-    return fetch, names
+        for each in [f.name for f in schema.fields] if name == "*" else [name]:
+            column = _column_of(schema, each)
+            if column is not None and column not in fetch:
+                fetch.append(column)
+            if each not in names:
+                names.append(each)
+    return Outputs(fetch, names, schema.primary.name in names)
+
+
+def _column_of(schema: CollectionSchema, name: str) -> str | None:
+    """The column holding output ``name`` (None for the primary key: hits carry it)."""
+    field = schema.field(name)
+    if field is not None:
+        return None if field.is_primary else field.name
+    if schema.enable_dynamic_field and name != COUNT_STAR:
+        return DYNAMIC_FIELD
+    raise errors.invalid(f"field {name} not exist")
 
 
 class _ReadTask(Task):
@@ -176,7 +204,7 @@ class SearchTask(_ReadTask):
                 f"[actual={spec.metric_type}]"
             )
         self.metric = metric
-        self.fetch, self.names = output_fields(self.info, spec.output_fields)
+        self.outputs = resolve_outputs(schema, spec.output_fields)
 
     def execute(self) -> None:
         spec = self._spec
@@ -194,7 +222,7 @@ class SearchTask(_ReadTask):
             expr=spec.expr,
             expr_params=spec.expr_params,
             partition_ids=self.partition_ids,
-            output_fields=self.fetch,
+            output_fields=self.outputs.fetch,
             search_params=spec.params,
         )
         parts = self._fan_out(lambda node, vchs: node.search(replace(request, vchannels=vchs)))
@@ -203,8 +231,8 @@ class SearchTask(_ReadTask):
         if spec.round_decimal >= 0:
             self.hits.scores = np.round(self.hits.scores, spec.round_decimal)
 
-    def post_execute(self) -> tuple[CollectionInfo, SearchHits, list[str]]:
-        return self.info, self.hits, self.names
+    def post_execute(self) -> tuple[CollectionInfo, SearchHits, Outputs]:
+        return self.info, self.hits, self.outputs
 
 
 def _page(hits: SearchHits, offset: int, limit: int) -> SearchHits:
@@ -237,12 +265,9 @@ class QueryTask(_ReadTask):
         if spec.limit is not None and (spec.limit < 0 or spec.offset < 0):
             raise errors.invalid("limit and offset must not be negative")
         if self.count_only:
-            self.fetch, self.names = [], [COUNT_STAR]
-        else:
-            self.fetch, self.names = output_fields(self.info, spec.output_fields)
-            pk = self.info.schema.primary.name
-            if pk not in self.names:
-                self.names.insert(0, pk)
+            self.outputs = Outputs([], [COUNT_STAR], pk=False)
+        else:  # the reply always carries the pk column, listed only when asked for (Milvus)
+            self.outputs = resolve_outputs(self.info.schema, spec.output_fields)
 
     def execute(self) -> None:
         spec = self._spec
@@ -256,12 +281,12 @@ class QueryTask(_ReadTask):
             expr=spec.expr,
             expr_params=spec.expr_params,
             partition_ids=self.partition_ids,
-            output_fields=self.fetch,
+            output_fields=self.outputs.fetch,
             limit=per_shard,
             count_only=self.count_only,
         )
         parts = self._fan_out(lambda node, vchs: node.query(replace(request, vchannels=vchs)))
         self.rows = merge_rows(parts, spec.offset, spec.limit)
 
-    def post_execute(self) -> tuple[CollectionInfo, QueryRows, list[str]]:
-        return self.info, self.rows, self.names
+    def post_execute(self) -> tuple[CollectionInfo, QueryRows, Outputs]:
+        return self.info, self.rows, self.outputs

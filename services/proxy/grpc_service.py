@@ -321,8 +321,8 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
             params=_params(params.get("params")),
             **self._read_common(request, request.dsl, context),
         )
-        info, hits, names = self.proxy.search(spec)
-        return convert.search_results(info, hits, names, spec.limit)
+        info, hits, outputs = self.proxy.search(spec)
+        return convert.search_results(info, hits, outputs, spec.limit)
 
     @rpc(milvus_pb2.QueryResults)
     def Query(self, request, context):
@@ -333,8 +333,8 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
             offset=int(params.get("offset") or 0),
             **self._read_common(request, request.expr, context),
         )
-        info, rows, names = self.proxy.query(spec)
-        return convert.query_results(info, rows, names)
+        info, rows, outputs = self.proxy.query(spec)
+        return convert.query_results(info, rows, outputs)
 
     def _read_common(self, request: Any, expr: str, context: grpc.ServicerContext) -> dict:
         return {

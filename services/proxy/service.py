@@ -32,6 +32,11 @@ from services.proxy.interceptor import MILVUS_SERVICE, MetricsInterceptor
 
 log = logging.getLogger(__name__)
 
+#: Milvus's proxy limits (``proxy.grpc.serverMaxRecvSize`` / ``serverMaxSendSize``): a
+#: request over 64 MB fails with RESOURCE_EXHAUSTED, as Milvus's would; replies may be larger
+MAX_REQUEST_BYTES = 64 * 1024 * 1024
+MAX_REPLY_BYTES = 256 * 1024 * 1024
+
 
 class ProxyService:
     def __init__(
@@ -59,7 +64,12 @@ class ProxyService:
         self._grpc_health = health.HealthServicer()
 
     def start(self) -> ProxyService:
-        server = new_server(max_workers=64, interceptors=(MetricsInterceptor(),))
+        server = new_server(
+            max_workers=64,
+            interceptors=(MetricsInterceptor(),),
+            max_receive=MAX_REQUEST_BYTES,
+            max_send=MAX_REPLY_BYTES,
+        )
         if server.add_insecure_port(self.config.service.listen_address(self.address)) == 0:
             raise OSError(f"cannot listen on {self.address}: is another proxy running?")
         info = self.registry.register("proxy", self.address)

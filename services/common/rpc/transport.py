@@ -20,16 +20,27 @@ from services.common.rpc import codec
 log = logging.getLogger(__name__)
 
 _ERROR_KEY = "vectide-error-bin"
+#: between Vectide's own processes: a query node's hits with vectors can be large
 MAX_MESSAGE = 256 * 1024 * 1024
-_OPTIONS = [
-    ("grpc.max_send_message_length", MAX_MESSAGE),
-    ("grpc.max_receive_message_length", MAX_MESSAGE),
-    # pymilvus pings every 10 s even between calls; gRPC's server default (5 min between
-    # pings without data, two strikes) answered an idle client with GOAWAY "too many pings"
-    # after ~30 s. Accept what pymilvus sends, as Milvus's server does (5 s, without calls).
-    ("grpc.http2.min_ping_interval_without_data_ms", 5000),
-    ("grpc.keepalive_permit_without_calls", 1),
-]
+
+
+def channel_options(
+    max_receive: int = MAX_MESSAGE, max_send: int = MAX_MESSAGE
+) -> list[tuple[str, int]]:
+    """Options of every Vectide server and channel; the proxy passes Milvus's size limits."""
+    return [
+        ("grpc.max_send_message_length", max_send),
+        ("grpc.max_receive_message_length", max_receive),
+        # pymilvus pings every 10 s even between calls; gRPC's server default (5 min between
+        # pings without data, two strikes) answered an idle client with GOAWAY "too many
+        # pings" after ~30 s. Accept what pymilvus, the Node and Java SDKs send, as Milvus's
+        # server does (5 s, without calls).
+        ("grpc.http2.min_ping_interval_without_data_ms", 5000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        # and, as Milvus's servers, ping a peer idle for 60 s: a dead one is gone 10 s later
+        ("grpc.keepalive_time_ms", 60_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+    ]
 
 
 def method_handler(fn: Callable[..., Any]) -> grpc.RpcMethodHandler:
@@ -56,11 +67,16 @@ def generic_handler(service: str, obj: object, methods: Iterable[str]) -> grpc.G
 
 
 def new_server(
-    max_workers: int = 32, interceptors: Sequence[grpc.ServerInterceptor] = ()
+    max_workers: int = 32,
+    interceptors: Sequence[grpc.ServerInterceptor] = (),
+    max_receive: int = MAX_MESSAGE,
+    max_send: int = MAX_MESSAGE,
 ) -> grpc.Server:
+    """A threaded gRPC server. It accepts gzip- and deflate-compressed requests as gRPC
+    servers do by default (Milvus's registers gzip); replies go uncompressed."""
     return grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers),
-        options=_OPTIONS,
+        options=channel_options(max_receive, max_send),
         interceptors=list(interceptors),
     )
 
@@ -72,7 +88,7 @@ class RpcClient:
         self.address = address
         self._service = service
         self._timeout_s = timeout_s
-        self._channel = grpc.insecure_channel(address, options=_OPTIONS)
+        self._channel = grpc.insecure_channel(address, options=channel_options())
         self._stubs: dict[str, Callable[..., bytes]] = {}
 
     def __getattr__(self, name: str) -> Callable[..., Any]:

@@ -1,0 +1,100 @@
+"""The published Node SDK (``@zilliz/milvus2-sdk-node``, pinned in tests/clients/node) runs
+its documented flow against a Vectide standalone: create, insert, index, load, search with the
+primary key among the output fields (and with the SDK's default ``*``), query, delete, drop.
+
+The SDK is installed with ``npm ci`` from the pinned lock file into ``.vectide/node-sdk/``
+on first use; the test skips only when ``node`` or ``npm`` is not installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.infra import REPO
+
+CLIENT = REPO / "tests" / "clients" / "node"
+SDK = "@zilliz/milvus2-sdk-node"
+DIM, ROWS = 8, 50  # as flow.js
+
+
+def node_modules() -> Path:
+    """The pinned SDK's ``node_modules``, installed once per lock file content.
+
+    ``npm ci`` runs in a staging folder renamed into place when complete, so an interrupted
+    or concurrent install never leaves a half-filled cache behind."""
+    manifest = [(CLIENT / n).read_bytes() for n in ("package.json", "package-lock.json")]
+    key = hashlib.sha256(b"\0".join(manifest)).hexdigest()[:16]
+    target = REPO / ".vectide" / "node-sdk" / key
+    if (target / "node_modules" / SDK / "package.json").exists():
+        return target / "node_modules"
+    staging = target.with_name(f"{key}.tmp{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(CLIENT / name, staging / name)
+    subprocess.run(
+        ["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
+        cwd=staging,
+        check=True,
+        timeout=300,
+    )
+    try:
+        staging.rename(target)
+    except OSError:  # another run installed it meanwhile
+        shutil.rmtree(staging, ignore_errors=True)
+    return target / "node_modules"
+
+
+@pytest.fixture(scope="module")
+def node_env() -> dict[str, str]:
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node and npm are not installed")
+    return {**os.environ, "NODE_PATH": str(node_modules())}
+
+
+def vector(i: int) -> np.ndarray:
+    return np.sin(i * 7 + np.arange(DIM)).astype(np.float32)
+
+
+def nearest(i: int, k: int) -> list[int]:
+    vectors = np.stack([vector(j) for j in range(ROWS)])
+    return np.argsort(((vectors - vector(i)) ** 2).sum(axis=1), kind="stable")[:k].tolist()
+
+
+def test_documented_flow(standalone, node_env):
+    address = standalone.uri.removeprefix("http://")
+    prefix = f"node_{uuid.uuid4().hex[:6]}"
+    done = subprocess.run(
+        ["node", str(CLIENT / "flow.js"), address, prefix],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=node_env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = json.loads(done.stdout.strip().splitlines()[-1])
+    for pk_type, pk in (("Int64", str), ("VarChar", lambda i: f"k{i}")):
+        run = runs[pk_type]
+        assert run["insert_count"] == ROWS
+        [hits] = run["search"] if isinstance(run["search"][0], list) else [run["search"]]
+        assert [str(h["pk"]) for h in hits] == [pk(i) for i in nearest(3, 5)]
+        assert [h["title"] for h in hits] == [f"title-{i}" for i in nearest(3, 5)]
+        assert [h["color"] for h in hits] == ["odd" if i % 2 else "even" for i in nearest(3, 5)]
+        [top, *_] = run["search_all"]  # output_fields `*`: every field, the pk included
+        assert str(top["pk"]) == pk(10) and top["title"] == "title-10" and int(top["n"]) == 10
+        assert np.allclose(top["vec"], vector(10))
+        rows = sorted(run["query"], key=lambda r: int(r["n"]))
+        assert [(str(r["pk"]), r["title"]) for r in rows] == [
+            (pk(i), f"title-{i}") for i in range(5)
+        ]
+        assert run["delete_count"] == 10 and run["count_after_delete"] == ROWS - 10
+        assert run["exists_after_drop"] is False
