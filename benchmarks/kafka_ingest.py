@@ -4,7 +4,8 @@ rate for the same records, and how soon a produced record is visible (Eventually
 The records are the synthetic dataset as JSON objects (``{"id": i, "vector": [...]}``),
 serialized before any clock starts, so both rates pay the same producer cost and the ratio is
 what Vectide's ingest path (consume, decode, upsert through the proxy, apply in the query
-node) costs on top of the log itself.
+node) costs on top of the log itself. The mapping carries one record before the clock starts,
+so its one-off start (the worker's refresh, the consumer group join) is not counted as rate.
 
 ``python -m benchmarks.kafka_ingest [--rows N]`` runs this phase alone on the bench's own
 infrastructure and Vectide; ``make bench`` runs it inside the Vectide phase.

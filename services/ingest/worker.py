@@ -230,10 +230,13 @@ class MappingRunner:
             return
         written = self._store.save_progress(self.mapping.name, updates)
         if written is None:
-            log.warning(
-                "ingest progress fenced: another worker owns these partitions now",
-                extra={"mapping": self.mapping.name, "partitions": sorted(updates)},
-            )
+            if self._store.get(self.mapping.name) is None:  # `ingest remove`: not a conflict
+                log.info("ingest mapping removed", extra={"mapping": self.mapping.name})
+            else:
+                log.warning(
+                    "ingest progress fenced: another worker owns these partitions now",
+                    extra={"mapping": self.mapping.name, "partitions": sorted(updates)},
+                )
             for tp in updates:
                 self._progress.pop(tp, None)
             return
