@@ -179,7 +179,8 @@ class IngestConfig:
     batch_rows: int = 5000
     #: How long a partial batch waits for more records before it is written.
     linger_ms: int = 50
-    #: How often running workers re-read the mappings (`vectide ingest add/remove`).
+    #: How often running workers re-read the mappings; adds and removes also reach them at
+    #: once through a metastore watch, so this only bounds how late an edit is seen.
     refresh_s: float = 2.0
     #: Consumer-group timeouts. Short ones make rebalances quick on the local broker; on a
     #: production Kafka cluster Kafka's defaults (45000 / 3000 / 300000) are the usual choice.

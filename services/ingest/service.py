@@ -23,7 +23,7 @@ from services.common.observability import Health
 from services.common.session import SessionRegistry
 from services.ingest.batcher import Writer
 from services.ingest.dlq import DeadLetterProducer
-from services.ingest.mapping import MappingStore
+from services.ingest.mapping import MAPPINGS, MappingStore
 from services.ingest.worker import IngestWorker, RunnerConfig
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,12 @@ class IngestService:
             registry_factory=schema_registry,
             refresh_s=cfg.refresh_s,
         ).start()
+        # a new or removed mapping starts or stops its runner at once (the refresh remains
+        # for edits and a missed watch)
+        mappings = f"{cluster_root(self.config.zookeeper, self.config.cluster.name)}/{MAPPINGS}"
+        self._zk.ensure_path(mappings)
+        worker = self.worker
+        self._zk.ChildrenWatch(mappings, lambda _children: worker.wake())
         self._session = self._registry.register("ingest", "-")
         log.info("ingest role running", extra={"mappings": self.worker.mappings()})
         return self

@@ -319,6 +319,7 @@ class IngestWorker:
         self._refresh_s = refresh_s
         self._runners: dict[str, MappingRunner] = {}
         self._stop = threading.Event()
+        self._changed = threading.Event()
         self._thread = threading.Thread(target=self._follow, name="ingest-mappings", daemon=True)
 
     def start(self) -> IngestWorker:
@@ -352,8 +353,19 @@ class IngestWorker:
                     mapping, self._writer, self._store, self._dlq, self._config, registry
                 ).start()
 
+    def wake(self) -> bool:
+        """The mapping list changed (a metastore watch saw it): sync now, not at the next
+        refresh. Thread-safe; the refresh still catches what a watch misses. False once the
+        worker stopped (a kazoo watch function returning False ends the watch)."""
+        self._changed.set()
+        return not self._stop.is_set()
+
     def _follow(self) -> None:
-        while not self._stop.wait(self._refresh_s):
+        while True:
+            self._changed.wait(self._refresh_s)
+            self._changed.clear()
+            if self._stop.is_set():
+                return
             try:
                 self.sync()
             except Exception:
@@ -361,6 +373,7 @@ class IngestWorker:
 
     def stop(self) -> None:
         self._stop.set()
+        self._changed.set()
         if self._thread.is_alive():
             self._thread.join(timeout=10)
         for runner in self._runners.values():

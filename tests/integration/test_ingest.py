@@ -28,7 +28,7 @@ from pymilvus import DataType, MilvusClient
 
 from services.cli import main as vectide
 from services.common.errors import Code, MilvusError
-from services.common.kv.zookeeper import cluster_root, connect_zookeeper
+from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
 from services.common.msgstream.message import DataType as MsgType
 from services.common.schema import (
     CollectionInfo,
@@ -40,6 +40,7 @@ from services.common.session import SessionRegistry
 from services.infra.deployment import DeploymentManager, plan
 from services.ingest.dlq import DeadLetterProducer
 from services.ingest.mapping import IngestMapping, MappingStore
+from services.ingest.service import IngestService
 from services.ingest.worker import MappingRunner, RunnerConfig
 from services.launcher import start_standalone
 from tests.integration.conftest import free_port, isolated
@@ -494,3 +495,27 @@ def test_a_pushing_back_proxy_pauses_the_mapping_and_loses_nothing(infra, zk_kv)
         assert stats.to_dict()["applied"] == 3000 and stats.to_dict()["failed"] == 0
     finally:
         runner.stop()
+
+
+def test_a_new_mapping_starts_at_once_not_at_the_next_refresh(infra):
+    """The ingest service watches the mapping list: with a 60 s refresh, a mapping added
+    through the metastore still carries records within seconds."""
+    config = isolated(infra, "w")
+    config.ingest.refresh_s = 60.0
+    zk = connect_zookeeper(config.zookeeper)
+    proxy = FlakyProxy(refusals=0)
+    service = IngestService(config, zk, proxy).start()
+    try:
+        topic = create_topic(infra, 1)
+        p = producer(infra)
+        for pk in range(100):
+            p.produce(topic, key=str(pk).encode(), value=json.dumps(
+                {"vec": vector(pk), "tag": "x"}).encode())  # fmt: skip
+        p.flush(30)
+        root = cluster_root(config.zookeeper, config.cluster.name)
+        MappingStore(ZooKeeperKV(zk, root)).add(IngestMapping("watched", topic, "docs"))
+        wait_for(lambda: len(proxy.rows) == 100, 20, "rows within 20 s of the mapping")
+    finally:
+        service.stop()
+        zk.stop()
+        zk.close()
