@@ -20,6 +20,17 @@ class FixedColumn:
     def __len__(self) -> int:
         return self._len
 
+    def checked(self, values: Any, rows: int) -> np.ndarray:
+        """``values`` as this column stores them, or ValueError: a message is checked whole
+        before any column takes its rows, so a bad one changes nothing."""
+        try:
+            array = np.asarray(values, dtype=self._data.dtype)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"values not convertible to {self._data.dtype}: {exc}") from None
+        if array.shape != (rows, *self._data.shape[1:]):
+            raise ValueError(f"shape {array.shape}, expected {(rows, *self._data.shape[1:])}")
+        return array
+
     def append(self, values: np.ndarray) -> None:
         n = len(values)
         if self._len + n > len(self._data):
@@ -46,6 +57,15 @@ class ObjectColumn:
 
     def __len__(self) -> int:
         return len(self._values)
+
+    def checked(self, values: Any, rows: int) -> list[Any]:
+        """``values`` as a list of ``rows`` strings, or ValueError (see FixedColumn)."""
+        out = list(values) if not isinstance(values, str | bytes) else [values]
+        if len(out) != rows:
+            raise ValueError(f"{len(out)} values, expected {rows}")
+        if not all(isinstance(v, str) for v in out):
+            raise ValueError("text values expected")
+        return out
 
     def append(self, values: list[str]) -> None:
         self._values.extend(values)

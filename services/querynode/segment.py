@@ -9,6 +9,7 @@ row at the same stamp, and the new row must survive its own delete.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -76,29 +77,43 @@ class ShardStore:
     # -- writes ----------------------------------------------------------------------------
 
     def insert(self, msg: InsertMsg) -> None:
+        """Append a message's rows, all or nothing: every column is checked and converted
+        before the first one grows (a message that fails half-way would leave columns of
+        different lengths, and every later row misaligned)."""
         n = msg.num_rows
+        values = self._checked(msg, n)
+        pks = self._pks.checked(msg.pks, n)
+        stamps = self._insert_ts.checked(msg.timestamps, n)
+        for name, data in values.items():
+            self._columns[name].append(data)
+            if name in self._sq_norms:
+                self._sq_norms[name].append(np.einsum("ij,ij->i", data, data))
+        start = self.num_rows
+        if self._pk_is_str:
+            for i, key in enumerate(pks):
+                self._str_rows.setdefault(key, []).append(start + i)
+        self._pks.append(pks)
+        self._insert_ts.append(stamps)
+        self._deleted_at.append(np.full(n, NEVER, dtype=np.int64))
+        self._partition.append(np.full(n, msg.partition_id, dtype=np.int64))
+        self._segment.append(np.full(n, msg.segment_id, dtype=np.int64))
+        for pks, stamps in self._early_deletes:
+            self.delete_keys(pks, stamps, first_row=start)
+
+    def _checked(self, msg: InsertMsg, rows: int) -> dict[str, Any]:
         given = {c.name: c for c in msg.fields}
+        out: dict[str, Any] = {}
         for f in self.schema.fields:
             if f.is_primary:
                 continue
             col = given.get(f.name)
             if col is None:
                 raise ValueError(f"insert message lacks field {f.name}")
-            self._columns[f.name].append(col.data)
-            if f.is_vector:
-                vectors = np.asarray(col.data, dtype=np.float32)
-                self._sq_norms[f.name].append(np.einsum("ij,ij->i", vectors, vectors))
-        start = self.num_rows
-        if self._pk_is_str:
-            for i, key in enumerate(msg.pks):
-                self._str_rows.setdefault(key, []).append(start + i)
-        self._pks.append(msg.pks)
-        self._insert_ts.append(msg.timestamps)
-        self._deleted_at.append(np.full(n, NEVER, dtype=np.int64))
-        self._partition.append(np.full(n, msg.partition_id, dtype=np.int64))
-        self._segment.append(np.full(n, msg.segment_id, dtype=np.int64))
-        for pks, stamps in self._early_deletes:
-            self.delete_keys(pks, stamps, first_row=start)
+            try:
+                out[f.name] = self._columns[f.name].checked(col.data, rows)
+            except ValueError as exc:
+                raise ValueError(f"field {f.name}: {exc}") from None
+        return out
 
     def delete(self, msg: DeleteMsg) -> int:
         """Apply a delete; returns how many live rows it hit."""

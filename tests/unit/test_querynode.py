@@ -113,6 +113,30 @@ def test_upsert_at_one_stamp_keeps_the_new_row(node):
     np.testing.assert_array_equal(rows.fields["vec"][0], vec[0] * 2)
 
 
+def test_a_bad_insert_changes_nothing_and_the_shard_keeps_serving(node):
+    """Poison on the channel: each bad message is skipped whole (no column takes its rows),
+    tsafe moves on, and the rows around it stay aligned."""
+    good = np.eye(DIM, dtype=np.float32)[:2]
+    wrong_dim = insert([3], 5, np.ones((1, DIM - 1), np.float32))
+    missing_field = insert([4], 5, np.ones((1, DIM), np.float32))
+    missing_field.fields = missing_field.fields[:1]
+    short_pks = insert([5, 6], 5, np.ones((2, DIM), np.float32))
+    short_pks.fields[1] = FieldColumn(102, "n", DataType.INT64, np.array([60]))
+    not_numbers = insert([7], 5, np.ones((1, DIM), np.float32))
+    not_numbers.fields[1] = FieldColumn(102, "n", DataType.INT64, ["x"])
+    node.apply(
+        VCH,
+        pack(0, 10, insert([1], 5, good[:1]), wrong_dim, missing_field, short_pks, not_numbers),
+    )
+    node.apply(VCH, pack(10, 20, insert([2], 15, good[1:])))
+    store = node._shards[VCH].store
+    assert store.num_rows == 2 and len(store.column("n")) == 2 and len(store.pks()) == 2
+    rows = node.query(ShardQueryRequest(7, [VCH], 20, 0.1, expr="id >= 0", output_fields=["n"]))
+    assert rows.pks.tolist() == [1, 2] and rows.fields["n"].tolist() == [10, 20]
+    hits = node.search(ShardSearchRequest(7, [VCH], "vec", good[1:], "L2", 1, 1, 0.1))
+    assert hits.pks.tolist() == [2]
+
+
 def test_messages_of_other_shards_are_ignored(node):
     other = insert([9], 5, np.ones((1, DIM), np.float32))
     other.shard = "c-dml_0_8v0"
