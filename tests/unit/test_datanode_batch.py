@@ -58,6 +58,19 @@ def records(*msgs):
     ]
 
 
+def test_an_insert_whose_columns_disagree_on_rows_is_skipped_as_poison():
+    """The codec refuses it on decoding: persisted columns never misalign."""
+    short = insert(5, [3, 4], 11)
+    short.fields[1] = FieldColumn(102, "t", DataType.VARCHAR, ["only one"])
+    store = DictStore()
+    report, stats = process_batch(
+        records(insert(5, [1, 2], 10), short, TimeTickMsg(0, 12, 0)), store
+    )
+    assert (stats.rows, stats.poison) == (2, 1)
+    (binlog_part,) = report.binlogs
+    assert binlog_part[4].rows == 2 and report.checkpoints["c-dml_0"].ts == 12
+
+
 def counter(start=1000):
     state = {"n": start}
 
