@@ -32,6 +32,7 @@ from services.proxy.channels_time_ticker import ChannelsTimeTicker
 from services.proxy.dml import DeleteTask, InsertTask, MutationResult
 from services.proxy.dql import Outputs, QuerySpec, QueryTask, SearchSpec, SearchTask
 from services.proxy.meta_cache import MetaCache
+from services.proxy.shard_cache import ShardLeaderCache
 from services.proxy.task_scheduler import TaskScheduler
 from services.querycoord.core import LOAD_STATE_LOADED
 
@@ -147,6 +148,7 @@ class Proxy:
         self.writer = writer
         self.config = config or ProxyConfig()
         self.meta = MetaCache(rootcoord)
+        self.shards = ShardLeaderCache(querycoord)
         self.ticker = ChannelsTimeTicker(pchannels, rootcoord.alloc_timestamp)
         self.report_pacer = Pacer(
             self.config.timetick_interval_ms / 1000, self.config.idle_timetick_interval_ms / 1000
@@ -299,17 +301,20 @@ class Proxy:
     # -- load --------------------------------------------------------------------------------
 
     def load_collection(self, collection: str) -> None:
-        self.querycoord.load_collection(self.meta.get(collection).collection_id)
+        collection_id = self.meta.get(collection).collection_id
+        self.shards.invalidate(collection_id)
+        self.querycoord.load_collection(collection_id)
 
     def release_collection(self, collection: str) -> None:
-        self.querycoord.release_collection(self.meta.get(collection).collection_id)
+        collection_id = self.meta.get(collection).collection_id
+        self.shards.invalidate(collection_id)
+        self.querycoord.release_collection(collection_id)
 
     def load_state(self, collection: str) -> tuple[int, int]:
         return self.querycoord.load_state(self.meta.get(collection).collection_id)
 
     def require_loaded(self, info: CollectionInfo) -> None:
-        if self.querycoord.load_state(info.collection_id)[0] != LOAD_STATE_LOADED:
-            raise errors.collection_not_loaded(info.name)
+        self.shards.leaders(info)  # raises collection_not_loaded
 
     # -- writes ------------------------------------------------------------------------------
 

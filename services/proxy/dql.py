@@ -161,8 +161,24 @@ class _ReadTask(Task):
         return ts, wait
 
     def _fan_out(self, call: Any) -> list[Any]:
-        """Run ``call(node, vchannels)`` on every node serving this collection's shards."""
-        leaders = self._proxy.querycoord.shard_leaders(self.info.collection_id)
+        """Run ``call(node, vchannels)`` on every node serving this collection's shards.
+
+        The placement comes from the proxy's cache; when a node is gone or no longer serves
+        a shard, the read asks the coordinator again and, if the shards moved, runs once more.
+        """
+        shards = self._proxy.shards
+        leaders = shards.leaders(self.info)
+        try:
+            return self._fan_out_to(leaders, call)
+        except MilvusError as exc:
+            if exc.code not in (Code.SERVICE_NOT_READY, Code.SERVICE_UNAVAILABLE):
+                raise
+            fresh = shards.refresh(self.info)
+            if fresh == leaders:
+                raise
+            return self._fan_out_to(fresh, call)
+
+    def _fan_out_to(self, leaders: dict[str, int], call: Any) -> list[Any]:
         by_node: dict[int, list[str]] = {}
         for vchannel in self.info.vchannels:
             if vchannel not in leaders:

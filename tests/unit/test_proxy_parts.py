@@ -1,14 +1,18 @@
 import threading
 
 import numpy as np
+import pytest
 
+from services.common.errors import Code, MilvusError
 from services.common.hashing import murmur3_int64, shard_of
 from services.common.msgstream.message import DataType
 from services.common.results import QueryRows, SearchHits, merge_hits, merge_rows
 from services.common.rpc import codec
 from services.common.rpc import types as _types  # noqa: F401  (registers the RPC types)
-from services.common.schema import CollectionSchema, FieldSchema
+from services.common.schema import CollectionInfo, CollectionSchema, ConsistencyLevel, FieldSchema
 from services.proxy.channels_time_ticker import ChannelsTimeTicker
+from services.proxy.shard_cache import ShardLeaderCache
+from services.querycoord.core import LOAD_STATE_LOADED
 
 
 def test_murmur3_matches_the_reference_implementation():
@@ -130,3 +134,47 @@ def test_ticker_reports_are_urgent_after_a_write_or_a_wake_only():
     ticker.wake()  # a Strong read took its stamp
     assert woken == [True, True] and ticker.take_urgent()
     assert not ticker.take_urgent()
+
+
+class Placement:
+    """A query coordinator's answers, counted."""
+
+    def __init__(self, leaders: dict[str, int], loaded: bool = True) -> None:
+        self.leaders, self.loaded, self.calls = leaders, loaded, 0
+
+    def load_state(self, collection_id: int) -> tuple[int, int]:
+        return (LOAD_STATE_LOADED if self.loaded else 0), 100
+
+    def shard_leaders(self, collection_id: int) -> dict[str, int]:
+        self.calls += 1
+        return dict(self.leaders)
+
+
+def collection_info() -> CollectionInfo:
+    schema = CollectionSchema("c", [FieldSchema(100, "id", DataType.INT64, is_primary=True)])
+    return CollectionInfo(
+        7, "c", schema, 2, ["v0", "v1"], ["p0", "p1"], ConsistencyLevel.BOUNDED, 0
+    )
+
+
+def test_shard_leaders_are_asked_once_until_a_read_through_them_fails():
+    source = Placement({"v0": 1, "v1": 2})
+    cache = ShardLeaderCache(source)
+    info = collection_info()
+    assert cache.leaders(info) == cache.leaders(info) == {"v0": 1, "v1": 2}
+    assert source.calls == 1
+    source.leaders = {"v0": 3, "v1": 2}  # node 1 died; its shard moved
+    assert cache.refresh(info) == {"v0": 3, "v1": 2} and cache.leaders(info)["v0"] == 3
+    assert source.calls == 2
+
+
+def test_an_unloaded_or_half_placed_collection_is_not_cached():
+    info = collection_info()
+    with pytest.raises(MilvusError) as not_loaded:
+        ShardLeaderCache(Placement({}, loaded=False)).leaders(info)
+    assert not_loaded.value.code == Code.COLLECTION_NOT_LOADED
+    half = Placement({"v0": 1})
+    cache = ShardLeaderCache(half)
+    cache.leaders(info)
+    cache.leaders(info)
+    assert half.calls == 2  # asked again until every shard has a node
