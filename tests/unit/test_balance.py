@@ -314,3 +314,12 @@ def test_random_clusters_with_replicas_and_a_leaving_node(seed: int) -> None:
     assert sorted(leaving.segments) == sorted(plan.stranded)
     assert copies(state) == copies(nodes)  # every segment keeps its replicas, on distinct nodes
     assert balancer.plan(state).moves == ()
+
+
+def test_the_simulation_reaches_the_settled_spread_in_one_round(capsys) -> None:
+    from benchmarks import balance_sim
+
+    balance_sim.main(["--seed", "7"])
+    out = capsys.readouterr().out
+    assert "round 1: 112 moves" in out and "round 2: no move" in out
+    assert "after: spread 14.6 points" in out
