@@ -126,7 +126,7 @@ class Placement:
 @dataclass(frozen=True)
 class BalancePlan:
     """The moves of one round, in order, and the segments of stopping nodes that no other node
-    can take (every other node already holds a copy): the caller must not stop those yet."""
+    can take (each holds a copy already or lacks the memory): stopping the node loses them."""
 
     moves: tuple[Move, ...]
     stranded: tuple[int, ...] = ()
@@ -162,13 +162,19 @@ class Balancer:
         )
 
     def plan(self, nodes: Sequence[NodeState]) -> BalancePlan:
-        """One round: drain stopping nodes, then, if triggered, even out the others."""
+        """One round: drain stopping nodes, then, if triggered, even out the others; again
+        while draining makes progress, since evening out can make room for a segment that fit
+        nowhere. A second round on the result has nothing to do."""
         _check_unique(nodes)
         state = {n.node_id: n for n in nodes}
-        moves, stranded = self._drain(state)
-        if self.needs_balance(state.values()):
-            moves += self._even_out(state)
-        return BalancePlan(tuple(moves), tuple(stranded))
+        moves: list[Move] = []
+        while True:
+            drained, stranded = self._drain(state)
+            moves += drained
+            if self.needs_balance(state.values()):
+                moves += self._even_out(state)
+            if not drained or not stranded:
+                return BalancePlan(tuple(moves), tuple(stranded))
 
     def place(
         self, nodes: Sequence[NodeState], segments: Iterable[SegmentLoad], replicas: int = 1
@@ -204,29 +210,26 @@ class Balancer:
         return best.node_id
 
     def _drain(self, state: dict[int, NodeState]) -> tuple[list[Move], list[int]]:
-        """Every segment of a stopping node goes to the active node whose usage is lowest
-        after taking it, preferring nodes that stay under the threshold. A leaving node's
-        segments must go somewhere, so a node over the threshold is still taken if it is the
-        only one; only a node that already holds a copy is never taken."""
+        """Every segment of a stopping node goes to the active node whose usage is lowest once
+        it holds it (so under the threshold if any node can stay there). A leaving node's
+        segments must go somewhere, so past the threshold if no node stays under it; but never
+        past a node's limit (an out-of-memory kill loses all of its segments) nor to a node
+        holding a copy: such segments are stranded."""
         moves: list[Move] = []
         stranded: list[int] = []
-        threshold = self.config.overloaded_memory_threshold_percentage
         for node in sorted((n for n in state.values() if n.stopping), key=lambda n: n.node_id):
             for segment_id, memory_mb in _largest_first(node.segments):
                 candidates = [
-                    n for n in state.values() if not n.stopping and segment_id not in n.segments
+                    n
+                    for n in state.values()
+                    if not n.stopping
+                    and segment_id not in n.segments
+                    and _usage_with(n, memory_mb) <= 100.0
                 ]
                 if not candidates:
                     stranded.append(segment_id)
                     continue
-                best = min(
-                    candidates,
-                    key=lambda n: (
-                        _usage_with(n, memory_mb) > threshold,
-                        _usage_with(n, memory_mb),
-                        n.node_id,
-                    ),
-                )
+                best = min(candidates, key=lambda n: (_usage_with(n, memory_mb), n.node_id))
                 moves.append(_move(state, segment_id, node.node_id, best.node_id))
         return moves, stranded
 

@@ -149,15 +149,23 @@ def test_a_stopping_node_drains_whatever_the_trigger() -> None:
 
 def test_a_stopping_node_drains_even_over_the_threshold() -> None:
     # Its segments must go somewhere; the least loaded node takes them, past 90 % if need be.
-    plan = Balancer().plan([at(1, 30, stopping=True), at(2, 85), at(3, 88)])
-    assert len(plan.moves) == 30
-    assert usages(apply_moves([at(1, 30), at(2, 85), at(3, 88)], plan.moves))[1] == 0.0
+    nodes = [at(1, 30, stopping=True), at(2, 80), at(3, 85)]
+    plan = Balancer().plan(nodes)
+    assert (len(plan.moves), plan.stranded) == (30, ())
+    assert usages(apply_moves(nodes, plan.moves)) == {1: 0.0, 2: 98.0, 3: 97.0}
 
 
 def test_a_stopping_node_keeps_a_segment_every_other_node_already_holds() -> None:
     nodes = [node(1, {5: 100.0, 6: 100.0}, stopping=True), node(2, {5: 100.0})]
     plan = Balancer().plan(nodes)
     assert plan.moves == (Move(6, 1, 2, 100.0),)
+    assert plan.stranded == (5,)
+
+
+def test_a_stopping_node_keeps_a_segment_no_node_has_the_memory_for() -> None:
+    nodes = [node(1, {5: 300.0, 6: 50.0}, stopping=True), node(2, base=800), node(3, base=750)]
+    plan = Balancer().plan(nodes)
+    assert plan.moves == (Move(6, 1, 3, 50.0),)
     assert plan.stranded == (5,)
 
 
