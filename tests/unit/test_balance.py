@@ -306,7 +306,12 @@ def test_random_clusters_converge_within_the_thresholds(seed: int) -> None:
     plan = balancer.plan(nodes)
     state = replay(nodes, plan.moves)
     assert max(n.usage_percentage for n in state) <= CONFIG.overloaded_memory_threshold_percentage
-    assert spread(state) <= CONFIG.settled_difference
+    # a triggered round settles; an untriggered one leaves a spread the trigger tolerates
+    triggered = balancer.needs_balance(nodes)
+    assert bool(plan.moves) is triggered
+    assert spread(state) <= (
+        CONFIG.settled_difference if triggered else CONFIG.memory_usage_max_difference_percentage
+    )
     assert balancer.plan(state).moves == ()  # a second round has nothing to do: no oscillation
     assert balancer.plan(nodes) == plan  # deterministic
 
