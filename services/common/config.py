@@ -147,6 +147,20 @@ class QueryConfig:
     #: Query nodes build an interim faiss index (IVF_FLAT/HNSW) per full chunk of this many
     #: growing rows; the rest is searched exactly.
     index_chunk_rows: int = 16_384
+    #: Memory-based balancing of sealed segments over query nodes (the seeds' design, Milvus's
+    #: queryCoord keys of the same names). services/querycoord/balance.py decides the moves;
+    #: the running coordinator does not call it yet (it still assigns whole shards), so these
+    #: four keys take effect once it does. How often the coordinator reads every node's memory
+    #: use and balances (Milvus's balanceIntervalSeconds).
+    balance_interval_s: float = 60.0
+    #: A query node's memory limit, in MB, against which its use is a percentage; 0 = the
+    #: node's cgroup limit, else the machine's memory.
+    memory_limit_mb: int = 0
+    #: A node using more than this percentage of its limit triggers a rebalance; no move may
+    #: take a destination above it.
+    overloaded_memory_threshold_percentage: float = 90.0
+    #: Two nodes' usage percentages differing by more than this triggers a rebalance.
+    memory_usage_max_difference_percentage: float = 30.0
 
 
 @dataclass
