@@ -29,6 +29,12 @@ PROXY_ROWS = Counter(
     "Rows written through the proxy, by operation (insert, delete, upsert).",
     ["op"],
 )
+SKIPPED_MESSAGES = StateGauge(
+    "vectide_querynode_skipped_messages",
+    "Channel records a query node skipped since it started (poison): undecodable ones, and "
+    "messages that decoded but could not be applied (invalid).",
+    ("node_id", "reason"),
+)
 TSAFE_LAG_MS = StateGauge(
     "vectide_querynode_tsafe_lag_ms",
     "How far a query node's shard trails the wall clock: now - tsafe (ms).",

@@ -99,6 +99,8 @@ class QueryNode:
         self._subscriber = subscriber
         self._shards: dict[str, Shard] = {}
         self._lock = threading.Lock()
+        #: messages skipped because they could not be applied (poison), since start
+        self.skipped_messages = 0
 
     def set_subscriber(self, subscriber: ChannelSubscriber) -> None:
         self._subscriber = subscriber
@@ -218,6 +220,7 @@ class QueryNode:
                 try:
                     self._apply_one(shard, msg)
                 except Exception:  # a malformed message must not stop the shard
+                    self.skipped_messages += 1
                     log.exception(
                         "skipping message that cannot be applied",
                         extra={"vchannel": vchannel, "msg_id": msg.msg_id, "ts": msg.ts},

@@ -9,7 +9,7 @@ from kazoo.client import KazooClient
 from services.common import timestamp
 from services.common.config import Config
 from services.common.kv.zookeeper import cluster_root
-from services.common.metrics import TSAFE_LAG_MS
+from services.common.metrics import SKIPPED_MESSAGES, TSAFE_LAG_MS
 from services.common.objectstore import ObjectStore
 from services.common.observability import Health, Sample
 from services.common.periodic import Periodic
@@ -28,7 +28,10 @@ class QueryNodeService:
         self._server = None
         self.node: QueryNode
         self.subscriber: KafkaSubscriber
-        self._unregister = TSAFE_LAG_MS.add_source(self.tsafe_lags)
+        self._unregisters = [
+            TSAFE_LAG_MS.add_source(self.tsafe_lags),
+            SKIPPED_MESSAGES.add_source(self.skipped),
+        ]
 
     def start(self) -> QueryNodeService:
         # index builds run beside ingest and reads: one core for faiss, not all of them
@@ -83,8 +86,18 @@ class QueryNodeService:
             if (ts := self.node.tsafe(v))
         ]
 
+    def skipped(self) -> list[Sample]:
+        if not hasattr(self, "subscriber"):
+            return []
+        node = str(self.node.node_id)
+        return [
+            ((node, "undecodable"), float(self.subscriber.undecodable())),
+            ((node, "invalid"), float(self.node.skipped_messages)),
+        ]
+
     def stop(self) -> None:
-        self._unregister()
+        for unregister in self._unregisters:
+            unregister()
         self._builder.stop()
         if self._server is not None:
             self._server.stop(grace=1).wait()

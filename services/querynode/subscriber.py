@@ -39,6 +39,8 @@ class KafkaSubscriber:
         self._fetch_wait_idle_ms = fetch_wait_idle_ms
         self._long_poll = long_poll
         self._readers: dict[str, tuple[threading.Thread, threading.Event, ChannelConsumer]] = {}
+        #: undecodable records skipped by readers that have been closed
+        self._closed_poison = 0
         #: vchannel -> the error its reader keeps hitting (cleared by the next good poll)
         self._failing: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -94,10 +96,17 @@ class KafkaSubscriber:
         with self._lock:
             entry = self._readers.pop(vchannel, None)
         if entry is not None:
-            thread, stop, _ = entry
+            thread, stop, consumer = entry
             stop.set()
             if thread is not threading.current_thread():
                 thread.join(timeout=10)
+            with self._lock:
+                self._closed_poison += consumer.poison_count
+
+    def undecodable(self) -> int:
+        """Records on the channels that were not Vectide messages, skipped since start."""
+        with self._lock:
+            return self._closed_poison + sum(c.poison_count for _, _, c in self._readers.values())
 
     def close(self) -> None:
         for vchannel in list(self._readers):

@@ -14,6 +14,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 from pymilvus import DataType, MilvusClient
 
+from services.common.msgstream.channels import pchannels
+from services.common.msgstream.kafka import ChannelProducer
 from services.infra.deployment import DeploymentManager
 from services.proxy.interceptor import MILVUS_SERVICE
 from tests.infra import TEST_PORTS
@@ -156,3 +158,26 @@ def test_standalone_and_data_node_processes_report_flushes(infra, tmp_path):
         assert value(found, "vectide_leader", role="datanode") == 1
     finally:
         manager.down(infra=False)
+
+
+def test_poison_on_the_channels_is_skipped_and_counted(standalone, written):
+    """Garbage written straight into every channel: the query node skips it, keeps applying
+    what follows, and /metrics counts what it skipped."""
+    config = standalone.config
+    producer = ChannelProducer(config.kafka.bootstrap_servers)
+    for channel in pchannels(config.cluster.name, config.cluster.dml_channels):
+        producer.send_raw(channel, b"\x00\xffnot a vectide message")
+    producer.close()
+    client = MilvusClient(standalone.uri)
+    before = client.query(written, output_fields=["count(*)"], consistency_level="Strong")
+    client.insert(written, [{"id": 1000 + i, "vec": [0.5, 0, 0, 0]} for i in range(3)])
+    after = client.query(written, output_fields=["count(*)"], consistency_level="Strong")
+    assert after[0]["count(*)"] == before[0]["count(*)"] + 3
+    client.close()
+    found = samples(get(f"http://127.0.0.1:{config.service.metrics_port}/metrics")[1].decode())
+    undecodable = [
+        v
+        for (name, labels), v in found.items()
+        if name == "vectide_querynode_skipped_messages" and ("reason", "undecodable") in labels
+    ]
+    assert undecodable and sum(undecodable) >= 1

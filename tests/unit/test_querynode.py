@@ -131,6 +131,7 @@ def test_a_bad_insert_changes_nothing_and_the_shard_keeps_serving(node):
     node.apply(VCH, pack(10, 20, insert([2], 15, good[1:])))
     store = node._shards[VCH].store
     assert store.num_rows == 2 and len(store.column("n")) == 2 and len(store.pks()) == 2
+    assert node.skipped_messages == 4  # /metrics: vectide_querynode_skipped_messages
     rows = node.query(ShardQueryRequest(7, [VCH], 20, 0.1, expr="id >= 0", output_fields=["n"]))
     assert rows.pks.tolist() == [1, 2] and rows.fields["n"].tolist() == [10, 20]
     hits = node.search(ShardSearchRequest(7, [VCH], "vec", good[1:], "L2", 1, 1, 0.1))
