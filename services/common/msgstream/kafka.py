@@ -328,8 +328,9 @@ class ChannelConsumer:
         return packs
 
     def _refetch(self, channel: str, expected: int, got: int) -> bool:
-        """A record came after a gap in the channel's offsets: seek back and read the gap
-        again (True), once; a gap seen twice at the same place is the log's own (False)."""
+        """A record came after a gap in the channel's offsets: assign the consumer at the gap
+        to read it again (True), once; a gap seen twice at the same place is the log's own
+        (False). Records of other channels delivered twice meanwhile are dropped by offset."""
         first_time = self._gap != (channel, expected)
         log.error(
             "channel offsets skipped a range" + ("; reading it again" if first_time else ""),
