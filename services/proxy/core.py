@@ -307,6 +307,12 @@ class Proxy:
     def load_state(self, collection: str) -> tuple[int, int]:
         return self.querycoord.load_state(self.meta.get(collection).collection_id)
 
+    def replica_shards(self, info: CollectionInfo) -> dict[str, int]:
+        """vchannel -> the query node serving it; empty while the collection is not loaded."""
+        if self.querycoord.load_state(info.collection_id)[0] != LOAD_STATE_LOADED:
+            return {}
+        return self.querycoord.shard_leaders(info.collection_id)
+
     def require_loaded(self, info: CollectionInfo) -> None:
         if self.querycoord.load_state(info.collection_id)[0] != LOAD_STATE_LOADED:
             raise errors.collection_not_loaded(info.name)

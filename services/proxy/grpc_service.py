@@ -24,6 +24,7 @@ from services.common.schema import ConsistencyLevel
 from services.proxy import convert
 from services.proxy.core import Proxy
 from services.proxy.dql import QuerySpec, SearchSpec
+from services.proxy.system_info import SYSTEM_INFO, Member, metric_type, system_topology
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +58,16 @@ def _ok() -> common_pb2.Status:
 
 
 class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
-    def __init__(self, proxy: Proxy, deploy_mode: str = "STANDALONE") -> None:
+    def __init__(
+        self,
+        proxy: Proxy,
+        deploy_mode: str = "STANDALONE",
+        members: Callable[[], list[Member]] | None = None,
+    ) -> None:
         self.proxy = proxy
         self._deploy_mode = deploy_mode
+        #: the live processes (their sessions), for GetMetrics' system topology
+        self._members = members or (lambda: [Member("proxy", proxy.server_id, "")])
 
     # -- connection ----------------------------------------------------------------------
 
@@ -82,6 +90,29 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
     def CheckHealth(self, request, context):
         self.proxy.rootcoord.alloc_timestamp()
         return milvus_pb2.CheckHealthResponse(status=_ok(), isHealthy=True)
+
+    @rpc(milvus_pb2.ComponentStates)
+    def GetComponentStates(self, request, context):
+        """Healthy once serving: Attu and the SDKs' health checks ask before anything else."""
+        self.proxy.rootcoord.alloc_timestamp()
+        state = milvus_pb2.ComponentInfo(
+            nodeID=self.proxy.server_id, role="proxy", state_code=common_pb2.StateCode.Healthy
+        )
+        return milvus_pb2.ComponentStates(state=state, status=_ok())
+
+    @rpc(milvus_pb2.GetMetricsResponse)
+    def GetMetrics(self, request, context):
+        kind = metric_type(request.request)
+        if kind != SYSTEM_INFO:
+            raise errors.invalid(f"unsupported metric type: {kind or '(none)'}")
+        topology = system_topology(
+            self._members(), self.proxy.server_id, self._deploy_mode, MILVUS_VERSION
+        )
+        return milvus_pb2.GetMetricsResponse(
+            status=_ok(),
+            response=json.dumps(topology),
+            component_name=f"proxy{self.proxy.server_id}",
+        )
 
     @rpc(milvus_pb2.AllocTimestampResponse)
     def AllocTimestamp(self, request, context):
@@ -245,6 +276,32 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
     def GetLoadState(self, request, context):
         state, _ = self.proxy.load_state(request.collection_name)
         return milvus_pb2.GetLoadStateResponse(status=_ok(), state=state)
+
+    @rpc(milvus_pb2.GetReplicasResponse)
+    def GetReplicas(self, request, context):
+        """One replica per loaded collection (Milvus's default replica number), naming the
+        query node that serves each shard; an unloaded collection has none."""
+        info = self.proxy.describe_collection(request.collection_name, request.collectionID)
+        leaders = self.proxy.replica_shards(info)
+        if not leaders:
+            return milvus_pb2.GetReplicasResponse(status=_ok())
+        shards = [
+            milvus_pb2.ShardReplica(
+                leaderID=node,
+                dm_channel_name=vchannel,
+                node_ids=[node] if request.with_shard_nodes else [],
+            )
+            for vchannel, node in sorted(leaders.items())
+        ]
+        replica = milvus_pb2.ReplicaInfo(
+            replicaID=info.collection_id,
+            collectionID=info.collection_id,
+            partition_ids=[p.partition_id for p in info.partitions],
+            shard_replicas=shards,
+            node_ids=sorted(set(leaders.values())),
+            resource_group_name="__default_resource_group",
+        )
+        return milvus_pb2.GetReplicasResponse(status=_ok(), replicas=[replica])
 
     # -- writes --------------------------------------------------------------------------
 
