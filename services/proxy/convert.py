@@ -197,7 +197,7 @@ def describe_response(info: CollectionInfo) -> milvus_pb2.DescribeCollectionResp
         consistency_level=int(info.consistency_level),
         collection_name=info.name,
         properties=[common_pb2.KeyValuePair(key=k, value=v) for k, v in info.properties.items()],
-        db_name="default",
+        db_name=info.db_name,
         num_partitions=len(info.partitions),
     )
 

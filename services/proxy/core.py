@@ -19,6 +19,7 @@ from services.common import errors
 from services.common.errors import Code, MilvusError
 from services.common.expr import ExprError, parse, pk_terms
 from services.common.msgstream.message import DataType, FieldColumn, Message, PrimaryKeys
+from services.common.names import DEFAULT_DB
 from services.common.pacer import Pacer
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits
@@ -26,6 +27,7 @@ from services.common.schema import (
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
+    DatabaseInfo,
     IndexInfo,
 )
 from services.proxy.channels_time_ticker import ChannelsTimeTicker
@@ -52,12 +54,19 @@ class RootCoordPort(Protocol):
         consistency_level: ConsistencyLevel,
         properties: dict[str, str],
         raw_schema: bytes,
+        db_name: str = DEFAULT_DB,
     ) -> CollectionInfo: ...
     def drop_collection(self, ts: int, name: str) -> None: ...
     def describe_collection(
         self, name: str | None = None, collection_id: int = 0
     ) -> CollectionInfo: ...
-    def show_collections(self) -> list[CollectionInfo]: ...
+    def show_collections(self, db_name: str | None = None) -> list[CollectionInfo]: ...
+    def create_database(
+        self, ts: int, name: str, properties: dict[str, str] | None = None
+    ) -> DatabaseInfo: ...
+    def drop_database(self, ts: int, name: str) -> None: ...
+    def list_databases(self) -> list[DatabaseInfo]: ...
+    def describe_database(self, name: str) -> DatabaseInfo: ...
     def create_partition(self, ts: int, collection: str, partition: str) -> None: ...
     def drop_partition(self, ts: int, collection: str, partition: str) -> None: ...
     def create_index(self, ts: int, collection: str, index: IndexInfo) -> IndexInfo: ...
@@ -183,11 +192,12 @@ class Proxy:
         consistency_level: ConsistencyLevel,
         properties: dict[str, str],
         raw_schema: bytes,
+        db_name: str = DEFAULT_DB,
     ) -> CollectionInfo:
         shards = shards_num or self.config.default_shards
         return self.scheduler.ddl(
             lambda ts: self.rootcoord.create_collection(
-                ts, schema, shards, consistency_level, properties, raw_schema
+                ts, schema, shards, consistency_level, properties, raw_schema, db_name
             )
         )
 
@@ -211,8 +221,22 @@ class Proxy:
     def describe_collection(self, name: str = "", collection_id: int = 0) -> CollectionInfo:
         return self.rootcoord.describe_collection(name or None, collection_id)
 
-    def show_collections(self) -> list[CollectionInfo]:
-        return self.rootcoord.show_collections()
+    def show_collections(self, db_name: str = DEFAULT_DB) -> list[CollectionInfo]:
+        return self.rootcoord.show_collections(db_name)
+
+    # -- databases ---------------------------------------------------------------------------
+
+    def create_database(self, name: str, properties: dict[str, str]) -> DatabaseInfo:
+        return self.scheduler.ddl(lambda ts: self.rootcoord.create_database(ts, name, properties))
+
+    def drop_database(self, name: str) -> None:
+        self.scheduler.ddl(lambda ts: self.rootcoord.drop_database(ts, name))
+
+    def list_databases(self) -> list[DatabaseInfo]:
+        return self.rootcoord.list_databases()
+
+    def describe_database(self, name: str) -> DatabaseInfo:
+        return self.rootcoord.describe_database(name)
 
     # -- partitions --------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc, schema_pb
 from services import __version__
 from services.common import errors, timestamp
 from services.common.errors import MilvusError
+from services.common.names import DEFAULT_DB, qualified, split
 from services.common.schema import ConsistencyLevel
 from services.proxy import convert
 from services.proxy.core import Proxy
@@ -73,6 +74,8 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
 
     @rpc(milvus_pb2.ConnectResponse)
     def Connect(self, request, context):
+        # a client bound to a database learns at once that it is missing, as from Milvus
+        self.proxy.describe_database(_db(request, context))
         info = common_pb2.ServerInfo(
             build_tags=f"vectide-{__version__}",
             deploy_mode=self._deploy_mode,
@@ -90,6 +93,39 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
     def CheckHealth(self, request, context):
         self.proxy.rootcoord.alloc_timestamp()
         return milvus_pb2.CheckHealthResponse(status=_ok(), isHealthy=True)
+
+    # -- databases -----------------------------------------------------------------------
+
+    @rpc(common_pb2.Status)
+    def CreateDatabase(self, request, context):
+        self.proxy.create_database(request.db_name, convert.kv_pairs(request.properties))
+        return _ok()
+
+    @rpc(common_pb2.Status)
+    def DropDatabase(self, request, context):
+        self.proxy.drop_database(request.db_name)
+        return _ok()
+
+    @rpc(milvus_pb2.ListDatabasesResponse)
+    def ListDatabases(self, request, context):
+        dbs = self.proxy.list_databases()
+        return milvus_pb2.ListDatabasesResponse(
+            status=_ok(),
+            db_names=[d.name for d in dbs],
+            db_ids=[d.db_id for d in dbs],
+            created_timestamp=[d.create_ts for d in dbs],
+        )
+
+    @rpc(milvus_pb2.DescribeDatabaseResponse)
+    def DescribeDatabase(self, request, context):
+        db = self.proxy.describe_database(request.db_name or DEFAULT_DB)
+        return milvus_pb2.DescribeDatabaseResponse(
+            status=_ok(),
+            db_name=db.name,
+            dbID=db.db_id,
+            created_timestamp=db.create_ts,
+            properties=[common_pb2.KeyValuePair(key=k, value=v) for k, v in db.properties.items()],
+        )
 
     @rpc(milvus_pb2.ComponentStates)
     def GetComponentStates(self, request, context):
@@ -132,28 +168,29 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
             level,
             convert.kv_pairs(request.properties),
             bytes(request.schema),
+            _db(request, context),
         )
         return _ok()
 
     @rpc(common_pb2.Status)
     def DropCollection(self, request, context):
-        self.proxy.drop_collection(request.collection_name)
+        self.proxy.drop_collection(_ref(request, context))
         return _ok()
 
     @rpc(milvus_pb2.BoolResponse)
     def HasCollection(self, request, context):
         return milvus_pb2.BoolResponse(
-            status=_ok(), value=self.proxy.has_collection(request.collection_name)
+            status=_ok(), value=self.proxy.has_collection(_ref(request, context))
         )
 
     @rpc(milvus_pb2.DescribeCollectionResponse)
     def DescribeCollection(self, request, context):
-        info = self.proxy.describe_collection(request.collection_name, request.collectionID)
+        info = self.proxy.describe_collection(_ref(request, context), request.collectionID)
         return convert.describe_response(info)
 
     @rpc(milvus_pb2.ShowCollectionsResponse)
     def ShowCollections(self, request, context):
-        infos = self.proxy.show_collections()
+        infos = self.proxy.show_collections(_db(request, context))
         return milvus_pb2.ShowCollectionsResponse(
             status=_ok(),
             collection_names=[c.name for c in infos],
@@ -165,7 +202,7 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
 
     @rpc(milvus_pb2.GetCollectionStatisticsResponse)
     def GetCollectionStatistics(self, request, context):
-        count = self.proxy.row_count(request.collection_name)
+        count = self.proxy.row_count(_ref(request, context))
         return milvus_pb2.GetCollectionStatisticsResponse(
             status=_ok(), stats=[common_pb2.KeyValuePair(key="row_count", value=str(count))]
         )
@@ -174,24 +211,24 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
 
     @rpc(common_pb2.Status)
     def CreatePartition(self, request, context):
-        self.proxy.create_partition(request.collection_name, request.partition_name)
+        self.proxy.create_partition(_ref(request, context), request.partition_name)
         return _ok()
 
     @rpc(common_pb2.Status)
     def DropPartition(self, request, context):
-        self.proxy.drop_partition(request.collection_name, request.partition_name)
+        self.proxy.drop_partition(_ref(request, context), request.partition_name)
         return _ok()
 
     @rpc(milvus_pb2.BoolResponse)
     def HasPartition(self, request, context):
-        info = self.proxy.describe_collection(request.collection_name)
+        info = self.proxy.describe_collection(_ref(request, context))
         return milvus_pb2.BoolResponse(
             status=_ok(), value=info.partition(request.partition_name) is not None
         )
 
     @rpc(milvus_pb2.ShowPartitionsResponse)
     def ShowPartitions(self, request, context):
-        parts = self.proxy.show_partitions(request.collection_name).partitions
+        parts = self.proxy.show_partitions(_ref(request, context)).partitions
         if request.partition_names:
             parts = [p for p in parts if p.name in set(request.partition_names)]
         return milvus_pb2.ShowPartitionsResponse(
@@ -213,18 +250,18 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
             else:
                 params[kv.key] = kv.value
         self.proxy.create_index(
-            request.collection_name, request.field_name, request.index_name, params
+            _ref(request, context), request.field_name, request.index_name, params
         )
         return _ok()
 
     @rpc(milvus_pb2.DescribeIndexResponse)
     def DescribeIndex(self, request, context):
         indexes = self.proxy.describe_index(
-            request.collection_name, request.index_name, request.field_name
+            _ref(request, context), request.index_name, request.field_name
         )
         response = milvus_pb2.DescribeIndexResponse(status=_ok())
         for index in indexes:
-            total, indexed, pending = self.proxy.index_progress(request.collection_name, index)
+            total, indexed, pending = self.proxy.index_progress(_ref(request, context), index)
             response.index_descriptions.add(
                 index_name=index.index_name,
                 indexID=index.index_id,
@@ -247,41 +284,41 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
     def DropIndex(self, request, context):
         name = request.index_name
         if not name and request.field_name:
-            info = self.proxy.describe_collection(request.collection_name)
+            info = self.proxy.describe_collection(_ref(request, context))
             index = info.index_on(request.field_name)
             name = index.index_name if index else request.field_name
-        self.proxy.drop_index(request.collection_name, name)
+        self.proxy.drop_index(_ref(request, context), name)
         return _ok()
 
     # -- load ----------------------------------------------------------------------------
 
     @rpc(common_pb2.Status)
     def LoadCollection(self, request, context):
-        self.proxy.load_collection(request.collection_name)
+        self.proxy.load_collection(_ref(request, context))
         return _ok()
 
     @rpc(common_pb2.Status)
     def ReleaseCollection(self, request, context):
-        self.proxy.release_collection(request.collection_name)
+        self.proxy.release_collection(_ref(request, context))
         return _ok()
 
     @rpc(milvus_pb2.GetLoadingProgressResponse)
     def GetLoadingProgress(self, request, context):
-        _, progress = self.proxy.load_state(request.collection_name)
+        _, progress = self.proxy.load_state(_ref(request, context))
         return milvus_pb2.GetLoadingProgressResponse(
             status=_ok(), progress=progress, refresh_progress=progress
         )
 
     @rpc(milvus_pb2.GetLoadStateResponse)
     def GetLoadState(self, request, context):
-        state, _ = self.proxy.load_state(request.collection_name)
+        state, _ = self.proxy.load_state(_ref(request, context))
         return milvus_pb2.GetLoadStateResponse(status=_ok(), state=state)
 
     @rpc(milvus_pb2.GetReplicasResponse)
     def GetReplicas(self, request, context):
         """One replica per loaded collection (Milvus's default replica number), naming the
         query node that serves each shard; an unloaded collection has none."""
-        info = self.proxy.describe_collection(request.collection_name, request.collectionID)
+        info = self.proxy.describe_collection(_ref(request, context), request.collectionID)
         leaders = self.proxy.replica_shards(info)
         if not leaders:
             return milvus_pb2.GetReplicasResponse(status=_ok())
@@ -305,29 +342,29 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
 
     # -- writes --------------------------------------------------------------------------
 
-    def _columns(self, request: Any) -> tuple[str, dict, int]:
-        info = self.proxy.meta.get(request.collection_name)
+    def _columns(self, request: Any, context: grpc.ServicerContext) -> tuple[str, dict, int]:
+        info = self.proxy.meta.get(_ref(request, context))
         columns = convert.columns_from_fields_data(
             info.schema, request.fields_data, request.num_rows
         )
-        return request.collection_name, columns, request.num_rows
+        return _ref(request, context), columns, request.num_rows
 
     @rpc(milvus_pb2.MutationResult)
     def Insert(self, request, context):
-        name, columns, num_rows = self._columns(request)
+        name, columns, num_rows = self._columns(request, context)
         result = self.proxy.insert(name, request.partition_name, columns, num_rows)
         return self._mutation(result)
 
     @rpc(milvus_pb2.MutationResult)
     def Upsert(self, request, context):
-        name, columns, num_rows = self._columns(request)
+        name, columns, num_rows = self._columns(request, context)
         result = self.proxy.upsert(name, request.partition_name, columns, num_rows)
         return self._mutation(result)
 
     @rpc(milvus_pb2.MutationResult)
     def Delete(self, request, context):
         result = self.proxy.delete(
-            request.collection_name,
+            _ref(request, context),
             request.partition_name,
             request.expr,
             template_values(request.expr_template_values),
@@ -360,7 +397,7 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
                 "hybrid search and search by primary keys are not supported yet",
             )
         params = {kv.key: kv.value for kv in request.search_params}
-        info = self.proxy.meta.get(request.collection_name)
+        info = self.proxy.meta.get(_ref(request, context))
         anns_field = _loads(params.get("anns_field", '""')) or ""
         field = info.schema.field(anns_field) if anns_field else None
         if field is None:
@@ -395,7 +432,7 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
 
     def _read_common(self, request: Any, expr: str, context: grpc.ServicerContext) -> dict:
         return {
-            "collection_name": request.collection_name,
+            "collection_name": _ref(request, context),
             "expr": expr,
             "expr_params": template_values(request.expr_template_values),
             "partition_names": list(request.partition_names),
@@ -410,9 +447,11 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
 
     @rpc(milvus_pb2.FlushResponse)
     def Flush(self, request, context):
-        flushed = self.proxy.flush(list(request.collection_names))
-        response = milvus_pb2.FlushResponse(status=_ok(), db_name=request.db_name or "default")
-        for name, (segments, ts) in flushed.items():
+        db_name = _db(request, context)
+        flushed = self.proxy.flush([qualified(db_name, n) for n in request.collection_names])
+        response = milvus_pb2.FlushResponse(status=_ok(), db_name=db_name)
+        for ref, (segments, ts) in flushed.items():
+            name = split(ref)[1]
             response.coll_segIDs[name].CopyFrom(schema_pb2.LongArray(data=segments))
             response.flush_coll_segIDs[name].CopyFrom(schema_pb2.LongArray())
             response.coll_seal_times[name] = timestamp.physical_ms(ts) // 1000
@@ -461,6 +500,22 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
                 for s, node_id in served
             ],
         )
+
+
+def _db(request: Any, context: grpc.ServicerContext | None) -> str:
+    """The request's database: its ``db_name``, else the ``dbname`` header pymilvus sends with
+    every call (Milvus's proxy reads it the same way, in its database interceptor), else
+    ``default``."""
+    name = getattr(request, "db_name", "")
+    if not name and context is not None:
+        name = dict(context.invocation_metadata() or ()).get("dbname", "")
+    return name or DEFAULT_DB
+
+
+def _ref(request: Any, context: grpc.ServicerContext | None) -> str:
+    """The request's collection (or alias), qualified by its database ("" when unnamed)."""
+    name = request.collection_name
+    return qualified(_db(request, context), name) if name else ""
 
 
 def _segment_state(state: str) -> int:

@@ -23,11 +23,20 @@ from services.common.id_allocator import IDAllocator
 from services.common.kv.base import MetaKV
 from services.common.msgstream.channels import pchannels, vchannel
 from services.common.msgstream.message import CollectionDDLMsg, DDLOp, Message, TimeTickMsg
+from services.common.names import (
+    DEFAULT_DB,
+    describe,
+    qualified,
+    split,
+    validate_db_name,
+    validate_name,
+)
 from services.common.pacer import Pacer
 from services.common.schema import (
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
+    DatabaseInfo,
     IndexInfo,
     PartitionInfo,
 )
@@ -39,6 +48,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PARTITION = "_default"
 MAX_SHARDS = 16
+#: Milvus's ``rootCoord.maxDatabaseNum``
+MAX_DATABASES = 64
 
 
 class ChannelWriter(Protocol):
@@ -177,6 +188,56 @@ class RootCoord:
             self.tick_pacer.activity(time.monotonic())
             self.on_report()  # readers of the collection wait for a tick past the DDL
 
+    # -- databases -------------------------------------------------------------------------
+
+    def create_database(
+        self, ts: int, name: str, properties: dict[str, str] | None = None
+    ) -> DatabaseInfo:
+        validate_db_name(name)
+        with self._dd_lock:
+            if self.meta.database(name) is not None:
+                raise MilvusError(Code.UNEXPECTED, f"database already exist: {name}")
+            if len(self.meta.databases()) >= MAX_DATABASES:
+                raise MilvusError(
+                    Code.DATABASE_NUM_LIMIT_EXCEEDED,
+                    f"exceeded the limit number of database[limit={MAX_DATABASES}]",
+                )
+            self._begin_ddl(ts)
+            db = DatabaseInfo(self.ids.alloc_one(), name, ts, dict(properties or {}))
+            if not self.meta.add_database(db):
+                raise MilvusError(Code.UNEXPECTED, f"database already exist: {name}")
+            return db
+
+    def drop_database(self, ts: int, name: str) -> None:
+        """As Milvus: ``default`` stays, a database with collections stays, and dropping a
+        missing database succeeds (the drop is idempotent)."""
+        if name == DEFAULT_DB:
+            raise MilvusError(Code.UNEXPECTED, "can not drop default database")
+        with self._dd_lock:
+            if self.meta.database(name) is None:
+                return
+            if self.meta.list(name):
+                raise MilvusError(
+                    Code.UNEXPECTED,
+                    f"database:{name} not empty, must drop all collections before drop database",
+                )
+            self._begin_ddl(ts)
+            self.meta.remove_database(name)
+
+    def list_databases(self) -> list[DatabaseInfo]:
+        return self.meta.databases()
+
+    def describe_database(self, name: str) -> DatabaseInfo:
+        return self._require_db(name)
+
+    def _require_db(self, name: str) -> DatabaseInfo:
+        db = self.meta.database(name)
+        if db is None:
+            raise errors.database_not_found(name)
+        return db
+
+    # -- collections -----------------------------------------------------------------------
+
     def create_collection(
         self,
         ts: int,
@@ -185,13 +246,17 @@ class RootCoord:
         consistency_level: ConsistencyLevel,
         properties: dict[str, str] | None = None,
         raw_schema: bytes = b"",
+        db_name: str = DEFAULT_DB,
     ) -> CollectionInfo:
         shards_num = shards_num or 1
         if not 1 <= shards_num <= MAX_SHARDS:
             raise errors.invalid(f"shard_num must be in [1, {MAX_SHARDS}], got {shards_num}")
+        validate_name(schema.name)
+        db_name = db_name or DEFAULT_DB
+        ref = qualified(db_name, schema.name)
         with self._dd_lock:
-            existing = self.meta.get(schema.name)
-            if existing is not None:
+            self._require_db(db_name)
+            if self.meta.get(ref) is not None:
                 raise errors.invalid(f"collection {schema.name} already exists")
             self._begin_ddl(ts)
             collection_id = self.ids.alloc_one()
@@ -208,6 +273,7 @@ class RootCoord:
                 partitions=[PartitionInfo(self.ids.alloc_one(), DEFAULT_PARTITION, ts)],
                 properties=dict(properties or {}),
                 raw_schema=raw_schema,
+                db_name=db_name,
             )
             info.create_ts, offsets = self._broadcast_ddl(info, DDLOp.CREATE_COLLECTION)
             info.start_offsets = dict(zip(dict.fromkeys(info.pchannels), offsets, strict=True))
@@ -232,13 +298,19 @@ class RootCoord:
     def describe_collection(
         self, name: str | None = None, collection_id: int = 0
     ) -> CollectionInfo:
-        info = self.meta.get(name) if name else self.meta.get_by_id(collection_id)
-        if info is None:
-            raise errors.collection_not_found(name or str(collection_id))
-        return info
+        """By reference (a name qualified by its database) or by id."""
+        if not name:
+            info = self.meta.get_by_id(collection_id)
+            if info is None:
+                raise errors.collection_not_found(str(collection_id))
+            return info
+        return self._require(name)
 
-    def show_collections(self) -> list[CollectionInfo]:
-        return self.meta.list()
+    def show_collections(self, db_name: str | None = None) -> list[CollectionInfo]:
+        """Every collection (the coordinators' view), or one database's (ShowCollections)."""
+        if db_name is not None:
+            self._require_db(db_name)
+        return self.meta.list(db_name)
 
     def create_partition(self, ts: int, collection: str, partition: str) -> None:
         with self._dd_lock:
@@ -316,10 +388,12 @@ class RootCoord:
                 changed += 1
         return changed
 
-    def _require(self, name: str) -> CollectionInfo:
-        info = self.meta.get(name)
+    def _require(self, ref: str) -> CollectionInfo:
+        info = self.meta.get(ref)
         if info is None:
-            raise errors.collection_not_found(name)
+            db_name, _ = split(ref)
+            self._require_db(db_name)
+            raise MilvusError(Code.COLLECTION_NOT_FOUND, f"can't find collection{describe(ref)}")
         return info
 
     def _invalidate(self, name: str) -> None:

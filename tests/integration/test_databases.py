@@ -8,7 +8,7 @@ import uuid
 
 import grpc
 import pytest
-from pymilvus import MilvusClient
+from pymilvus import MilvusClient, MilvusException
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc
 
 DIM = 4
@@ -71,3 +71,79 @@ def test_replicas_name_the_shards_and_their_query_nodes(client, stub):
     assert all(s.node_ids == [s.leaderID] for s in replica.shard_replicas)
     assert set(replica.node_ids) == {s.leaderID for s in replica.shard_replicas}
     client.drop_collection(name)
+
+
+# -- databases -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def database(standalone, client):
+    name = _name("db")
+    client.create_database(name, properties={"owner": "tests"})
+    yield name
+    client.use_database("default")
+    if name in client.list_databases():
+        scoped = MilvusClient(standalone.uri, db_name=name)
+        for collection in scoped.list_collections():
+            scoped.drop_collection(collection)
+        scoped.close()
+        client.drop_database(name)
+
+
+def test_default_plus_created_databases_are_listed(client, database):
+    names = client.list_databases()
+    assert names[0] == "default" and database in names
+    described = client.describe_database(database)
+    assert described["name"] == database and described["owner"] == "tests"
+    with pytest.raises(MilvusException, match="database already exist"):
+        client.create_database(database)
+    with pytest.raises(MilvusException) as invalid:
+        client.create_database("no-dashes")
+    assert invalid.value.code == 802
+
+
+def test_collections_are_scoped_by_database(standalone, client, database):
+    name = _name("docs")
+    client.create_collection(name, dimension=DIM)
+    scoped = MilvusClient(standalone.uri, db_name=database)
+    try:
+        assert name not in scoped.list_collections()
+        scoped.create_collection(name, dimension=DIM + 4, metric_type="L2")  # another database
+        assert scoped.describe_collection(name)["fields"][1]["params"]["dim"] == DIM + 4
+        assert client.describe_collection(name)["fields"][1]["params"]["dim"] == DIM
+        rows = [{"id": i, "vector": [float(i)] * (DIM + 4)} for i in range(5)]
+        scoped.insert(name, rows)
+        hits = scoped.search(name, [[4.0] * (DIM + 4)], limit=2, consistency_level="Strong")
+        assert [h["id"] for h in hits[0]] == [4, 3]
+        got = scoped.query(name, filter="id >= 0", consistency_level="Strong")
+        assert len(got) == 5
+        assert client.query(name, filter="id >= 0", consistency_level="Strong") == []
+        client.use_database(database)  # switch the first client over
+        assert name in client.list_collections()
+        assert client.get_collection_stats(name)["row_count"] == 5
+    finally:
+        client.use_database("default")
+        client.drop_collection(name)
+        scoped.close()
+
+
+def test_drop_database_rules_follow_milvus(standalone, client, database):
+    scoped = MilvusClient(standalone.uri, db_name=database)
+    name = _name("docs")
+    scoped.create_collection(name, dimension=DIM)
+    with pytest.raises(MilvusException, match="must drop all collections before drop database"):
+        client.drop_database(database)
+    scoped.drop_collection(name)
+    scoped.close()
+    client.drop_database(database)
+    assert database not in client.list_databases()
+    with pytest.raises(MilvusException, match="can not drop default database"):
+        client.drop_database("default")
+
+
+def test_a_missing_database_is_an_error(standalone, client):
+    with pytest.raises(MilvusException) as err:
+        client.use_database("no_such_db")
+        client.list_collections()
+    assert err.value.code == 800
+    client.use_database("default")

@@ -8,6 +8,7 @@ from services.common.schema import (
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
+    DatabaseInfo,
     FieldSchema,
     IndexInfo,
     PartitionInfo,
@@ -30,6 +31,7 @@ codec.register(
     IndexInfo,
     PartitionInfo,
     CollectionInfo,
+    DatabaseInfo,
     ShardSearchRequest,
     ShardQueryRequest,
     SearchHits,
@@ -58,6 +60,10 @@ ROOTCOORD_METHODS = (
     "create_index",
     "drop_index",
     "report_timetick",
+    "create_database",
+    "drop_database",
+    "list_databases",
+    "describe_database",
 )
 DATACOORD_METHODS = (
     "assign_segment",
