@@ -67,6 +67,11 @@ class RootCoordPort(Protocol):
     def drop_database(self, ts: int, name: str) -> None: ...
     def list_databases(self) -> list[DatabaseInfo]: ...
     def describe_database(self, name: str) -> DatabaseInfo: ...
+    def create_alias(self, ts: int, collection: str, alias: str) -> None: ...
+    def alter_alias(self, ts: int, collection: str, alias: str) -> None: ...
+    def drop_alias(self, ts: int, alias: str) -> None: ...
+    def describe_alias(self, alias: str) -> str: ...
+    def list_aliases(self, db_name: str, collection: str = "") -> list[str]: ...
     def create_partition(self, ts: int, collection: str, partition: str) -> None: ...
     def drop_partition(self, ts: int, collection: str, partition: str) -> None: ...
     def create_index(self, ts: int, collection: str, index: IndexInfo) -> IndexInfo: ...
@@ -237,6 +242,26 @@ class Proxy:
 
     def describe_database(self, name: str) -> DatabaseInfo:
         return self.rootcoord.describe_database(name)
+
+    # -- aliases (references: names qualified by their database) ----------------------------
+
+    def create_alias(self, collection: str, alias: str) -> None:
+        self.scheduler.ddl(lambda ts: self.rootcoord.create_alias(ts, collection, alias))
+        self.meta.invalidate(alias)
+
+    def alter_alias(self, collection: str, alias: str) -> None:
+        self.scheduler.ddl(lambda ts: self.rootcoord.alter_alias(ts, collection, alias))
+        self.meta.invalidate(alias)
+
+    def drop_alias(self, alias: str) -> None:
+        self.scheduler.ddl(lambda ts: self.rootcoord.drop_alias(ts, alias))
+        self.meta.invalidate(alias)
+
+    def describe_alias(self, alias: str) -> str:
+        return self.rootcoord.describe_alias(alias)
+
+    def list_aliases(self, db_name: str, collection: str = "") -> list[str]:
+        return self.rootcoord.list_aliases(db_name, collection)
 
     # -- partitions --------------------------------------------------------------------------
 

@@ -127,6 +127,41 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
             properties=[common_pb2.KeyValuePair(key=k, value=v) for k, v in db.properties.items()],
         )
 
+    # -- aliases -------------------------------------------------------------------------
+
+    @rpc(common_pb2.Status)
+    def CreateAlias(self, request, context):
+        self.proxy.create_alias(_ref(request, context), _alias(request, context))
+        return _ok()
+
+    @rpc(common_pb2.Status)
+    def AlterAlias(self, request, context):
+        self.proxy.alter_alias(_ref(request, context), _alias(request, context))
+        return _ok()
+
+    @rpc(common_pb2.Status)
+    def DropAlias(self, request, context):
+        self.proxy.drop_alias(_alias(request, context))
+        return _ok()
+
+    @rpc(milvus_pb2.DescribeAliasResponse)
+    def DescribeAlias(self, request, context):
+        collection = self.proxy.describe_alias(_alias(request, context))
+        return milvus_pb2.DescribeAliasResponse(
+            status=_ok(), db_name=_db(request, context), alias=request.alias, collection=collection
+        )
+
+    @rpc(milvus_pb2.ListAliasesResponse)
+    def ListAliases(self, request, context):
+        db_name = _db(request, context)
+        aliases = self.proxy.list_aliases(db_name, _ref(request, context))
+        return milvus_pb2.ListAliasesResponse(
+            status=_ok(),
+            db_name=db_name,
+            collection_name=request.collection_name,
+            aliases=aliases,
+        )
+
     @rpc(milvus_pb2.ComponentStates)
     def GetComponentStates(self, request, context):
         """Healthy once serving: Attu and the SDKs' health checks ask before anything else."""
@@ -186,7 +221,8 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
     @rpc(milvus_pb2.DescribeCollectionResponse)
     def DescribeCollection(self, request, context):
         info = self.proxy.describe_collection(_ref(request, context), request.collectionID)
-        return convert.describe_response(info)
+        aliases = self.proxy.list_aliases(info.db_name, qualified(info.db_name, info.name))
+        return convert.describe_response(info, aliases)
 
     @rpc(milvus_pb2.ShowCollectionsResponse)
     def ShowCollections(self, request, context):
@@ -516,6 +552,11 @@ def _ref(request: Any, context: grpc.ServicerContext | None) -> str:
     """The request's collection (or alias), qualified by its database ("" when unnamed)."""
     name = request.collection_name
     return qualified(_db(request, context), name) if name else ""
+
+
+def _alias(request: Any, context: grpc.ServicerContext | None) -> str:
+    """The request's alias, qualified by its database."""
+    return qualified(_db(request, context), request.alias)
 
 
 def _segment_state(state: str) -> int:

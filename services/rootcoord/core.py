@@ -41,7 +41,7 @@ from services.common.schema import (
     PartitionInfo,
 )
 from services.common.tso import TSOAllocator
-from services.rootcoord.meta_table import MetaTable
+from services.rootcoord.meta_table import MetaTable, ref_of
 from services.rootcoord.timetick_sync import TimeTickSync
 
 log = logging.getLogger(__name__)
@@ -258,6 +258,12 @@ class RootCoord:
             self._require_db(db_name)
             if self.meta.get(ref) is not None:
                 raise errors.invalid(f"collection {schema.name} already exists")
+            if self.meta.alias_target(ref) is not None:
+                raise MilvusError(
+                    Code.ALIAS_COLLECTION_NAME_CONFLICT,
+                    f"collection name [{schema.name}] conflicts with an existing alias, "
+                    "please choose a unique name",
+                )
             self._begin_ddl(ts)
             collection_id = self.ids.alloc_one()
             chosen = [self._pick_pchannel() for _ in range(shards_num)]
@@ -288,8 +294,20 @@ class RootCoord:
         return channel
 
     def drop_collection(self, ts: int, name: str) -> None:
+        """As Milvus: not through an alias, and not while aliases name the collection."""
         with self._dd_lock:
+            if self.meta.alias_target(name) is not None:
+                raise MilvusError(
+                    Code.UNEXPECTED, f"cannot drop the collection via alias = {split(name)[1]}"
+                )
             info = self._require(name)
+            aliases = [split(a)[1] for a in self.meta.aliases_of(info.collection_id)]
+            if aliases:
+                raise MilvusError(
+                    Code.UNEXPECTED,
+                    f"unable to drop the collection [{info.name}] because it has associated "
+                    f"aliases {aliases}, please remove all aliases before dropping the collection",
+                )
             self._begin_ddl(ts)
             self._broadcast_ddl(info, DDLOp.DROP_COLLECTION)
             self.meta.remove(info)
@@ -321,7 +339,7 @@ class RootCoord:
             part = PartitionInfo(self.ids.alloc_one(), partition, ts)
             self._broadcast_ddl(info, DDLOp.CREATE_PARTITION, part)
             self.meta.update(replace(info, partitions=[*info.partitions, part]))
-        self._invalidate(collection)
+        self._invalidate_collection(info)
 
     def drop_partition(self, ts: int, collection: str, partition: str) -> None:
         if partition == DEFAULT_PARTITION:
@@ -335,7 +353,7 @@ class RootCoord:
             self._broadcast_ddl(info, DDLOp.DROP_PARTITION, part)
             parts = [p for p in info.partitions if p.name != partition]
             self.meta.update(replace(info, partitions=parts))
-        self._invalidate(collection)
+        self._invalidate_collection(info)
 
     def create_index(self, ts: int, collection: str, index: IndexInfo) -> IndexInfo:
         with self._dd_lock:
@@ -365,7 +383,7 @@ class RootCoord:
                 index_name=index.index_name or index.field_name,
             )
             self.meta.update(replace(info, indexes=[*info.indexes, created]))
-        self._invalidate(collection)
+        self._invalidate_collection(info)
         return created
 
     def drop_index(self, ts: int, collection: str, index_name: str) -> None:
@@ -376,7 +394,7 @@ class RootCoord:
                 raise MilvusError(Code.INDEX_NOT_FOUND, f"index not found[index={index_name}]")
             self._begin_ddl(ts)
             self.meta.update(replace(info, indexes=kept))
-        self._invalidate(collection)
+        self._invalidate_collection(info)
 
     def reset_channel_offsets(self) -> int:
         """The channels were recreated empty (a broker that lost its log): every collection
@@ -388,13 +406,101 @@ class RootCoord:
                 changed += 1
         return changed
 
+    # -- aliases ---------------------------------------------------------------------------
+
+    def create_alias(self, ts: int, collection: str, alias: str) -> None:
+        """``collection`` and ``alias`` are references in the same database. Creating an
+        alias that already names this collection succeeds, as in Milvus."""
+        validate_name(split(alias)[1], "alias")
+        with self._dd_lock:
+            info = self._alias_target(collection, alias)
+            current = self.meta.alias_target(alias)
+            if current == info.collection_id:
+                return
+            if current is not None:
+                other = self.meta.get_by_id(current)
+                raise MilvusError(
+                    Code.ALIAS_ALREADY_EXIST,
+                    f"alias already exist{_alias_desc(alias)}: {split(alias)[1]} is alias to "
+                    f"another collection: {other.name if other else current}",
+                )
+            self._begin_ddl(ts)
+            self.meta.put_alias(alias, info.collection_id)
+        self._invalidate(alias)
+
+    def alter_alias(self, ts: int, collection: str, alias: str) -> None:
+        """Point an existing alias at another collection (a blue-green switch)."""
+        with self._dd_lock:
+            info = self._alias_target(collection, alias)
+            if self.meta.alias_target(alias) is None:
+                raise MilvusError(Code.ALIAS_NOT_FOUND, f"alias not found{_alias_desc(alias)}")
+            self._begin_ddl(ts)
+            self.meta.put_alias(alias, info.collection_id)
+        self._invalidate(alias)
+
+    def drop_alias(self, ts: int, alias: str) -> None:
+        """Dropping a missing alias succeeds, as Milvus's meta table does."""
+        with self._dd_lock:
+            self._require_db(split(alias)[0])
+            self._begin_ddl(ts)
+            self.meta.remove_alias(alias)
+        self._invalidate(alias)
+
+    def describe_alias(self, alias: str) -> str:
+        """The name of the collection the alias names."""
+        self._require_db(split(alias)[0])
+        target = self.meta.alias_target(alias)
+        info = self.meta.get_by_id(target) if target is not None else None
+        if info is None:
+            raise MilvusError(Code.ALIAS_NOT_FOUND, f"alias not found{_alias_desc(alias)}")
+        return info.name
+
+    def list_aliases(self, db_name: str, collection: str = "") -> list[str]:
+        """Alias names in a database, or those of one collection (a reference)."""
+        self._require_db(db_name)
+        if not collection:
+            refs = self.meta.aliases_in(db_name)
+        else:
+            info = self.meta.get(collection)
+            if info is None:
+                raise errors.collection_not_found(split(collection)[1])
+            refs = self.meta.aliases_of(info.collection_id)
+        return [split(ref)[1] for ref in refs]
+
+    def _alias_target(self, collection: str, alias: str) -> CollectionInfo:
+        """The collection an alias may name: an existing collection (not an alias), and the
+        alias must not be a collection's name."""
+        self._require_db(split(alias)[0])
+        if self.meta.get(alias) is not None:
+            raise MilvusError(
+                Code.ALIAS_COLLECTION_NAME_CONFLICT,
+                f"alias and collection name conflict{_alias_desc(alias)}",
+            )
+        info = self.meta.get(collection)
+        if info is None:
+            raise MilvusError(
+                Code.COLLECTION_NOT_FOUND, f"collection not found{describe(collection)}"
+            )
+        return info
+
+    # -- lookups ---------------------------------------------------------------------------
+
     def _require(self, ref: str) -> CollectionInfo:
+        """The collection ``ref`` names, directly or through an alias."""
         info = self.meta.get(ref)
+        target = self.meta.alias_target(ref) if info is None else None
+        if target is not None:
+            info = self.meta.get_by_id(target)
         if info is None:
             db_name, _ = split(ref)
             self._require_db(db_name)
             raise MilvusError(Code.COLLECTION_NOT_FOUND, f"can't find collection{describe(ref)}")
         return info
+
+    def _invalidate_collection(self, info: CollectionInfo) -> None:
+        """A collection's meta changed: drop it from proxy caches under every name."""
+        for ref in [ref_of(info), *self.meta.aliases_of(info.collection_id)]:
+            self._invalidate(ref)
 
     def _invalidate(self, name: str) -> None:
         if self._invalidator is not None:
@@ -402,3 +508,9 @@ class RootCoord:
                 self._invalidator.invalidate(name)
             except Exception:
                 log.exception("cache invalidation failed", extra={"collection": name})
+
+
+def _alias_desc(alias: str) -> str:
+    """How Milvus's alias errors name one: ``[database=default][alias=a]``."""
+    db_name, name = split(alias)
+    return f"[database={db_name}][alias={name}]"

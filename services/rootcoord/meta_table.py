@@ -4,7 +4,8 @@ Layout under the cluster root: ``meta/collections/{id}`` holds the collection as
 ``meta/names/{ref}`` its id, where ``ref`` is the name qualified by its database
 (services/common/names.py: bare in ``default``); both change in one transaction, so a crash
 never leaves a name pointing nowhere. ``meta/databases/{name}`` holds each created database
-(``default`` is implicit and never stored). The active rootcoord is the only writer and keeps
+(``default`` is implicit and never stored), ``meta/aliases/{ref}`` the id of the collection
+an alias names. The active rootcoord is the only writer and keeps
 the catalog in memory.
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 
 from services.common.kv.base import MetaKV, Txn
 from services.common.msgstream.message import DataType
-from services.common.names import DEFAULT_DB, qualified
+from services.common.names import DEFAULT_DB, qualified, split
 from services.common.schema import (
     CollectionInfo,
     CollectionSchema,
@@ -32,6 +33,7 @@ from services.common.schema import (
 _COLLECTIONS = "meta/collections"
 _NAMES = "meta/names"
 _DATABASES = "meta/databases"
+_ALIASES = "meta/aliases"
 #: the implicit default database (Milvus gives it id 1 and creation time 0)
 DEFAULT_DATABASE = DatabaseInfo(db_id=1, name=DEFAULT_DB, create_ts=0)
 
@@ -67,6 +69,8 @@ class MetaTable:
         self._lock = threading.RLock()
         self._by_id: dict[int, CollectionInfo] = {}
         self._databases: dict[str, DatabaseInfo] = {}
+        #: alias reference -> collection id
+        self._aliases: dict[str, int] = {}
         self.reload()
 
     def reload(self) -> None:
@@ -79,6 +83,8 @@ class MetaTable:
                 DatabaseInfo(**json.loads(raw)) for raw in self._kv.list_prefix(_DATABASES).values()
             )
             self._databases = {DEFAULT_DB: DEFAULT_DATABASE} | {d.name: d for d in stored}
+            aliases = self._kv.list_prefix(_ALIASES)
+            self._aliases = {key.rsplit("/", 1)[-1]: int(raw) for key, raw in aliases.items()}
 
     # -- databases -------------------------------------------------------------------------
 
@@ -104,6 +110,35 @@ class MetaTable:
         with self._lock:
             self._kv.commit(Txn(deletes=[f"{_DATABASES}/{name}"]))
             self._databases.pop(name, None)
+
+    # -- aliases ---------------------------------------------------------------------------
+
+    def alias_target(self, ref: str) -> int | None:
+        """The id of the collection the alias ``ref`` names, None if it is no alias."""
+        with self._lock:
+            return self._aliases.get(ref)
+
+    def aliases_of(self, collection_id: int) -> list[str]:
+        """The references of the aliases naming this collection, sorted."""
+        with self._lock:
+            return sorted(ref for ref, cid in self._aliases.items() if cid == collection_id)
+
+    def aliases_in(self, db_name: str) -> list[str]:
+        """The references of every alias in a database, sorted."""
+        with self._lock:
+            found = (ref for ref in self._aliases if split(ref)[0] == db_name)
+            return sorted(found)
+
+    def put_alias(self, ref: str, collection_id: int) -> None:
+        """Create or move an alias."""
+        with self._lock:
+            self._kv.put(f"{_ALIASES}/{ref}", str(collection_id).encode())
+            self._aliases[ref] = collection_id
+
+    def remove_alias(self, ref: str) -> None:
+        with self._lock:
+            if self._aliases.pop(ref, None) is not None:
+                self._kv.commit(Txn(deletes=[f"{_ALIASES}/{ref}"]))
 
     # -- collections -----------------------------------------------------------------------
 

@@ -147,3 +147,83 @@ def test_a_missing_database_is_an_error(standalone, client):
         client.list_collections()
     assert err.value.code == 800
     client.use_database("default")
+
+
+# -- aliases ---------------------------------------------------------------------------------
+# milvus-lite is no oracle here: it lets an alias name an alias, drops a collection that has
+# aliases, and answers code 1; these tests follow Milvus's rootcoord (internal/rootcoord).
+
+
+def test_an_alias_works_wherever_a_collection_name_does(client):
+    blue, green, alias = _name("blue"), _name("green"), _name("live")
+    for name in (blue, green):
+        client.create_collection(name, dimension=DIM, metric_type="L2")
+    client.insert(blue, _rows(3))
+    client.insert(green, _rows(4, start=100))
+    client.create_alias(blue, alias)
+    try:
+        assert client.describe_alias(alias)["collection_name"] == blue
+        described = client.describe_collection(alias)
+        assert described["collection_name"] == blue and described["aliases"] == [alias]
+        assert client.list_aliases(blue)["aliases"] == [alias]
+        assert alias in client.list_aliases()["aliases"]
+        client.insert(alias, _rows(1, start=3))  # writes through the alias
+        hits = client.search(alias, [[3.0] * DIM], limit=1, consistency_level="Strong")
+        assert hits[0][0]["id"] == 3
+        assert len(client.query(alias, filter="id >= 0", consistency_level="Strong")) == 4
+        client.release_collection(alias)
+        assert client.get_load_state(blue)["state"].name == "NotLoad"
+        client.load_collection(alias)
+        client.alter_alias(green, alias)  # the blue-green switch
+        got = client.query(alias, filter="id >= 0", consistency_level="Strong")
+        assert sorted(r["id"] for r in got) == [100, 101, 102, 103]
+        assert client.list_aliases(blue)["aliases"] == []
+    finally:
+        client.drop_alias(alias)
+        client.drop_collection(blue)
+        client.drop_collection(green)
+
+
+def test_alias_errors_follow_milvus(client):
+    name, other, alias = _name("c"), _name("o"), _name("a")
+    client.create_collection(name, dimension=DIM)
+    client.create_collection(other, dimension=DIM)
+    client.create_alias(name, alias)
+    try:
+        client.create_alias(name, alias)  # again, same collection: fine
+        cases = [
+            (lambda: client.create_alias("no_such", "x"), 100),
+            (lambda: client.create_alias(alias, "x"), 100),  # an alias of an alias
+            (lambda: client.create_alias(other, alias), 1602),
+            (lambda: client.create_alias(name, other), 1601),
+            (lambda: client.alter_alias(other, "no_such_alias"), 1600),
+            (lambda: client.describe_alias("no_such_alias"), 1600),
+            (lambda: client.create_collection(alias, dimension=DIM), 1601),
+            (lambda: client.drop_collection(name), 65535),  # it has aliases
+            (lambda: client.drop_collection(alias), 65535),  # not through an alias
+        ]
+        for call, code in cases:
+            with pytest.raises(MilvusException) as err:
+                call()
+            assert err.value.code == code, err.value.message
+    finally:
+        client.drop_alias(alias)
+        client.drop_alias(alias)  # a missing alias: fine, as Milvus
+        client.drop_collection(name)
+        client.drop_collection(other)
+
+
+def test_aliases_are_scoped_by_database(standalone, client, database):
+    scoped = MilvusClient(standalone.uri, db_name=database)
+    name, alias = _name("c"), _name("a")
+    scoped.create_collection(name, dimension=DIM)
+    scoped.create_alias(name, alias)
+    try:
+        assert scoped.describe_collection(alias)["collection_name"] == name
+        assert alias not in client.list_aliases()["aliases"]
+        with pytest.raises(MilvusException):
+            client.describe_collection(alias)
+    finally:
+        scoped.drop_alias(alias)
+        scoped.drop_collection(name)
+        scoped.close()

@@ -64,6 +64,11 @@ ROOTCOORD_METHODS = (
     "drop_database",
     "list_databases",
     "describe_database",
+    "create_alias",
+    "alter_alias",
+    "drop_alias",
+    "describe_alias",
+    "list_aliases",
 )
 DATACOORD_METHODS = (
     "assign_segment",
