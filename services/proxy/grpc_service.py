@@ -212,6 +212,13 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
         self.proxy.drop_collection(_ref(request, context))
         return _ok()
 
+    @rpc(common_pb2.Status)
+    def RenameCollection(self, request, context):
+        db_name = _db(request, context)
+        old = qualified(db_name, request.oldName)
+        self.proxy.rename_collection(old, request.newDBName or db_name, request.newName)
+        return _ok()
+
     @rpc(milvus_pb2.BoolResponse)
     def HasCollection(self, request, context):
         return milvus_pb2.BoolResponse(

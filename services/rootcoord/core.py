@@ -313,6 +313,44 @@ class RootCoord:
             self.meta.remove(info)
         self._invalidate(name)
 
+    def rename_collection(self, ts: int, old: str, new_db: str, new_name: str) -> None:
+        """Rename a collection, possibly into another database, with Milvus's checks: not
+        through an alias, not onto an alias or a taken name, and not across databases while
+        aliases name it (they would be left in the old one). Ids, channels and data stay."""
+        validate_name(new_name)
+        new = qualified(new_db, new_name)
+        with self._dd_lock:
+            if self.meta.database(new_db) is None:
+                raise MilvusError(Code.UNEXPECTED, f"target database:{new_db} not found")
+            if self.meta.alias_target(old) is not None:
+                raise MilvusError(
+                    Code.UNEXPECTED,
+                    f"unsupported use an alias to rename collection, alias:{split(old)[1]}",
+                )
+            if self.meta.alias_target(new) is not None:
+                raise MilvusError(
+                    Code.UNEXPECTED, f"cannot rename collection to an existing alias: {new_name}"
+                )
+            if self.meta.get(new) is not None:
+                raise MilvusError(
+                    Code.UNEXPECTED,
+                    f"duplicated new collection name {new_db}:{new_name} with other collection "
+                    "name or alias",
+                )
+            info = self._require(old)
+            aliases = self.meta.aliases_of(info.collection_id)
+            if aliases and new_db != info.db_name:
+                raise MilvusError(
+                    Code.UNEXPECTED,
+                    "fail to rename db name, must drop all aliases of this collection before "
+                    "rename",
+                )
+            self._begin_ddl(ts)
+            if not self.meta.rename(info, replace(info, name=new_name, db_name=new_db)):
+                raise MilvusError(Code.UNEXPECTED, f"collection name {new_name} is taken")
+        for ref in [old, *aliases]:
+            self._invalidate(ref)
+
     def describe_collection(
         self, name: str | None = None, collection_id: int = 0
     ) -> CollectionInfo:

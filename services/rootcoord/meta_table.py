@@ -172,6 +172,23 @@ class MetaTable:
             self._by_id[info.collection_id] = info
             return True
 
+    def rename(self, old: CollectionInfo, new: CollectionInfo) -> bool:
+        """Move a collection to a new name (and database) in one transaction; False if the
+        new name is taken."""
+        with self._lock:
+            txn = Txn(
+                checks={f"{_NAMES}/{ref_of(new)}": None},
+                puts={
+                    f"{_COLLECTIONS}/{new.collection_id}": collection_to_json(new),
+                    f"{_NAMES}/{ref_of(new)}": str(new.collection_id).encode(),
+                },
+                deletes=[f"{_NAMES}/{ref_of(old)}"],
+            )
+            if not self._kv.commit(txn):
+                return False
+            self._by_id[new.collection_id] = new
+            return True
+
     def update(self, info: CollectionInfo) -> None:
         with self._lock:
             self._kv.put(f"{_COLLECTIONS}/{info.collection_id}", collection_to_json(info))

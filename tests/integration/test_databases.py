@@ -227,3 +227,30 @@ def test_aliases_are_scoped_by_database(standalone, client, database):
         scoped.drop_alias(alias)
         scoped.drop_collection(name)
         scoped.close()
+
+
+# -- rename_collection -------------------------------------------------------------------------
+
+
+def test_rename_keeps_the_data_and_follows_milvus_errors(standalone, client, database):
+    old, new, taken = _name("old"), _name("new"), _name("taken")
+    client.create_collection(old, dimension=DIM, metric_type="L2")
+    client.create_collection(taken, dimension=DIM)
+    client.insert(old, _rows(3))
+    client.rename_collection(old, new)
+    try:
+        assert old not in client.list_collections() and new in client.list_collections()
+        got = client.query(new, filter="id >= 0", consistency_level="Strong")
+        assert sorted(r["id"] for r in got) == [0, 1, 2]  # still loaded, same data
+        with pytest.raises(MilvusException, match="duplicated new collection name"):
+            client.rename_collection(new, taken)
+        client.rename_collection(new, new, target_db=database)  # into another database
+        scoped = MilvusClient(standalone.uri, db_name=database)
+        assert scoped.list_collections() == [new]
+        assert len(scoped.query(new, filter="id >= 0", consistency_level="Strong")) == 3
+        scoped.drop_collection(new)
+        scoped.close()
+    finally:
+        client.drop_collection(taken)
+        if client.has_collection(new):
+            client.drop_collection(new)

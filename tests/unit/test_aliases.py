@@ -21,11 +21,16 @@ class Invalidations:
         pass
 
 
-@pytest.fixture
-def root():
+def watched_root() -> RootCoord:
+    """A started rootcoord whose cache invalidations are recorded."""
     rc = RootCoord(MemoryKV(), Recorder(), "t", 2, invalidator=Invalidations())
     rc.start()
     return rc
+
+
+@pytest.fixture
+def root():
+    return watched_root()
 
 
 def ts(root):

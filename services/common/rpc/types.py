@@ -64,6 +64,7 @@ ROOTCOORD_METHODS = (
     "drop_database",
     "list_databases",
     "describe_database",
+    "rename_collection",
     "create_alias",
     "alter_alias",
     "drop_alias",
