@@ -28,6 +28,11 @@ def stub(standalone):
     channel.close()
 
 
+def _system_info(stub) -> milvus_pb2.GetMetricsResponse:
+    request = json.dumps({"metric_type": "system_info"})
+    return stub.GetMetrics(milvus_pb2.GetMetricsRequest(request=request))
+
+
 def _name(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:6]}"
 
@@ -44,8 +49,7 @@ def test_component_states_are_healthy(stub):
 
 
 def test_system_info_metrics_list_every_role(stub):
-    request = json.dumps({"metric_type": "system_info"})
-    reply = stub.GetMetrics(milvus_pb2.GetMetricsRequest(request=request))
+    reply = _system_info(stub)
     assert reply.status.code == 0
     nodes = json.loads(reply.response)["nodes_info"]
     roles = {n["infos"]["type"] for n in nodes}
@@ -254,3 +258,41 @@ def test_rename_keeps_the_data_and_follows_milvus_errors(standalone, client, dat
         client.drop_collection(taken)
         if client.has_collection(new):
             client.drop_collection(new)
+
+
+# -- across processes --------------------------------------------------------------------------
+
+
+def test_databases_and_aliases_across_two_proxies(cluster):
+    """The rootcoord serves the catalog over RPC, and an alias moved through one proxy is
+    followed at once by the other (its cache entry is invalidated, not left to expire)."""
+    first, second = (MilvusClient(uri) for uri in cluster.uris[:2])
+    db, blue, green, alias = _name("db"), _name("blue"), _name("green"), _name("live")
+    first.create_database(db)
+    a, b = MilvusClient(cluster.uris[0], db_name=db), MilvusClient(cluster.uris[1], db_name=db)
+    try:
+        for name, start in ((blue, 0), (green, 100)):
+            a.create_collection(name, dimension=DIM, metric_type="L2")
+            a.insert(name, _rows(2, start=start))
+        a.create_alias(blue, alias)
+        assert db in second.list_databases()
+        ids = b.query(alias, filter="id >= 0", consistency_level="Strong")
+        assert sorted(r["id"] for r in ids) == [0, 1]  # cached in the second proxy
+        a.alter_alias(green, alias)
+        ids = b.query(alias, filter="id >= 0", consistency_level="Strong")
+        assert sorted(r["id"] for r in ids) == [100, 101]
+        b.rename_collection(blue, "renamed")
+        assert sorted(a.list_collections()) == sorted([green, "renamed"])
+        with grpc.insecure_channel(cluster.uris[0].removeprefix("http://")) as channel:
+            reply = _system_info(milvus_pb2_grpc.MilvusServiceStub(channel))
+        nodes = json.loads(reply.response)["nodes_info"]
+        roles = sorted(n["infos"]["type"] for n in nodes)
+        assert roles.count("proxy") == 2 and roles.count("querynode") == 2
+        assert "rootcoord" in roles
+    finally:
+        a.drop_alias(alias)
+        for name in a.list_collections():
+            a.drop_collection(name)
+        first.drop_database(db)
+        for client in (first, second, a, b):
+            client.close()
