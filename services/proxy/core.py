@@ -19,7 +19,7 @@ from services.common import errors
 from services.common.errors import Code, MilvusError
 from services.common.expr import ExprError, parse, pk_terms
 from services.common.msgstream.message import DataType, FieldColumn, Message, PrimaryKeys
-from services.common.names import DEFAULT_DB
+from services.common.names import DEFAULT_DB, qualified
 from services.common.pacer import Pacer
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits
@@ -85,8 +85,13 @@ class RootCoordPort(Protocol):
 class QueryCoordPort(Protocol):
     def load_collection(self, collection_id: int) -> None: ...
     def release_collection(self, collection_id: int) -> None: ...
-    def load_state(self, collection_id: int) -> tuple[int, int]: ...
+    def load_state(
+        self, collection_id: int, partition_ids: Sequence[int] = ()
+    ) -> tuple[int, int]: ...
     def shard_leaders(self, collection_id: int) -> dict[str, int]: ...
+    def load_partitions(self, collection_id: int, partition_ids: Sequence[int]) -> None: ...
+    def release_partitions(self, collection_id: int, partition_ids: Sequence[int]) -> None: ...
+    def loaded_partitions(self, collection_id: int) -> list[int] | None: ...
 
 
 class DataCoordPort(Protocol):
@@ -276,6 +281,14 @@ class Proxy:
         self.meta.invalidate(collection)
 
     def drop_partition(self, collection: str, partition: str) -> None:
+        info = self.meta.get(collection)
+        part = info.partition(partition)
+        if part is not None:
+            state, _ = self.querycoord.load_state(info.collection_id, [part.partition_id])
+            if state == LOAD_STATE_LOADED:
+                raise errors.invalid(
+                    "partition cannot be dropped, partition is loaded, please release it first"
+                )
         self.scheduler.ddl(lambda ts: self.rootcoord.drop_partition(ts, collection, partition))
         self.meta.invalidate(collection)
 
@@ -286,8 +299,9 @@ class Proxy:
         part = info.partition(name or "_default")
         if part is None:
             # the cache may predate a CreatePartition from another proxy
-            self.meta.invalidate(info.name)
-            part = self.meta.get(info.name).partition(name)
+            ref = qualified(info.db_name, info.name)
+            self.meta.invalidate(ref)
+            part = self.meta.get(ref).partition(name)
         if part is None:
             raise errors.partition_not_found(name)
         return part.partition_id
@@ -359,8 +373,20 @@ class Proxy:
     def release_collection(self, collection: str) -> None:
         self.querycoord.release_collection(self.meta.get(collection).collection_id)
 
-    def load_state(self, collection: str) -> tuple[int, int]:
-        return self.querycoord.load_state(self.meta.get(collection).collection_id)
+    def load_partitions(self, collection: str, partitions: Sequence[str]) -> None:
+        info = self.meta.get(collection)
+        ids = [self.partition_id(info, name) for name in partitions]
+        self.querycoord.load_partitions(info.collection_id, ids)
+
+    def release_partitions(self, collection: str, partitions: Sequence[str]) -> None:
+        info = self.meta.get(collection)
+        ids = [self.partition_id(info, name) for name in partitions]
+        self.querycoord.release_partitions(info.collection_id, ids)
+
+    def load_state(self, collection: str, partitions: Sequence[str] = ()) -> tuple[int, int]:
+        info = self.meta.get(collection)
+        ids = [self.partition_id(info, name) for name in partitions]
+        return self.querycoord.load_state(info.collection_id, ids)
 
     def replica_shards(self, info: CollectionInfo) -> dict[str, int]:
         """vchannel -> the query node serving it; empty while the collection is not loaded."""
@@ -368,9 +394,25 @@ class Proxy:
             return {}
         return self.querycoord.shard_leaders(info.collection_id)
 
-    def require_loaded(self, info: CollectionInfo) -> None:
-        if self.querycoord.load_state(info.collection_id)[0] != LOAD_STATE_LOADED:
-            raise errors.collection_not_loaded(info.name)
+    def readable_partitions(self, info: CollectionInfo, names: Sequence[str]) -> list[int]:
+        """The partition ids a read covers ([] = every one): the named ones, each of which
+        must be loaded (Milvus's code 201 otherwise), or every loaded one. One querycoord
+        call, which also fails when nothing of the collection is loaded."""
+        try:
+            loaded = self.querycoord.loaded_partitions(info.collection_id)
+        except MilvusError as exc:
+            if exc.code == Code.COLLECTION_NOT_LOADED:
+                raise errors.collection_not_loaded(info.name) from exc
+            raise
+        named = [self.partition_id(info, name) for name in names]
+        if loaded is None:
+            return named
+        for name, partition_id in zip(names, named, strict=True):
+            if partition_id not in loaded:
+                raise MilvusError(
+                    Code.PARTITION_NOT_LOADED, f"partition not loaded[partition={name}]"
+                )
+        return named or loaded
 
     # -- writes ------------------------------------------------------------------------------
 

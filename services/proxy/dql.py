@@ -128,13 +128,12 @@ class _ReadTask(Task):
     def _resolve_common(self) -> None:
         spec, proxy = self._spec, self._proxy
         self.info = proxy.meta.get(spec.collection_name)
-        proxy.require_loaded(self.info)
+        self.partition_ids = proxy.readable_partitions(self.info, spec.partition_names)
         if spec.expr.strip():
             try:
                 parse(spec.expr, spec.expr_params or None)
             except ExprError as exc:
                 raise errors.invalid(str(exc)) from exc
-        self.partition_ids = [proxy.partition_id(self.info, p) for p in spec.partition_names]
 
     def _guarantee(self) -> tuple[int, float]:
         """The guarantee timestamp for this read and how long it may wait for it."""

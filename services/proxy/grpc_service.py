@@ -345,16 +345,28 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
         self.proxy.release_collection(_ref(request, context))
         return _ok()
 
+    @rpc(common_pb2.Status)
+    def LoadPartitions(self, request, context):
+        self.proxy.load_partitions(_ref(request, context), list(request.partition_names))
+        return _ok()
+
+    @rpc(common_pb2.Status)
+    def ReleasePartitions(self, request, context):
+        self.proxy.release_partitions(_ref(request, context), list(request.partition_names))
+        return _ok()
+
     @rpc(milvus_pb2.GetLoadingProgressResponse)
     def GetLoadingProgress(self, request, context):
-        _, progress = self.proxy.load_state(_ref(request, context))
+        names = list(request.partition_names)
+        _, progress = self.proxy.load_state(_ref(request, context), names)
         return milvus_pb2.GetLoadingProgressResponse(
             status=_ok(), progress=progress, refresh_progress=progress
         )
 
     @rpc(milvus_pb2.GetLoadStateResponse)
     def GetLoadState(self, request, context):
-        state, _ = self.proxy.load_state(_ref(request, context))
+        names = list(request.partition_names)
+        state, _ = self.proxy.load_state(_ref(request, context), names)
         return milvus_pb2.GetLoadStateResponse(status=_ok(), state=state)
 
     @rpc(milvus_pb2.GetReplicasResponse)

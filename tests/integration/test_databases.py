@@ -296,3 +296,40 @@ def test_databases_and_aliases_across_two_proxies(cluster):
         first.drop_database(db)
         for client in (first, second, a, b):
             client.close()
+
+
+# -- partitions --------------------------------------------------------------------------------
+
+
+def test_load_and_release_partitions(client):
+    name = _name("parts")
+    client.create_collection(name, dimension=DIM, metric_type="L2")
+    client.create_partition(name, "p1")
+    client.insert(name, _rows(2))
+    client.insert(name, _rows(2, start=10), partition_name="p1")
+    client.release_collection(name)
+    try:
+        client.load_partitions(name, ["p1"])
+        assert client.get_load_state(name)["state"].name == "Loaded"
+        assert client.get_load_state(name, partition_name="p1")["state"].name == "Loaded"
+        assert client.get_load_state(name, partition_name="_default")["state"].name == "NotLoad"
+        got = client.query(name, filter="id >= 0", consistency_level="Strong")
+        assert sorted(r["id"] for r in got) == [10, 11]  # only the loaded partition
+        hits = client.search(name, [[0.0] * DIM], limit=5, consistency_level="Strong")
+        assert sorted(h["id"] for h in hits[0]) == [10, 11]
+        with pytest.raises(MilvusException) as err:
+            client.query(name, filter="id >= 0", partition_names=["_default"])
+        assert err.value.code == 201
+        with pytest.raises(MilvusException, match="partition is loaded"):
+            client.drop_partition(name, "p1")
+        client.load_partitions(name, ["_default"])
+        got = client.query(name, filter="id >= 0", consistency_level="Strong")
+        assert len(got) == 4
+        client.release_partitions(name, ["p1"])
+        got = client.query(name, filter="id >= 0", consistency_level="Strong")
+        assert sorted(r["id"] for r in got) == [0, 1]
+        client.release_partitions(name, ["_default"])  # the last one
+        assert client.get_load_state(name)["state"].name == "NotLoad"
+        client.drop_partition(name, "p1")
+    finally:
+        client.drop_collection(name)

@@ -85,7 +85,15 @@ DATACOORD_METHODS = (
     "drop_collection",
     "index_progress",
 )
-QUERYCOORD_METHODS = ("load_collection", "release_collection", "load_state", "shard_leaders")
+QUERYCOORD_METHODS = (
+    "load_collection",
+    "release_collection",
+    "load_state",
+    "shard_leaders",
+    "load_partitions",
+    "release_partitions",
+    "loaded_partitions",
+)
 QUERYNODE_METHODS = (
     "watch",
     "unwatch",
