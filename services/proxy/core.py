@@ -65,6 +65,9 @@ class RootCoordPort(Protocol):
         self, ts: int, name: str, properties: dict[str, str] | None = None
     ) -> DatabaseInfo: ...
     def drop_database(self, ts: int, name: str) -> None: ...
+    def alter_database(
+        self, ts: int, name: str, properties: dict[str, str], delete_keys: Sequence[str] = ()
+    ) -> DatabaseInfo: ...
     def list_databases(self) -> list[DatabaseInfo]: ...
     def describe_database(self, name: str) -> DatabaseInfo: ...
     def rename_collection(self, ts: int, old: str, new_db: str, new_name: str) -> None: ...
@@ -237,8 +240,16 @@ class Proxy:
     def describe_collection(self, name: str = "", collection_id: int = 0) -> CollectionInfo:
         return self.rootcoord.describe_collection(name or None, collection_id)
 
-    def show_collections(self, db_name: str = DEFAULT_DB) -> list[CollectionInfo]:
-        return self.rootcoord.show_collections(db_name)
+    def show_collections(
+        self, db_name: str = DEFAULT_DB, loaded_only: bool = False
+    ) -> list[CollectionInfo]:
+        """A database's collections; ``loaded_only`` keeps those loaded (ShowType InMemory)."""
+        infos = self.rootcoord.show_collections(db_name)
+        if not loaded_only:
+            return infos
+        return [
+            c for c in infos if self.querycoord.load_state(c.collection_id)[0] == LOAD_STATE_LOADED
+        ]
 
     # -- databases ---------------------------------------------------------------------------
 
@@ -247,6 +258,13 @@ class Proxy:
 
     def drop_database(self, name: str) -> None:
         self.scheduler.ddl(lambda ts: self.rootcoord.drop_database(ts, name))
+
+    def alter_database(
+        self, name: str, properties: dict[str, str], delete_keys: Sequence[str]
+    ) -> DatabaseInfo:
+        return self.scheduler.ddl(
+            lambda ts: self.rootcoord.alter_database(ts, name, properties, delete_keys)
+        )
 
     def list_databases(self) -> list[DatabaseInfo]:
         return self.rootcoord.list_databases()

@@ -106,6 +106,15 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
         self.proxy.drop_database(request.db_name)
         return _ok()
 
+    @rpc(common_pb2.Status)
+    def AlterDatabase(self, request, context):
+        self.proxy.alter_database(
+            request.db_name or DEFAULT_DB,
+            convert.kv_pairs(request.properties),
+            list(request.delete_keys),
+        )
+        return _ok()
+
     @rpc(milvus_pb2.ListDatabasesResponse)
     def ListDatabases(self, request, context):
         dbs = self.proxy.list_databases()
@@ -233,13 +242,18 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
 
     @rpc(milvus_pb2.ShowCollectionsResponse)
     def ShowCollections(self, request, context):
-        infos = self.proxy.show_collections(_db(request, context))
+        in_memory = request.type == milvus_pb2.ShowType.InMemory
+        infos = self.proxy.show_collections(_db(request, context), loaded_only=in_memory)
+        if request.collection_names:
+            infos = [c for c in infos if c.name in set(request.collection_names)]
         return milvus_pb2.ShowCollectionsResponse(
             status=_ok(),
             collection_names=[c.name for c in infos],
             collection_ids=[c.collection_id for c in infos],
             created_timestamps=[c.create_ts for c in infos],
             created_utc_timestamps=[timestamp.physical_ms(c.create_ts) for c in infos],
+            inMemory_percentages=[100] * len(infos) if in_memory else [],
+            query_service_available=[True] * len(infos) if in_memory else [],
             shards_num=[c.shards_num for c in infos],
         )
 

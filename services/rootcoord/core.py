@@ -224,6 +224,25 @@ class RootCoord:
             self._begin_ddl(ts)
             self.meta.remove_database(name)
 
+    def alter_database(
+        self, ts: int, name: str, properties: dict[str, str], delete_keys: Sequence[str] = ()
+    ) -> DatabaseInfo:
+        """Set or delete properties (one or the other per call, as Milvus requires). They are
+        stored and described; none changes Vectide's behaviour yet."""
+        if properties and delete_keys:
+            raise errors.invalid(
+                "alter database cannot modify properties and delete keys at the same time"
+            )
+        if not properties and not delete_keys:
+            raise errors.invalid("alter database with empty properties and delete keys")
+        with self._dd_lock:
+            db = self._require_db(name)
+            kept = {k: v for k, v in db.properties.items() if k not in set(delete_keys)}
+            altered = replace(db, properties=kept | dict(properties))
+            self._begin_ddl(ts)
+            self.meta.update_database(altered)
+            return altered
+
     def list_databases(self) -> list[DatabaseInfo]:
         return self.meta.databases()
 

@@ -106,6 +106,12 @@ class MetaTable:
             self._databases[db.name] = db
             return True
 
+    def update_database(self, db: DatabaseInfo) -> None:
+        """Store a database's new properties (``default`` too, once altered)."""
+        with self._lock:
+            self._kv.put(f"{_DATABASES}/{db.name}", json.dumps(asdict(db)).encode())
+            self._databases[db.name] = db
+
     def remove_database(self, name: str) -> None:
         with self._lock:
             self._kv.commit(Txn(deletes=[f"{_DATABASES}/{name}"]))

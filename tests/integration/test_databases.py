@@ -104,6 +104,25 @@ def test_default_plus_created_databases_are_listed(client, database):
     with pytest.raises(MilvusException) as invalid:
         client.create_database("no-dashes")
     assert invalid.value.code == 802
+    client.alter_database_properties(database, {"team": "search"})
+    client.drop_database_properties(database, ["owner"])
+    described = client.describe_database(database)
+    assert described["team"] == "search" and "owner" not in described
+
+
+def test_show_collections_in_memory_lists_the_loaded_ones(client, stub):
+    loaded, released = _name("loaded"), _name("released")
+    for name in (loaded, released):
+        client.create_collection(name, dimension=DIM)
+    client.release_collection(released)
+    try:
+        request = milvus_pb2.ShowCollectionsRequest(type=milvus_pb2.ShowType.InMemory)
+        reply = stub.ShowCollections(request)
+        names = dict(zip(reply.collection_names, reply.inMemory_percentages, strict=True))
+        assert names[loaded] == 100 and released not in names
+    finally:
+        client.drop_collection(loaded)
+        client.drop_collection(released)
 
 
 def test_collections_are_scoped_by_database(standalone, client, database):

@@ -106,3 +106,17 @@ def test_databases_and_scoped_collections_survive_a_reload():
     second.start()
     assert [d.name for d in second.list_databases()] == [DEFAULT_DB, "d1"]
     assert second.describe_collection("d1.docs").db_name == "d1"
+
+
+def test_alter_database_sets_or_deletes_properties(root):
+    root.create_database(root.alloc_timestamp(), "d1", {"a": "1"})
+    root.alter_database(root.alloc_timestamp(), "d1", {"b": "2"})
+    root.alter_database(root.alloc_timestamp(), "d1", {}, ["a"])
+    assert root.describe_database("d1").properties == {"b": "2"}
+    root.alter_database(root.alloc_timestamp(), DEFAULT_DB, {"c": "3"})
+    assert root.describe_database(DEFAULT_DB).properties == {"c": "3"}
+    with pytest.raises(MilvusError, match="at the same time"):
+        root.alter_database(root.alloc_timestamp(), "d1", {"x": "1"}, ["b"])
+    with pytest.raises(MilvusError) as err:
+        root.alter_database(root.alloc_timestamp(), "nope", {"x": "1"})
+    assert err.value.code == Code.DATABASE_NOT_FOUND

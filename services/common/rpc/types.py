@@ -62,6 +62,7 @@ ROOTCOORD_METHODS = (
     "report_timetick",
     "create_database",
     "drop_database",
+    "alter_database",
     "list_databases",
     "describe_database",
     "rename_collection",
