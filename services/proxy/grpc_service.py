@@ -337,6 +337,28 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
             )
         return response
 
+    def _progress(self, request: Any, context: grpc.ServicerContext) -> tuple[int, int, int]:
+        """(total, indexed, pending) rows summed over the indexes the request names."""
+        ref = _ref(request, context)
+        indexes = self.proxy.describe_index(ref, request.index_name, request.field_name)
+        rows = [self.proxy.index_progress(ref, index) for index in indexes]
+        total, indexed, pending = (sum(column) for column in zip(*rows, strict=True))
+        return total, indexed, pending
+
+    @rpc(milvus_pb2.GetIndexStateResponse)
+    def GetIndexState(self, request, context):
+        """The older SDKs' (and Attu's) index poll: Finished as DescribeIndex's state."""
+        _, _, pending = self._progress(request, context)
+        state = common_pb2.InProgress if pending else common_pb2.Finished
+        return milvus_pb2.GetIndexStateResponse(status=_ok(), state=state)
+
+    @rpc(milvus_pb2.GetIndexBuildProgressResponse)
+    def GetIndexBuildProgress(self, request, context):
+        total, indexed, _ = self._progress(request, context)
+        return milvus_pb2.GetIndexBuildProgressResponse(
+            status=_ok(), indexed_rows=indexed, total_rows=total
+        )
+
     @rpc(common_pb2.Status)
     def DropIndex(self, request, context):
         name = request.index_name

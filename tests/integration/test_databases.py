@@ -352,3 +352,21 @@ def test_load_and_release_partitions(client):
         client.drop_partition(name, "p1")
     finally:
         client.drop_collection(name)
+
+
+def test_index_state_and_build_progress(client, stub):
+    name = _name("idx")
+    client.create_collection(name, dimension=DIM)
+    client.insert(name, _rows(3))
+    try:
+        request = milvus_pb2.GetIndexStateRequest(collection_name=name)
+        reply = stub.GetIndexState(request)
+        assert reply.status.code == 0
+        assert reply.state in (common_pb2.IndexState.Finished, common_pb2.IndexState.InProgress)
+        build = milvus_pb2.GetIndexBuildProgressRequest(collection_name=name)
+        progress = stub.GetIndexBuildProgress(build)
+        assert progress.status.code == 0 and progress.indexed_rows <= progress.total_rows
+        missing = stub.GetIndexState(milvus_pb2.GetIndexStateRequest(collection_name="nope"))
+        assert missing.status.code == 100
+    finally:
+        client.drop_collection(name)
