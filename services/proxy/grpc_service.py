@@ -25,7 +25,14 @@ from services.common.schema import ConsistencyLevel
 from services.proxy import convert
 from services.proxy.core import Proxy
 from services.proxy.dql import QuerySpec, SearchSpec
-from services.proxy.system_info import SYSTEM_INFO, Member, metric_type, system_topology
+from services.proxy.system_info import (
+    DEFAULT_RESOURCE_GROUP,
+    DEFAULT_RESOURCE_GROUP_CAPACITY,
+    SYSTEM_INFO,
+    Member,
+    metric_type,
+    system_topology,
+)
 
 log = logging.getLogger(__name__)
 
@@ -405,6 +412,32 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
         state, _ = self.proxy.load_state(_ref(request, context), names)
         return milvus_pb2.GetLoadStateResponse(status=_ok(), state=state)
 
+    @rpc(milvus_pb2.ListResourceGroupsResponse)
+    def ListResourceGroups(self, request, context):
+        return milvus_pb2.ListResourceGroupsResponse(
+            status=_ok(), resource_groups=[DEFAULT_RESOURCE_GROUP]
+        )
+
+    @rpc(milvus_pb2.DescribeResourceGroupResponse)
+    def DescribeResourceGroup(self, request, context):
+        """The default group: every live query node, one replica per loaded collection of
+        the request's database (Attu's load dialog and its node view read this)."""
+        if request.resource_group != DEFAULT_RESOURCE_GROUP:
+            raise MilvusError(
+                errors.Code.RESOURCE_GROUP_NOT_FOUND,
+                f"resource group not found[rg={request.resource_group}]",
+            )
+        nodes = [m for m in self._members() if m.role == "querynode"]
+        loaded = self.proxy.show_collections(_db(request, context), loaded_only=True)
+        group = milvus_pb2.ResourceGroup(
+            name=DEFAULT_RESOURCE_GROUP,
+            capacity=DEFAULT_RESOURCE_GROUP_CAPACITY,
+            num_available_node=len(nodes),
+            num_loaded_replica={c.name: 1 for c in loaded},
+            nodes=[common_pb2.NodeInfo(node_id=m.node_id, address=m.address) for m in nodes],
+        )
+        return milvus_pb2.DescribeResourceGroupResponse(status=_ok(), resource_group=group)
+
     @rpc(milvus_pb2.GetReplicasResponse)
     def GetReplicas(self, request, context):
         """One replica per loaded collection (Milvus's default replica number), naming the
@@ -427,7 +460,7 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
             partition_ids=[p.partition_id for p in info.partitions],
             shard_replicas=shards,
             node_ids=sorted(set(leaders.values())),
-            resource_group_name="__default_resource_group",
+            resource_group_name=DEFAULT_RESOURCE_GROUP,
         )
         return milvus_pb2.GetReplicasResponse(status=_ok(), replicas=[replica])
 

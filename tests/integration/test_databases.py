@@ -370,3 +370,18 @@ def test_index_state_and_build_progress(client, stub):
         assert missing.status.code == 100
     finally:
         client.drop_collection(name)
+
+
+def test_the_default_resource_group_holds_every_query_node(client):
+    name = _name("rg")
+    client.create_collection(name, dimension=DIM)
+    try:
+        assert client.list_resource_groups() == ["__default_resource_group"]
+        group = client.describe_resource_group("__default_resource_group")
+        assert group.num_available_node == 1 and len(group.nodes) == 1
+        assert group.num_loaded_replica[name] == 1
+        with pytest.raises(MilvusException) as err:
+            client.describe_resource_group("rg_nope")
+        assert err.value.code == 300
+    finally:
+        client.drop_collection(name)
