@@ -1,15 +1,14 @@
 """The Milvus gRPC service (pymilvus's own servicer base): each RPC unpacks its request,
 calls the proxy core and packs the answer; every error becomes a Milvus status.
 
-RPCs not listed here answer with pymilvus's base class (UNIMPLEMENTED), which pymilvus
-reports as an error, never as silent success.
+Databases, aliases and the cluster RPCs live in grpc_admin.py (a mixin). RPCs listed in
+neither answer with pymilvus's base class (UNIMPLEMENTED), which pymilvus reports as an
+error, never as silent success.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -20,52 +19,17 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc, schema_pb
 from services import __version__
 from services.common import errors, timestamp
 from services.common.errors import MilvusError
-from services.common.names import DEFAULT_DB, qualified, split
+from services.common.names import qualified, split
 from services.common.schema import ConsistencyLevel
 from services.proxy import convert
 from services.proxy.core import Proxy
 from services.proxy.dql import QuerySpec, SearchSpec
-from services.proxy.system_info import (
-    DEFAULT_RESOURCE_GROUP,
-    DEFAULT_RESOURCE_GROUP_CAPACITY,
-    SYSTEM_INFO,
-    Member,
-    metric_type,
-    system_topology,
-)
-
-log = logging.getLogger(__name__)
-
-#: the Milvus version whose API this proxy speaks (pymilvus checks features against it)
-MILVUS_VERSION = "v2.6.0"
+from services.proxy.grpc_admin import AdminRpcs
+from services.proxy.grpc_common import MILVUS_VERSION, db_of, ok, ref_of, rpc
+from services.proxy.system_info import Member
 
 
-def rpc(response_type: type) -> Callable:
-    """Turn exceptions into ``response_type(status=...)`` so clients see Milvus errors."""
-
-    def wrap(fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def handler(self: MilvusService, request: Any, context: grpc.ServicerContext) -> Any:
-            try:
-                return fn(self, request, context)
-            except Exception as exc:
-                if not isinstance(exc, MilvusError):
-                    log.exception("request failed", extra={"rpc": fn.__name__})
-                status = convert.error_status(exc)
-                if response_type is common_pb2.Status:
-                    return status
-                return response_type(status=status)
-
-        return handler
-
-    return wrap
-
-
-def _ok() -> common_pb2.Status:
-    return convert.ok_status()
-
-
-class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
+class MilvusService(AdminRpcs, milvus_pb2_grpc.MilvusServiceServicer):
     def __init__(
         self,
         proxy: Proxy,
@@ -82,129 +46,29 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
     @rpc(milvus_pb2.ConnectResponse)
     def Connect(self, request, context):
         # a client bound to a database learns at once that it is missing, as from Milvus
-        self.proxy.describe_database(_db(request, context))
+        self.proxy.describe_database(db_of(request, context))
         info = common_pb2.ServerInfo(
             build_tags=f"vectide-{__version__}",
             deploy_mode=self._deploy_mode,
             reserved={"vectide": __version__},
         )
         return milvus_pb2.ConnectResponse(
-            status=_ok(), server_info=info, identifier=self.proxy.server_id
+            status=ok(), server_info=info, identifier=self.proxy.server_id
         )
 
     @rpc(milvus_pb2.GetVersionResponse)
     def GetVersion(self, request, context):
-        return milvus_pb2.GetVersionResponse(status=_ok(), version=MILVUS_VERSION)
+        return milvus_pb2.GetVersionResponse(status=ok(), version=MILVUS_VERSION)
 
     @rpc(milvus_pb2.CheckHealthResponse)
     def CheckHealth(self, request, context):
         self.proxy.rootcoord.alloc_timestamp()
-        return milvus_pb2.CheckHealthResponse(status=_ok(), isHealthy=True)
-
-    # -- databases -----------------------------------------------------------------------
-
-    @rpc(common_pb2.Status)
-    def CreateDatabase(self, request, context):
-        self.proxy.create_database(request.db_name, convert.kv_pairs(request.properties))
-        return _ok()
-
-    @rpc(common_pb2.Status)
-    def DropDatabase(self, request, context):
-        self.proxy.drop_database(request.db_name)
-        return _ok()
-
-    @rpc(common_pb2.Status)
-    def AlterDatabase(self, request, context):
-        self.proxy.alter_database(
-            request.db_name or DEFAULT_DB,
-            convert.kv_pairs(request.properties),
-            list(request.delete_keys),
-        )
-        return _ok()
-
-    @rpc(milvus_pb2.ListDatabasesResponse)
-    def ListDatabases(self, request, context):
-        dbs = self.proxy.list_databases()
-        return milvus_pb2.ListDatabasesResponse(
-            status=_ok(),
-            db_names=[d.name for d in dbs],
-            db_ids=[d.db_id for d in dbs],
-            created_timestamp=[d.create_ts for d in dbs],
-        )
-
-    @rpc(milvus_pb2.DescribeDatabaseResponse)
-    def DescribeDatabase(self, request, context):
-        db = self.proxy.describe_database(request.db_name or DEFAULT_DB)
-        return milvus_pb2.DescribeDatabaseResponse(
-            status=_ok(),
-            db_name=db.name,
-            dbID=db.db_id,
-            created_timestamp=db.create_ts,
-            properties=[common_pb2.KeyValuePair(key=k, value=v) for k, v in db.properties.items()],
-        )
-
-    # -- aliases -------------------------------------------------------------------------
-
-    @rpc(common_pb2.Status)
-    def CreateAlias(self, request, context):
-        self.proxy.create_alias(_ref(request, context), _alias(request, context))
-        return _ok()
-
-    @rpc(common_pb2.Status)
-    def AlterAlias(self, request, context):
-        self.proxy.alter_alias(_ref(request, context), _alias(request, context))
-        return _ok()
-
-    @rpc(common_pb2.Status)
-    def DropAlias(self, request, context):
-        self.proxy.drop_alias(_alias(request, context))
-        return _ok()
-
-    @rpc(milvus_pb2.DescribeAliasResponse)
-    def DescribeAlias(self, request, context):
-        collection = self.proxy.describe_alias(_alias(request, context))
-        return milvus_pb2.DescribeAliasResponse(
-            status=_ok(), db_name=_db(request, context), alias=request.alias, collection=collection
-        )
-
-    @rpc(milvus_pb2.ListAliasesResponse)
-    def ListAliases(self, request, context):
-        db_name = _db(request, context)
-        aliases = self.proxy.list_aliases(db_name, _ref(request, context))
-        return milvus_pb2.ListAliasesResponse(
-            status=_ok(),
-            db_name=db_name,
-            collection_name=request.collection_name,
-            aliases=aliases,
-        )
-
-    @rpc(milvus_pb2.ComponentStates)
-    def GetComponentStates(self, request, context):
-        """Healthy once serving: Attu and the SDKs' health checks ask before anything else."""
-        self.proxy.rootcoord.alloc_timestamp()
-        state = milvus_pb2.ComponentInfo(
-            nodeID=self.proxy.server_id, role="proxy", state_code=common_pb2.StateCode.Healthy
-        )
-        return milvus_pb2.ComponentStates(state=state, status=_ok())
-
-    @rpc(milvus_pb2.GetMetricsResponse)
-    def GetMetrics(self, request, context):
-        kind = metric_type(request.request)
-        if kind != SYSTEM_INFO:
-            raise errors.invalid(f"unsupported metric type: {kind or '(none)'}")
-        topology = system_topology(
-            self._members(), self.proxy.server_id, self._deploy_mode, MILVUS_VERSION
-        )
-        return milvus_pb2.GetMetricsResponse(
-            status=_ok(),
-            response=json.dumps(topology),
-            component_name=f"proxy{self.proxy.server_id}",
-        )
+        return milvus_pb2.CheckHealthResponse(status=ok(), isHealthy=True)
 
     @rpc(milvus_pb2.AllocTimestampResponse)
     def AllocTimestamp(self, request, context):
         return milvus_pb2.AllocTimestampResponse(
-            status=_ok(), timestamp=self.proxy.rootcoord.alloc_timestamp()
+            status=ok(), timestamp=self.proxy.rootcoord.alloc_timestamp()
         )
 
     # -- collections ---------------------------------------------------------------------
@@ -219,42 +83,42 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
             level,
             convert.kv_pairs(request.properties),
             bytes(request.schema),
-            _db(request, context),
+            db_of(request, context),
         )
-        return _ok()
+        return ok()
 
     @rpc(common_pb2.Status)
     def DropCollection(self, request, context):
-        self.proxy.drop_collection(_ref(request, context))
-        return _ok()
+        self.proxy.drop_collection(ref_of(request, context))
+        return ok()
 
     @rpc(common_pb2.Status)
     def RenameCollection(self, request, context):
-        db_name = _db(request, context)
+        db_name = db_of(request, context)
         old = qualified(db_name, request.oldName)
         self.proxy.rename_collection(old, request.newDBName or db_name, request.newName)
-        return _ok()
+        return ok()
 
     @rpc(milvus_pb2.BoolResponse)
     def HasCollection(self, request, context):
         return milvus_pb2.BoolResponse(
-            status=_ok(), value=self.proxy.has_collection(_ref(request, context))
+            status=ok(), value=self.proxy.has_collection(ref_of(request, context))
         )
 
     @rpc(milvus_pb2.DescribeCollectionResponse)
     def DescribeCollection(self, request, context):
-        info = self.proxy.describe_collection(_ref(request, context), request.collectionID)
+        info = self.proxy.describe_collection(ref_of(request, context), request.collectionID)
         aliases = self.proxy.list_aliases(info.db_name, qualified(info.db_name, info.name))
         return convert.describe_response(info, aliases)
 
     @rpc(milvus_pb2.ShowCollectionsResponse)
     def ShowCollections(self, request, context):
         in_memory = request.type == milvus_pb2.ShowType.InMemory
-        infos = self.proxy.show_collections(_db(request, context), loaded_only=in_memory)
+        infos = self.proxy.show_collections(db_of(request, context), loaded_only=in_memory)
         if request.collection_names:
             infos = [c for c in infos if c.name in set(request.collection_names)]
         return milvus_pb2.ShowCollectionsResponse(
-            status=_ok(),
+            status=ok(),
             collection_names=[c.name for c in infos],
             collection_ids=[c.collection_id for c in infos],
             created_timestamps=[c.create_ts for c in infos],
@@ -266,37 +130,37 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
 
     @rpc(milvus_pb2.GetCollectionStatisticsResponse)
     def GetCollectionStatistics(self, request, context):
-        count = self.proxy.row_count(_ref(request, context))
+        count = self.proxy.row_count(ref_of(request, context))
         return milvus_pb2.GetCollectionStatisticsResponse(
-            status=_ok(), stats=[common_pb2.KeyValuePair(key="row_count", value=str(count))]
+            status=ok(), stats=[common_pb2.KeyValuePair(key="row_count", value=str(count))]
         )
 
     # -- partitions ----------------------------------------------------------------------
 
     @rpc(common_pb2.Status)
     def CreatePartition(self, request, context):
-        self.proxy.create_partition(_ref(request, context), request.partition_name)
-        return _ok()
+        self.proxy.create_partition(ref_of(request, context), request.partition_name)
+        return ok()
 
     @rpc(common_pb2.Status)
     def DropPartition(self, request, context):
-        self.proxy.drop_partition(_ref(request, context), request.partition_name)
-        return _ok()
+        self.proxy.drop_partition(ref_of(request, context), request.partition_name)
+        return ok()
 
     @rpc(milvus_pb2.BoolResponse)
     def HasPartition(self, request, context):
-        info = self.proxy.describe_collection(_ref(request, context))
+        info = self.proxy.describe_collection(ref_of(request, context))
         return milvus_pb2.BoolResponse(
-            status=_ok(), value=info.partition(request.partition_name) is not None
+            status=ok(), value=info.partition(request.partition_name) is not None
         )
 
     @rpc(milvus_pb2.ShowPartitionsResponse)
     def ShowPartitions(self, request, context):
-        parts = self.proxy.show_partitions(_ref(request, context)).partitions
+        parts = self.proxy.show_partitions(ref_of(request, context)).partitions
         if request.partition_names:
             parts = [p for p in parts if p.name in set(request.partition_names)]
         return milvus_pb2.ShowPartitionsResponse(
-            status=_ok(),
+            status=ok(),
             partition_names=[p.name for p in parts],
             partitionIDs=[p.partition_id for p in parts],
             created_timestamps=[p.create_ts for p in parts],
@@ -314,18 +178,18 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
             else:
                 params[kv.key] = kv.value
         self.proxy.create_index(
-            _ref(request, context), request.field_name, request.index_name, params
+            ref_of(request, context), request.field_name, request.index_name, params
         )
-        return _ok()
+        return ok()
 
     @rpc(milvus_pb2.DescribeIndexResponse)
     def DescribeIndex(self, request, context):
         indexes = self.proxy.describe_index(
-            _ref(request, context), request.index_name, request.field_name
+            ref_of(request, context), request.index_name, request.field_name
         )
-        response = milvus_pb2.DescribeIndexResponse(status=_ok())
+        response = milvus_pb2.DescribeIndexResponse(status=ok())
         for index in indexes:
-            total, indexed, pending = self.proxy.index_progress(_ref(request, context), index)
+            total, indexed, pending = self.proxy.index_progress(ref_of(request, context), index)
             response.index_descriptions.add(
                 index_name=index.index_name,
                 indexID=index.index_id,
@@ -346,7 +210,7 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
 
     def _progress(self, request: Any, context: grpc.ServicerContext) -> tuple[int, int, int]:
         """(total, indexed, pending) rows summed over the indexes the request names."""
-        ref = _ref(request, context)
+        ref = ref_of(request, context)
         indexes = self.proxy.describe_index(ref, request.index_name, request.field_name)
         rows = [self.proxy.index_progress(ref, index) for index in indexes]
         total, indexed, pending = (sum(column) for column in zip(*rows, strict=True))
@@ -357,121 +221,69 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
         """The older SDKs' (and Attu's) index poll: Finished as DescribeIndex's state."""
         _, _, pending = self._progress(request, context)
         state = common_pb2.InProgress if pending else common_pb2.Finished
-        return milvus_pb2.GetIndexStateResponse(status=_ok(), state=state)
+        return milvus_pb2.GetIndexStateResponse(status=ok(), state=state)
 
     @rpc(milvus_pb2.GetIndexBuildProgressResponse)
     def GetIndexBuildProgress(self, request, context):
         total, indexed, _ = self._progress(request, context)
         return milvus_pb2.GetIndexBuildProgressResponse(
-            status=_ok(), indexed_rows=indexed, total_rows=total
+            status=ok(), indexed_rows=indexed, total_rows=total
         )
 
     @rpc(common_pb2.Status)
     def DropIndex(self, request, context):
         name = request.index_name
         if not name and request.field_name:
-            info = self.proxy.describe_collection(_ref(request, context))
+            info = self.proxy.describe_collection(ref_of(request, context))
             index = info.index_on(request.field_name)
             name = index.index_name if index else request.field_name
-        self.proxy.drop_index(_ref(request, context), name)
-        return _ok()
+        self.proxy.drop_index(ref_of(request, context), name)
+        return ok()
 
     # -- load ----------------------------------------------------------------------------
 
     @rpc(common_pb2.Status)
     def LoadCollection(self, request, context):
-        self.proxy.load_collection(_ref(request, context))
-        return _ok()
+        self.proxy.load_collection(ref_of(request, context))
+        return ok()
 
     @rpc(common_pb2.Status)
     def ReleaseCollection(self, request, context):
-        self.proxy.release_collection(_ref(request, context))
-        return _ok()
+        self.proxy.release_collection(ref_of(request, context))
+        return ok()
 
     @rpc(common_pb2.Status)
     def LoadPartitions(self, request, context):
-        self.proxy.load_partitions(_ref(request, context), list(request.partition_names))
-        return _ok()
+        self.proxy.load_partitions(ref_of(request, context), list(request.partition_names))
+        return ok()
 
     @rpc(common_pb2.Status)
     def ReleasePartitions(self, request, context):
-        self.proxy.release_partitions(_ref(request, context), list(request.partition_names))
-        return _ok()
+        self.proxy.release_partitions(ref_of(request, context), list(request.partition_names))
+        return ok()
 
     @rpc(milvus_pb2.GetLoadingProgressResponse)
     def GetLoadingProgress(self, request, context):
         names = list(request.partition_names)
-        _, progress = self.proxy.load_state(_ref(request, context), names)
+        _, progress = self.proxy.load_state(ref_of(request, context), names)
         return milvus_pb2.GetLoadingProgressResponse(
-            status=_ok(), progress=progress, refresh_progress=progress
+            status=ok(), progress=progress, refresh_progress=progress
         )
 
     @rpc(milvus_pb2.GetLoadStateResponse)
     def GetLoadState(self, request, context):
         names = list(request.partition_names)
-        state, _ = self.proxy.load_state(_ref(request, context), names)
-        return milvus_pb2.GetLoadStateResponse(status=_ok(), state=state)
-
-    @rpc(milvus_pb2.ListResourceGroupsResponse)
-    def ListResourceGroups(self, request, context):
-        return milvus_pb2.ListResourceGroupsResponse(
-            status=_ok(), resource_groups=[DEFAULT_RESOURCE_GROUP]
-        )
-
-    @rpc(milvus_pb2.DescribeResourceGroupResponse)
-    def DescribeResourceGroup(self, request, context):
-        """The default group: every live query node, one replica per loaded collection of
-        the request's database (Attu's load dialog and its node view read this)."""
-        if request.resource_group != DEFAULT_RESOURCE_GROUP:
-            raise MilvusError(
-                errors.Code.RESOURCE_GROUP_NOT_FOUND,
-                f"resource group not found[rg={request.resource_group}]",
-            )
-        nodes = [m for m in self._members() if m.role == "querynode"]
-        loaded = self.proxy.show_collections(_db(request, context), loaded_only=True)
-        group = milvus_pb2.ResourceGroup(
-            name=DEFAULT_RESOURCE_GROUP,
-            capacity=DEFAULT_RESOURCE_GROUP_CAPACITY,
-            num_available_node=len(nodes),
-            num_loaded_replica={c.name: 1 for c in loaded},
-            nodes=[common_pb2.NodeInfo(node_id=m.node_id, address=m.address) for m in nodes],
-        )
-        return milvus_pb2.DescribeResourceGroupResponse(status=_ok(), resource_group=group)
-
-    @rpc(milvus_pb2.GetReplicasResponse)
-    def GetReplicas(self, request, context):
-        """One replica per loaded collection (Milvus's default replica number), naming the
-        query node that serves each shard; an unloaded collection has none."""
-        info = self.proxy.describe_collection(_ref(request, context), request.collectionID)
-        leaders = self.proxy.replica_shards(info)
-        if not leaders:
-            return milvus_pb2.GetReplicasResponse(status=_ok())
-        shards = [
-            milvus_pb2.ShardReplica(
-                leaderID=node,
-                dm_channel_name=vchannel,
-                node_ids=[node] if request.with_shard_nodes else [],
-            )
-            for vchannel, node in sorted(leaders.items())
-        ]
-        replica = milvus_pb2.ReplicaInfo(
-            replicaID=info.collection_id,
-            collectionID=info.collection_id,
-            partition_ids=[p.partition_id for p in info.partitions],
-            shard_replicas=shards,
-            node_ids=sorted(set(leaders.values())),
-            resource_group_name=DEFAULT_RESOURCE_GROUP,
-        )
-        return milvus_pb2.GetReplicasResponse(status=_ok(), replicas=[replica])
+        state, _ = self.proxy.load_state(ref_of(request, context), names)
+        return milvus_pb2.GetLoadStateResponse(status=ok(), state=state)
 
     # -- writes --------------------------------------------------------------------------
 
     def _columns(self, request: Any, context: grpc.ServicerContext) -> tuple[str, dict, int]:
-        info = self.proxy.meta.get(_ref(request, context))
+        info = self.proxy.meta.get(ref_of(request, context))
         columns = convert.columns_from_fields_data(
             info.schema, request.fields_data, request.num_rows
         )
-        return _ref(request, context), columns, request.num_rows
+        return ref_of(request, context), columns, request.num_rows
 
     @rpc(milvus_pb2.MutationResult)
     def Insert(self, request, context):
@@ -488,7 +300,7 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
     @rpc(milvus_pb2.MutationResult)
     def Delete(self, request, context):
         result = self.proxy.delete(
-            _ref(request, context),
+            ref_of(request, context),
             request.partition_name,
             request.expr,
             template_values(request.expr_template_values),
@@ -499,10 +311,10 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
     def _mutation(result: Any) -> milvus_pb2.MutationResult:
         if result.delete_count:  # Milvus >= 2.3.2 returns no keys for deletes
             return milvus_pb2.MutationResult(
-                status=_ok(), delete_cnt=result.delete_count, timestamp=result.ts
+                status=ok(), delete_cnt=result.delete_count, timestamp=result.ts
             )
         return milvus_pb2.MutationResult(
-            status=_ok(),
+            status=ok(),
             IDs=convert.ids_proto(result.pks),
             succ_index=list(range(len(result.pks))),
             insert_cnt=result.insert_count,
@@ -521,7 +333,7 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
                 "hybrid search and search by primary keys are not supported yet",
             )
         params = {kv.key: kv.value for kv in request.search_params}
-        info = self.proxy.meta.get(_ref(request, context))
+        info = self.proxy.meta.get(ref_of(request, context))
         anns_field = _loads(params.get("anns_field", '""')) or ""
         field = info.schema.field(anns_field) if anns_field else None
         if field is None:
@@ -556,7 +368,7 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
 
     def _read_common(self, request: Any, expr: str, context: grpc.ServicerContext) -> dict:
         return {
-            "collection_name": _ref(request, context),
+            "collection_name": ref_of(request, context),
             "expr": expr,
             "expr_params": template_values(request.expr_template_values),
             "partition_names": list(request.partition_names),
@@ -571,9 +383,9 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
 
     @rpc(milvus_pb2.FlushResponse)
     def Flush(self, request, context):
-        db_name = _db(request, context)
+        db_name = db_of(request, context)
         flushed = self.proxy.flush([qualified(db_name, n) for n in request.collection_names])
-        response = milvus_pb2.FlushResponse(status=_ok(), db_name=db_name)
+        response = milvus_pb2.FlushResponse(status=ok(), db_name=db_name)
         for ref, (segments, ts) in flushed.items():
             name = split(ref)[1]
             response.coll_segIDs[name].CopyFrom(schema_pb2.LongArray(data=segments))
@@ -585,7 +397,7 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
     @rpc(milvus_pb2.GetFlushStateResponse)
     def GetFlushState(self, request, context):
         return milvus_pb2.GetFlushStateResponse(
-            status=_ok(), flushed=self.proxy.flushed(list(request.segmentIDs))
+            status=ok(), flushed=self.proxy.flushed(list(request.segmentIDs))
         )
 
     @rpc(milvus_pb2.GetPersistentSegmentInfoResponse)
@@ -593,7 +405,7 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
         """Rows on S3 per segment, for every state: a client watches persistence with it."""
         collection_id, segments = self.proxy.persistent_segments(request.collectionName)
         return milvus_pb2.GetPersistentSegmentInfoResponse(
-            status=_ok(),
+            status=ok(),
             infos=[
                 milvus_pb2.PersistentSegmentInfo(
                     segmentID=s.segment_id,
@@ -610,7 +422,7 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
     def GetQuerySegmentInfo(self, request, context):
         collection_id, served = self.proxy.query_segments(request.collectionName)
         return milvus_pb2.GetQuerySegmentInfoResponse(
-            status=_ok(),
+            status=ok(),
             infos=[
                 milvus_pb2.QuerySegmentInfo(
                     segmentID=s.segment_id,
@@ -624,27 +436,6 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
                 for s, node_id in served
             ],
         )
-
-
-def _db(request: Any, context: grpc.ServicerContext | None) -> str:
-    """The request's database: its ``db_name``, else the ``dbname`` header pymilvus sends with
-    every call (Milvus's proxy reads it the same way, in its database interceptor), else
-    ``default``."""
-    name = getattr(request, "db_name", "")
-    if not name and context is not None:
-        name = dict(context.invocation_metadata() or ()).get("dbname", "")
-    return name or DEFAULT_DB
-
-
-def _ref(request: Any, context: grpc.ServicerContext | None) -> str:
-    """The request's collection (or alias), qualified by its database ("" when unnamed)."""
-    name = request.collection_name
-    return qualified(_db(request, context), name) if name else ""
-
-
-def _alias(request: Any, context: grpc.ServicerContext | None) -> str:
-    """The request's alias, qualified by its database."""
-    return qualified(_db(request, context), request.alias)
 
 
 def _segment_state(state: str) -> int:
