@@ -22,13 +22,23 @@ class Code(IntEnum):
     COLLECTION_NOT_LOADED = 101
     COLLECTION_ILLEGAL_SCHEMA = 105
     PARTITION_NOT_FOUND = 200
+    PARTITION_NOT_LOADED = 201
+    RESOURCE_GROUP_NOT_FOUND = 300
     INDEX_NOT_FOUND = 700
     INDEX_DUPLICATE = 702
+    DATABASE_NOT_FOUND = 800
+    DATABASE_NUM_LIMIT_EXCEEDED = 801
+    DATABASE_INVALID_NAME = 802
     PARAMETER_INVALID = 1100
     PARAMETER_MISSING = 1101
     #: a read's guarantee timestamp was not reached in time (a stalled or lagging channel)
     TIMETICK_LAG = 2
     DDL_OUT_OF_ORDER = 1000
+    ALIAS_NOT_FOUND = 1600
+    ALIAS_COLLECTION_NAME_CONFLICT = 1601
+    ALIAS_ALREADY_EXIST = 1602
+    #: a plain error in Milvus (fmt.Errorf): e.g. dropping a database that still has collections
+    UNEXPECTED = 65535
 
 
 #: legacy common.proto ErrorCode for each code (pymilvus < 2.3 reads only this).
@@ -69,6 +79,10 @@ def collection_not_loaded(name: str) -> MilvusError:
 
 def partition_not_found(name: str) -> MilvusError:
     return MilvusError(Code.PARTITION_NOT_FOUND, f"partition not found[partition={name}]")
+
+
+def database_not_found(name: str) -> MilvusError:
+    return MilvusError(Code.DATABASE_NOT_FOUND, f"database not found[database={name}]")
 
 
 def invalid(message: str) -> MilvusError:

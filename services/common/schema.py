@@ -92,6 +92,16 @@ class PartitionInfo:
 
 
 @dataclass
+class DatabaseInfo:
+    """A database: a namespace of collections (Milvus 2.2.9+); ``default`` always exists."""
+
+    db_id: int
+    name: str
+    create_ts: int
+    properties: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class CollectionInfo:
     collection_id: int
     name: str
@@ -110,6 +120,8 @@ class CollectionInfo:
     properties: dict[str, str] = field(default_factory=dict)
     #: the serialized schema.proto as the client sent it (DescribeCollection echoes it)
     raw_schema: bytes = b""
+    #: the database holding it; catalogs written before databases existed read as default
+    db_name: str = "default"
 
     def partition(self, name: str) -> PartitionInfo | None:
         return next((p for p in self.partitions if p.name == name), None)

@@ -7,7 +7,7 @@ Bulk data avoids per-element Python work where protobuf allows it: packed float 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -184,7 +184,9 @@ def schema_to_proto(schema: CollectionSchema) -> schema_pb2.CollectionSchema:
     return proto
 
 
-def describe_response(info: CollectionInfo) -> milvus_pb2.DescribeCollectionResponse:
+def describe_response(
+    info: CollectionInfo, aliases: Sequence[str] = ()
+) -> milvus_pb2.DescribeCollectionResponse:
     return milvus_pb2.DescribeCollectionResponse(
         status=ok_status(),
         schema=schema_to_proto(info.schema),
@@ -197,8 +199,9 @@ def describe_response(info: CollectionInfo) -> milvus_pb2.DescribeCollectionResp
         consistency_level=int(info.consistency_level),
         collection_name=info.name,
         properties=[common_pb2.KeyValuePair(key=k, value=v) for k, v in info.properties.items()],
-        db_name="default",
+        db_name=info.db_name,
         num_partitions=len(info.partitions),
+        aliases=list(aliases),
     )
 
 

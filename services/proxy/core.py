@@ -19,6 +19,7 @@ from services.common import errors
 from services.common.errors import Code, MilvusError
 from services.common.expr import ExprError, parse, pk_terms
 from services.common.msgstream.message import DataType, FieldColumn, Message, PrimaryKeys
+from services.common.names import DEFAULT_DB, qualified
 from services.common.pacer import Pacer
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits
@@ -26,6 +27,7 @@ from services.common.schema import (
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
+    DatabaseInfo,
     IndexInfo,
 )
 from services.proxy.channels_time_ticker import ChannelsTimeTicker
@@ -53,12 +55,28 @@ class RootCoordPort(Protocol):
         consistency_level: ConsistencyLevel,
         properties: dict[str, str],
         raw_schema: bytes,
+        db_name: str = DEFAULT_DB,
     ) -> CollectionInfo: ...
     def drop_collection(self, ts: int, name: str) -> None: ...
     def describe_collection(
         self, name: str | None = None, collection_id: int = 0
     ) -> CollectionInfo: ...
-    def show_collections(self) -> list[CollectionInfo]: ...
+    def show_collections(self, db_name: str | None = None) -> list[CollectionInfo]: ...
+    def create_database(
+        self, ts: int, name: str, properties: dict[str, str] | None = None
+    ) -> DatabaseInfo: ...
+    def drop_database(self, ts: int, name: str) -> None: ...
+    def alter_database(
+        self, ts: int, name: str, properties: dict[str, str], delete_keys: Sequence[str] = ()
+    ) -> DatabaseInfo: ...
+    def list_databases(self) -> list[DatabaseInfo]: ...
+    def describe_database(self, name: str) -> DatabaseInfo: ...
+    def rename_collection(self, ts: int, old: str, new_db: str, new_name: str) -> None: ...
+    def create_alias(self, ts: int, collection: str, alias: str) -> None: ...
+    def alter_alias(self, ts: int, collection: str, alias: str) -> None: ...
+    def drop_alias(self, ts: int, alias: str) -> None: ...
+    def describe_alias(self, alias: str) -> str: ...
+    def list_aliases(self, db_name: str, collection: str = "") -> list[str]: ...
     def create_partition(self, ts: int, collection: str, partition: str) -> None: ...
     def drop_partition(self, ts: int, collection: str, partition: str) -> None: ...
     def create_index(self, ts: int, collection: str, index: IndexInfo) -> IndexInfo: ...
@@ -71,8 +89,13 @@ class RootCoordPort(Protocol):
 class QueryCoordPort(Protocol):
     def load_collection(self, collection_id: int) -> None: ...
     def release_collection(self, collection_id: int) -> None: ...
-    def load_state(self, collection_id: int) -> tuple[int, int]: ...
+    def load_state(
+        self, collection_id: int, partition_ids: Sequence[int] = ()
+    ) -> tuple[int, int]: ...
     def shard_leaders(self, collection_id: int) -> dict[str, int]: ...
+    def load_partitions(self, collection_id: int, partition_ids: Sequence[int]) -> None: ...
+    def release_partitions(self, collection_id: int, partition_ids: Sequence[int]) -> None: ...
+    def loaded_partitions(self, collection_id: int) -> list[int] | None: ...
 
 
 class DataCoordPort(Protocol):
@@ -185,21 +208,28 @@ class Proxy:
         consistency_level: ConsistencyLevel,
         properties: dict[str, str],
         raw_schema: bytes,
+        db_name: str = DEFAULT_DB,
     ) -> CollectionInfo:
         shards = shards_num or self.config.default_shards
         return self.scheduler.ddl(
             lambda ts: self.rootcoord.create_collection(
-                ts, schema, shards, consistency_level, properties, raw_schema
+                ts, schema, shards, consistency_level, properties, raw_schema, db_name
             )
         )
 
     def drop_collection(self, name: str) -> None:
         info = self.meta.get(name)
+        self.shards.invalidate(info.collection_id)
         self.querycoord.release_collection(info.collection_id)
         self.scheduler.ddl(lambda ts: self.rootcoord.drop_collection(ts, name))
         if self.datacoord is not None:
             self.datacoord.drop_collection(info.collection_id)
         self.meta.invalidate(name)
+
+    def rename_collection(self, old: str, new_db: str, new_name: str) -> None:
+        """``old`` is a reference; the collection keeps its id, channels and data."""
+        self.scheduler.ddl(lambda ts: self.rootcoord.rename_collection(ts, old, new_db, new_name))
+        self.meta.invalidate(old)
 
     def has_collection(self, name: str) -> bool:
         try:
@@ -213,8 +243,57 @@ class Proxy:
     def describe_collection(self, name: str = "", collection_id: int = 0) -> CollectionInfo:
         return self.rootcoord.describe_collection(name or None, collection_id)
 
-    def show_collections(self) -> list[CollectionInfo]:
-        return self.rootcoord.show_collections()
+    def show_collections(
+        self, db_name: str = DEFAULT_DB, loaded_only: bool = False
+    ) -> list[CollectionInfo]:
+        """A database's collections; ``loaded_only`` keeps those loaded (ShowType InMemory)."""
+        infos = self.rootcoord.show_collections(db_name)
+        if not loaded_only:
+            return infos
+        return [
+            c for c in infos if self.querycoord.load_state(c.collection_id)[0] == LOAD_STATE_LOADED
+        ]
+
+    # -- databases ---------------------------------------------------------------------------
+
+    def create_database(self, name: str, properties: dict[str, str]) -> DatabaseInfo:
+        return self.scheduler.ddl(lambda ts: self.rootcoord.create_database(ts, name, properties))
+
+    def drop_database(self, name: str) -> None:
+        self.scheduler.ddl(lambda ts: self.rootcoord.drop_database(ts, name))
+
+    def alter_database(
+        self, name: str, properties: dict[str, str], delete_keys: Sequence[str]
+    ) -> DatabaseInfo:
+        return self.scheduler.ddl(
+            lambda ts: self.rootcoord.alter_database(ts, name, properties, delete_keys)
+        )
+
+    def list_databases(self) -> list[DatabaseInfo]:
+        return self.rootcoord.list_databases()
+
+    def describe_database(self, name: str) -> DatabaseInfo:
+        return self.rootcoord.describe_database(name)
+
+    # -- aliases (references: names qualified by their database) ----------------------------
+
+    def create_alias(self, collection: str, alias: str) -> None:
+        self.scheduler.ddl(lambda ts: self.rootcoord.create_alias(ts, collection, alias))
+        self.meta.invalidate(alias)
+
+    def alter_alias(self, collection: str, alias: str) -> None:
+        self.scheduler.ddl(lambda ts: self.rootcoord.alter_alias(ts, collection, alias))
+        self.meta.invalidate(alias)
+
+    def drop_alias(self, alias: str) -> None:
+        self.scheduler.ddl(lambda ts: self.rootcoord.drop_alias(ts, alias))
+        self.meta.invalidate(alias)
+
+    def describe_alias(self, alias: str) -> str:
+        return self.rootcoord.describe_alias(alias)
+
+    def list_aliases(self, db_name: str, collection: str = "") -> list[str]:
+        return self.rootcoord.list_aliases(db_name, collection)
 
     # -- partitions --------------------------------------------------------------------------
 
@@ -223,6 +302,14 @@ class Proxy:
         self.meta.invalidate(collection)
 
     def drop_partition(self, collection: str, partition: str) -> None:
+        info = self.meta.get(collection)
+        part = info.partition(partition)
+        if part is not None:
+            state, _ = self.querycoord.load_state(info.collection_id, [part.partition_id])
+            if state == LOAD_STATE_LOADED:
+                raise errors.invalid(
+                    "partition cannot be dropped, partition is loaded, please release it first"
+                )
         self.scheduler.ddl(lambda ts: self.rootcoord.drop_partition(ts, collection, partition))
         self.meta.invalidate(collection)
 
@@ -233,8 +320,9 @@ class Proxy:
         part = info.partition(name or "_default")
         if part is None:
             # the cache may predate a CreatePartition from another proxy
-            self.meta.invalidate(info.name)
-            part = self.meta.get(info.name).partition(name)
+            ref = qualified(info.db_name, info.name)
+            self.meta.invalidate(ref)
+            part = self.meta.get(ref).partition(name)
         if part is None:
             raise errors.partition_not_found(name)
         return part.partition_id
@@ -310,11 +398,46 @@ class Proxy:
         self.shards.invalidate(collection_id)
         self.querycoord.release_collection(collection_id)
 
-    def load_state(self, collection: str) -> tuple[int, int]:
-        return self.querycoord.load_state(self.meta.get(collection).collection_id)
+    def load_partitions(self, collection: str, partitions: Sequence[str]) -> None:
+        info = self.meta.get(collection)
+        ids = [self.partition_id(info, name) for name in partitions]
+        self.shards.invalidate(info.collection_id)
+        self.querycoord.load_partitions(info.collection_id, ids)
 
-    def require_loaded(self, info: CollectionInfo) -> None:
-        self.shards.leaders(info)  # raises collection_not_loaded
+    def release_partitions(self, collection: str, partitions: Sequence[str]) -> None:
+        info = self.meta.get(collection)
+        ids = [self.partition_id(info, name) for name in partitions]
+        self.shards.invalidate(info.collection_id)
+        self.querycoord.release_partitions(info.collection_id, ids)
+
+    def load_state(self, collection: str, partitions: Sequence[str] = ()) -> tuple[int, int]:
+        info = self.meta.get(collection)
+        ids = [self.partition_id(info, name) for name in partitions]
+        return self.querycoord.load_state(info.collection_id, ids)
+
+    def replica_shards(self, info: CollectionInfo) -> dict[str, int]:
+        """vchannel -> the query node serving it; empty while the collection is not loaded."""
+        if self.querycoord.load_state(info.collection_id)[0] != LOAD_STATE_LOADED:
+            return {}
+        return self.querycoord.shard_leaders(info.collection_id)
+
+    def readable_partitions(self, info: CollectionInfo, names: Sequence[str]) -> list[int]:
+        """The partition ids a read covers ([] = every one): the named ones, each of which
+        must be loaded (Milvus's code 201 otherwise), or every loaded one. From the cached
+        placement (no coordinator call), asked again once for a partition it lacks; raises
+        collection_not_loaded when nothing of the collection is loaded."""
+        named = [self.partition_id(info, name) for name in names]
+        loaded = self.shards.get(info).partitions
+        if loaded is not None and not set(named) <= set(loaded):
+            loaded = self.shards.refresh(info).partitions  # loaded through another proxy?
+        if loaded is None:
+            return named
+        for name, partition_id in zip(names, named, strict=True):
+            if partition_id not in loaded:
+                raise MilvusError(
+                    Code.PARTITION_NOT_LOADED, f"partition not loaded[partition={name}]"
+                )
+        return named or loaded
 
     # -- writes ------------------------------------------------------------------------------
 

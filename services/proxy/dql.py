@@ -128,13 +128,12 @@ class _ReadTask(Task):
     def _resolve_common(self) -> None:
         spec, proxy = self._spec, self._proxy
         self.info = proxy.meta.get(spec.collection_name)
-        proxy.require_loaded(self.info)
+        self.partition_ids = proxy.readable_partitions(self.info, spec.partition_names)
         if spec.expr.strip():
             try:
                 parse(spec.expr, spec.expr_params or None)
             except ExprError as exc:
                 raise errors.invalid(str(exc)) from exc
-        self.partition_ids = [proxy.partition_id(self.info, p) for p in spec.partition_names]
 
     def _guarantee(self) -> tuple[int, float]:
         """The guarantee timestamp for this read and how long it may wait for it."""
@@ -167,13 +166,13 @@ class _ReadTask(Task):
         a shard, the read asks the coordinator again and, if the shards moved, runs once more.
         """
         shards = self._proxy.shards
-        leaders = shards.leaders(self.info)
+        leaders = shards.get(self.info).leaders
         try:
             return self._fan_out_to(leaders, call)
         except MilvusError as exc:
             if exc.code not in (Code.SERVICE_NOT_READY, Code.SERVICE_UNAVAILABLE):
                 raise
-            fresh = shards.refresh(self.info)
+            fresh = shards.refresh(self.info).leaders
             if fresh == leaders:
                 raise
             return self._fan_out_to(fresh, call)

@@ -1,15 +1,14 @@
 """The Milvus gRPC service (pymilvus's own servicer base): each RPC unpacks its request,
 calls the proxy core and packs the answer; every error becomes a Milvus status.
 
-RPCs not listed here answer with pymilvus's base class (UNIMPLEMENTED), which pymilvus
-reports as an error, never as silent success.
+Databases, aliases and the cluster RPCs live in grpc_admin.py (a mixin). RPCs listed in
+neither answer with pymilvus's base class (UNIMPLEMENTED), which pymilvus reports as an
+error, never as silent success.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -20,73 +19,56 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc, schema_pb
 from services import __version__
 from services.common import errors, timestamp
 from services.common.errors import MilvusError
+from services.common.names import qualified, split
 from services.common.schema import ConsistencyLevel
 from services.proxy import convert
 from services.proxy.core import Proxy
 from services.proxy.dql import QuerySpec, SearchSpec
-
-log = logging.getLogger(__name__)
-
-#: the Milvus version whose API this proxy speaks (pymilvus checks features against it)
-MILVUS_VERSION = "v2.6.0"
+from services.proxy.grpc_admin import AdminRpcs
+from services.proxy.grpc_common import MILVUS_VERSION, db_of, ok, ref_of, rpc
+from services.proxy.system_info import Member
 
 
-def rpc(response_type: type) -> Callable:
-    """Turn exceptions into ``response_type(status=...)`` so clients see Milvus errors."""
-
-    def wrap(fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def handler(self: MilvusService, request: Any, context: grpc.ServicerContext) -> Any:
-            try:
-                return fn(self, request, context)
-            except Exception as exc:
-                if not isinstance(exc, MilvusError):
-                    log.exception("request failed", extra={"rpc": fn.__name__})
-                status = convert.error_status(exc)
-                if response_type is common_pb2.Status:
-                    return status
-                return response_type(status=status)
-
-        return handler
-
-    return wrap
-
-
-def _ok() -> common_pb2.Status:
-    return convert.ok_status()
-
-
-class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
-    def __init__(self, proxy: Proxy, deploy_mode: str = "STANDALONE") -> None:
+class MilvusService(AdminRpcs, milvus_pb2_grpc.MilvusServiceServicer):
+    def __init__(
+        self,
+        proxy: Proxy,
+        deploy_mode: str = "STANDALONE",
+        members: Callable[[], list[Member]] | None = None,
+    ) -> None:
         self.proxy = proxy
         self._deploy_mode = deploy_mode
+        #: the live processes (their sessions), for GetMetrics' system topology
+        self._members = members or (lambda: [Member("proxy", proxy.server_id, "")])
 
     # -- connection ----------------------------------------------------------------------
 
     @rpc(milvus_pb2.ConnectResponse)
     def Connect(self, request, context):
+        # a client bound to a database learns at once that it is missing, as from Milvus
+        self.proxy.describe_database(db_of(request, context))
         info = common_pb2.ServerInfo(
             build_tags=f"vectide-{__version__}",
             deploy_mode=self._deploy_mode,
             reserved={"vectide": __version__},
         )
         return milvus_pb2.ConnectResponse(
-            status=_ok(), server_info=info, identifier=self.proxy.server_id
+            status=ok(), server_info=info, identifier=self.proxy.server_id
         )
 
     @rpc(milvus_pb2.GetVersionResponse)
     def GetVersion(self, request, context):
-        return milvus_pb2.GetVersionResponse(status=_ok(), version=MILVUS_VERSION)
+        return milvus_pb2.GetVersionResponse(status=ok(), version=MILVUS_VERSION)
 
     @rpc(milvus_pb2.CheckHealthResponse)
     def CheckHealth(self, request, context):
         self.proxy.rootcoord.alloc_timestamp()
-        return milvus_pb2.CheckHealthResponse(status=_ok(), isHealthy=True)
+        return milvus_pb2.CheckHealthResponse(status=ok(), isHealthy=True)
 
     @rpc(milvus_pb2.AllocTimestampResponse)
     def AllocTimestamp(self, request, context):
         return milvus_pb2.AllocTimestampResponse(
-            status=_ok(), timestamp=self.proxy.rootcoord.alloc_timestamp()
+            status=ok(), timestamp=self.proxy.rootcoord.alloc_timestamp()
         )
 
     # -- collections ---------------------------------------------------------------------
@@ -101,70 +83,84 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
             level,
             convert.kv_pairs(request.properties),
             bytes(request.schema),
+            db_of(request, context),
         )
-        return _ok()
+        return ok()
 
     @rpc(common_pb2.Status)
     def DropCollection(self, request, context):
-        self.proxy.drop_collection(request.collection_name)
-        return _ok()
+        self.proxy.drop_collection(ref_of(request, context))
+        return ok()
+
+    @rpc(common_pb2.Status)
+    def RenameCollection(self, request, context):
+        db_name = db_of(request, context)
+        old = qualified(db_name, request.oldName)
+        self.proxy.rename_collection(old, request.newDBName or db_name, request.newName)
+        return ok()
 
     @rpc(milvus_pb2.BoolResponse)
     def HasCollection(self, request, context):
         return milvus_pb2.BoolResponse(
-            status=_ok(), value=self.proxy.has_collection(request.collection_name)
+            status=ok(), value=self.proxy.has_collection(ref_of(request, context))
         )
 
     @rpc(milvus_pb2.DescribeCollectionResponse)
     def DescribeCollection(self, request, context):
-        info = self.proxy.describe_collection(request.collection_name, request.collectionID)
-        return convert.describe_response(info)
+        info = self.proxy.describe_collection(ref_of(request, context), request.collectionID)
+        aliases = self.proxy.list_aliases(info.db_name, qualified(info.db_name, info.name))
+        return convert.describe_response(info, aliases)
 
     @rpc(milvus_pb2.ShowCollectionsResponse)
     def ShowCollections(self, request, context):
-        infos = self.proxy.show_collections()
+        in_memory = request.type == milvus_pb2.ShowType.InMemory
+        infos = self.proxy.show_collections(db_of(request, context), loaded_only=in_memory)
+        if request.collection_names:
+            infos = [c for c in infos if c.name in set(request.collection_names)]
         return milvus_pb2.ShowCollectionsResponse(
-            status=_ok(),
+            status=ok(),
             collection_names=[c.name for c in infos],
             collection_ids=[c.collection_id for c in infos],
             created_timestamps=[c.create_ts for c in infos],
             created_utc_timestamps=[timestamp.physical_ms(c.create_ts) for c in infos],
+            inMemory_percentages=[100] * len(infos) if in_memory else [],
+            query_service_available=[True] * len(infos) if in_memory else [],
             shards_num=[c.shards_num for c in infos],
         )
 
     @rpc(milvus_pb2.GetCollectionStatisticsResponse)
     def GetCollectionStatistics(self, request, context):
-        count = self.proxy.row_count(request.collection_name)
+        count = self.proxy.row_count(ref_of(request, context))
         return milvus_pb2.GetCollectionStatisticsResponse(
-            status=_ok(), stats=[common_pb2.KeyValuePair(key="row_count", value=str(count))]
+            status=ok(), stats=[common_pb2.KeyValuePair(key="row_count", value=str(count))]
         )
 
     # -- partitions ----------------------------------------------------------------------
 
     @rpc(common_pb2.Status)
     def CreatePartition(self, request, context):
-        self.proxy.create_partition(request.collection_name, request.partition_name)
-        return _ok()
+        self.proxy.create_partition(ref_of(request, context), request.partition_name)
+        return ok()
 
     @rpc(common_pb2.Status)
     def DropPartition(self, request, context):
-        self.proxy.drop_partition(request.collection_name, request.partition_name)
-        return _ok()
+        self.proxy.drop_partition(ref_of(request, context), request.partition_name)
+        return ok()
 
     @rpc(milvus_pb2.BoolResponse)
     def HasPartition(self, request, context):
-        info = self.proxy.describe_collection(request.collection_name)
+        info = self.proxy.describe_collection(ref_of(request, context))
         return milvus_pb2.BoolResponse(
-            status=_ok(), value=info.partition(request.partition_name) is not None
+            status=ok(), value=info.partition(request.partition_name) is not None
         )
 
     @rpc(milvus_pb2.ShowPartitionsResponse)
     def ShowPartitions(self, request, context):
-        parts = self.proxy.show_partitions(request.collection_name).partitions
+        parts = self.proxy.show_partitions(ref_of(request, context)).partitions
         if request.partition_names:
             parts = [p for p in parts if p.name in set(request.partition_names)]
         return milvus_pb2.ShowPartitionsResponse(
-            status=_ok(),
+            status=ok(),
             partition_names=[p.name for p in parts],
             partitionIDs=[p.partition_id for p in parts],
             created_timestamps=[p.create_ts for p in parts],
@@ -182,18 +178,18 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
             else:
                 params[kv.key] = kv.value
         self.proxy.create_index(
-            request.collection_name, request.field_name, request.index_name, params
+            ref_of(request, context), request.field_name, request.index_name, params
         )
-        return _ok()
+        return ok()
 
     @rpc(milvus_pb2.DescribeIndexResponse)
     def DescribeIndex(self, request, context):
         indexes = self.proxy.describe_index(
-            request.collection_name, request.index_name, request.field_name
+            ref_of(request, context), request.index_name, request.field_name
         )
-        response = milvus_pb2.DescribeIndexResponse(status=_ok())
+        response = milvus_pb2.DescribeIndexResponse(status=ok())
         for index in indexes:
-            total, indexed, pending = self.proxy.index_progress(request.collection_name, index)
+            total, indexed, pending = self.proxy.index_progress(ref_of(request, context), index)
             response.index_descriptions.add(
                 index_name=index.index_name,
                 indexID=index.index_id,
@@ -212,65 +208,99 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
             )
         return response
 
+    def _progress(self, request: Any, context: grpc.ServicerContext) -> tuple[int, int, int]:
+        """(total, indexed, pending) rows summed over the indexes the request names."""
+        ref = ref_of(request, context)
+        indexes = self.proxy.describe_index(ref, request.index_name, request.field_name)
+        rows = [self.proxy.index_progress(ref, index) for index in indexes]
+        total, indexed, pending = (sum(column) for column in zip(*rows, strict=True))
+        return total, indexed, pending
+
+    @rpc(milvus_pb2.GetIndexStateResponse)
+    def GetIndexState(self, request, context):
+        """The older SDKs' (and Attu's) index poll: Finished as DescribeIndex's state."""
+        _, _, pending = self._progress(request, context)
+        state = common_pb2.InProgress if pending else common_pb2.Finished
+        return milvus_pb2.GetIndexStateResponse(status=ok(), state=state)
+
+    @rpc(milvus_pb2.GetIndexBuildProgressResponse)
+    def GetIndexBuildProgress(self, request, context):
+        total, indexed, _ = self._progress(request, context)
+        return milvus_pb2.GetIndexBuildProgressResponse(
+            status=ok(), indexed_rows=indexed, total_rows=total
+        )
+
     @rpc(common_pb2.Status)
     def DropIndex(self, request, context):
         name = request.index_name
         if not name and request.field_name:
-            info = self.proxy.describe_collection(request.collection_name)
+            info = self.proxy.describe_collection(ref_of(request, context))
             index = info.index_on(request.field_name)
             name = index.index_name if index else request.field_name
-        self.proxy.drop_index(request.collection_name, name)
-        return _ok()
+        self.proxy.drop_index(ref_of(request, context), name)
+        return ok()
 
     # -- load ----------------------------------------------------------------------------
 
     @rpc(common_pb2.Status)
     def LoadCollection(self, request, context):
-        self.proxy.load_collection(request.collection_name)
-        return _ok()
+        self.proxy.load_collection(ref_of(request, context))
+        return ok()
 
     @rpc(common_pb2.Status)
     def ReleaseCollection(self, request, context):
-        self.proxy.release_collection(request.collection_name)
-        return _ok()
+        self.proxy.release_collection(ref_of(request, context))
+        return ok()
+
+    @rpc(common_pb2.Status)
+    def LoadPartitions(self, request, context):
+        self.proxy.load_partitions(ref_of(request, context), list(request.partition_names))
+        return ok()
+
+    @rpc(common_pb2.Status)
+    def ReleasePartitions(self, request, context):
+        self.proxy.release_partitions(ref_of(request, context), list(request.partition_names))
+        return ok()
 
     @rpc(milvus_pb2.GetLoadingProgressResponse)
     def GetLoadingProgress(self, request, context):
-        _, progress = self.proxy.load_state(request.collection_name)
+        names = list(request.partition_names)
+        _, progress = self.proxy.load_state(ref_of(request, context), names)
         return milvus_pb2.GetLoadingProgressResponse(
-            status=_ok(), progress=progress, refresh_progress=progress
+            status=ok(), progress=progress, refresh_progress=progress
         )
 
     @rpc(milvus_pb2.GetLoadStateResponse)
     def GetLoadState(self, request, context):
-        state, _ = self.proxy.load_state(request.collection_name)
-        return milvus_pb2.GetLoadStateResponse(status=_ok(), state=state)
+        names = list(request.partition_names)
+        state, _ = self.proxy.load_state(ref_of(request, context), names)
+        return milvus_pb2.GetLoadStateResponse(status=ok(), state=state)
 
     # -- writes --------------------------------------------------------------------------
 
-    def _columns(self, request: Any) -> tuple[str, dict, int]:
-        info = self.proxy.meta.get(request.collection_name)
+    def _columns(self, request: Any, context: grpc.ServicerContext) -> tuple[str, dict, int]:
+        info = self.proxy.meta.get(ref_of(request, context))
         columns = convert.columns_from_fields_data(
             info.schema, request.fields_data, request.num_rows
         )
-        return request.collection_name, columns, request.num_rows
+        return ref_of(request, context), columns, request.num_rows
 
     @rpc(milvus_pb2.MutationResult)
     def Insert(self, request, context):
-        name, columns, num_rows = self._columns(request)
+        name, columns, num_rows = self._columns(request, context)
         result = self.proxy.insert(name, request.partition_name, columns, num_rows)
         return self._mutation(result)
 
     @rpc(milvus_pb2.MutationResult)
     def Upsert(self, request, context):
-        name, columns, num_rows = self._columns(request)
+        name, columns, num_rows = self._columns(request, context)
         result = self.proxy.upsert(name, request.partition_name, columns, num_rows)
         return self._mutation(result)
 
     @rpc(milvus_pb2.MutationResult)
     def Delete(self, request, context):
         result = self.proxy.delete(
-            request.collection_name,
+            ref_of(request, context),
             request.partition_name,
             request.expr,
             template_values(request.expr_template_values),
@@ -281,10 +311,10 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
     def _mutation(result: Any) -> milvus_pb2.MutationResult:
         if result.delete_count:  # Milvus >= 2.3.2 returns no keys for deletes
             return milvus_pb2.MutationResult(
-                status=_ok(), delete_cnt=result.delete_count, timestamp=result.ts
+                status=ok(), delete_cnt=result.delete_count, timestamp=result.ts
             )
         return milvus_pb2.MutationResult(
-            status=_ok(),
+            status=ok(),
             IDs=convert.ids_proto(result.pks),
             succ_index=list(range(len(result.pks))),
             insert_cnt=result.insert_count,
@@ -303,7 +333,7 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
                 "hybrid search and search by primary keys are not supported yet",
             )
         params = {kv.key: kv.value for kv in request.search_params}
-        info = self.proxy.meta.get(request.collection_name)
+        info = self.proxy.meta.get(ref_of(request, context))
         anns_field = _loads(params.get("anns_field", '""')) or ""
         field = info.schema.field(anns_field) if anns_field else None
         if field is None:
@@ -338,7 +368,7 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
 
     def _read_common(self, request: Any, expr: str, context: grpc.ServicerContext) -> dict:
         return {
-            "collection_name": request.collection_name,
+            "collection_name": ref_of(request, context),
             "expr": expr,
             "expr_params": template_values(request.expr_template_values),
             "partition_names": list(request.partition_names),
@@ -353,9 +383,11 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
 
     @rpc(milvus_pb2.FlushResponse)
     def Flush(self, request, context):
-        flushed = self.proxy.flush(list(request.collection_names))
-        response = milvus_pb2.FlushResponse(status=_ok(), db_name=request.db_name or "default")
-        for name, (segments, ts) in flushed.items():
+        db_name = db_of(request, context)
+        flushed = self.proxy.flush([qualified(db_name, n) for n in request.collection_names])
+        response = milvus_pb2.FlushResponse(status=ok(), db_name=db_name)
+        for ref, (segments, ts) in flushed.items():
+            name = split(ref)[1]
             response.coll_segIDs[name].CopyFrom(schema_pb2.LongArray(data=segments))
             response.flush_coll_segIDs[name].CopyFrom(schema_pb2.LongArray())
             response.coll_seal_times[name] = timestamp.physical_ms(ts) // 1000
@@ -365,7 +397,7 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
     @rpc(milvus_pb2.GetFlushStateResponse)
     def GetFlushState(self, request, context):
         return milvus_pb2.GetFlushStateResponse(
-            status=_ok(), flushed=self.proxy.flushed(list(request.segmentIDs))
+            status=ok(), flushed=self.proxy.flushed(list(request.segmentIDs))
         )
 
     @rpc(milvus_pb2.GetPersistentSegmentInfoResponse)
@@ -373,7 +405,7 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
         """Rows on S3 per segment, for every state: a client watches persistence with it."""
         collection_id, segments = self.proxy.persistent_segments(request.collectionName)
         return milvus_pb2.GetPersistentSegmentInfoResponse(
-            status=_ok(),
+            status=ok(),
             infos=[
                 milvus_pb2.PersistentSegmentInfo(
                     segmentID=s.segment_id,
@@ -390,7 +422,7 @@ class MilvusService(milvus_pb2_grpc.MilvusServiceServicer):
     def GetQuerySegmentInfo(self, request, context):
         collection_id, served = self.proxy.query_segments(request.collectionName)
         return milvus_pb2.GetQuerySegmentInfoResponse(
-            status=_ok(),
+            status=ok(),
             infos=[
                 milvus_pb2.QuerySegmentInfo(
                     segmentID=s.segment_id,

@@ -29,6 +29,7 @@ from services.proxy.core import (
 )
 from services.proxy.grpc_service import MilvusService
 from services.proxy.interceptor import MILVUS_SERVICE, MetricsInterceptor
+from services.proxy.system_info import MILVUS_ROLES, Member
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ class ProxyService:
         ).start()
         self.proxy.ticker.on_done = self._loop.wake
         milvus_pb2_grpc.add_MilvusServiceServicer_to_server(
-            MilvusService(self.proxy, self._deploy_mode), server
+            MilvusService(self.proxy, self._deploy_mode, self._members), server
         )
         server.add_generic_rpc_handlers(
             (generic_handler("Proxy", self.proxy, rpc_types.PROXY_METHODS),)
@@ -114,6 +115,19 @@ class ProxyService:
             self._grpc_health.set(service, health_pb2.HealthCheckResponse.SERVING)
         log.info("proxy serving", extra={"address": self.address, "id": info.id})
         return self
+
+    def _members(self) -> list[Member]:
+        """Every live Vectide process, from the sessions (GetMetrics' system topology). A
+        standalone's coordinators live in this process without a session of their own: they
+        are listed at this address, as Milvus's standalone lists each of its components."""
+        members = [
+            Member(role, info.id, info.address)
+            for role in MILVUS_ROLES
+            for info in self.registry.members(role).values()
+        ]
+        if not any(m.role == "rootcoord" for m in members):
+            members.append(Member("rootcoord", 0, self.address))
+        return members
 
     def health(self) -> Health:
         """Serving once the Milvus API listens and the proxy promised its first timetick."""

@@ -1,52 +1,65 @@
-"""Where each loaded collection's shards are served, as this proxy last learned it.
+"""Where each loaded collection is served, as this proxy last learned it: the query node of
+every shard, and which partitions are loaded.
 
-Every read needs the shard leaders. Asking the query coordinator on each read cost two round
-trips per search in a cluster (load state, then leaders) and made even Eventually reads hang
-while the coordinator was stalled. Like Milvus's proxy (its shard-leader cache), an entry
-stays until a read through it fails because a node died or no longer serves a shard, or until
-the collection is loaded or released through this proxy; the reader then asks again.
+Every read needs both. Asking the query coordinator on each read cost round trips per search
+in a cluster and made even Eventually reads hang while the coordinator was stalled. Like
+Milvus's proxy (its shard-leader cache), an entry stays until a read through it fails because
+a node died or no longer serves a shard, until a read names a partition the entry does not
+have loaded, or until this proxy loads or releases the collection or its partitions; the
+reader then asks again.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Protocol
 
 from services.common import errors
+from services.common.errors import Code, MilvusError
 from services.common.schema import CollectionInfo
-from services.querycoord.core import LOAD_STATE_LOADED
 
 
 class PlacementSource(Protocol):
-    def load_state(self, collection_id: int) -> tuple[int, int]: ...
+    def loaded_partitions(self, collection_id: int) -> list[int] | None: ...
     def shard_leaders(self, collection_id: int) -> dict[str, int]: ...
+
+
+@dataclass(frozen=True)
+class Placement:
+    #: vchannel -> the query node serving it
+    leaders: dict[str, int]
+    #: the partition ids reads may see; None when the whole collection is loaded
+    partitions: list[int] | None
 
 
 class ShardLeaderCache:
     def __init__(self, source: PlacementSource) -> None:
         self._source = source
         self._lock = threading.Lock()
-        self._leaders: dict[int, dict[str, int]] = {}
+        self._placements: dict[int, Placement] = {}
 
-    def leaders(self, info: CollectionInfo) -> dict[str, int]:
-        """vchannel -> query node id; raises collection_not_loaded when it is not loaded."""
+    def get(self, info: CollectionInfo) -> Placement:
+        """The collection's placement; raises collection_not_loaded when nothing is loaded."""
         with self._lock:
-            cached = self._leaders.get(info.collection_id)
-        if cached is not None:
-            return cached
-        return self.refresh(info)
+            cached = self._placements.get(info.collection_id)
+        return cached if cached is not None else self.refresh(info)
 
-    def refresh(self, info: CollectionInfo) -> dict[str, int]:
+    def refresh(self, info: CollectionInfo) -> Placement:
         """Ask the coordinator again (after a read through the cached entry failed)."""
         self.invalidate(info.collection_id)
-        if self._source.load_state(info.collection_id)[0] != LOAD_STATE_LOADED:
-            raise errors.collection_not_loaded(info.name)
-        leaders = dict(self._source.shard_leaders(info.collection_id))
-        if all(v in leaders for v in info.vchannels):  # a partial answer is not kept
+        try:
+            partitions = self._source.loaded_partitions(info.collection_id)
+        except MilvusError as exc:
+            if exc.code == Code.COLLECTION_NOT_LOADED:
+                raise errors.collection_not_loaded(info.name) from exc
+            raise
+        placement = Placement(dict(self._source.shard_leaders(info.collection_id)), partitions)
+        if all(v in placement.leaders for v in info.vchannels):  # a partial answer is not kept
             with self._lock:
-                self._leaders[info.collection_id] = leaders
-        return leaders
+                self._placements[info.collection_id] = placement
+        return placement
 
     def invalidate(self, collection_id: int) -> None:
         with self._lock:
-            self._leaders.pop(collection_id, None)
+            self._placements.pop(collection_id, None)

@@ -27,6 +27,8 @@ from services.datacoord.segment import PERSISTED, Deltalog, LoadPlan, SegmentInf
 log = logging.getLogger(__name__)
 
 _LOADED = "querycoord/loaded"
+#: ``{collection id}`` -> the partition ids loaded, for a collection loaded by partitions
+_PARTITIONS = "querycoord/partitions"
 
 #: common.proto LoadState values
 LOAD_STATE_NOT_EXIST = 0
@@ -75,6 +77,9 @@ class QueryCoord:
         self._lock = threading.RLock()
         #: collection id -> {vchannel: node id}
         self._assignments: dict[int, dict[str, int]] = {}
+        #: collection id -> loaded partition ids, for collections loaded by partitions (a
+        #: collection loaded whole is absent: every partition, later ones too, is loaded)
+        self._partitions: dict[int, set[int]] = {}
 
     def start(self) -> None:
         with self._lock:
@@ -82,9 +87,67 @@ class QueryCoord:
                 int(key.rsplit("/", 1)[1]): {k: int(v) for k, v in json.loads(raw).items()}
                 for key, raw in self._kv.list_prefix(_LOADED).items()
             }
+            self._partitions = {
+                int(key.rsplit("/", 1)[1]): set(json.loads(raw))
+                for key, raw in self._kv.list_prefix(_PARTITIONS).items()
+            }
         self.rebalance()
 
     def load_collection(self, collection_id: int) -> None:
+        """Load every partition, those created later included."""
+        with self._lock:
+            self._load_shards(collection_id)
+            self._set_partitions(collection_id, None)
+
+    def load_partitions(self, collection_id: int, partition_ids: Sequence[int]) -> None:
+        """Load these partitions too (a collection loaded whole stays so). Every shard is
+        watched either way, since a shard's channel carries all partitions; reads see only
+        the loaded partitions' rows."""
+        with self._lock:
+            whole = collection_id in self._assignments and collection_id not in self._partitions
+            self._load_shards(collection_id)
+            if not whole:
+                loaded = self._partitions.get(collection_id, set()) | set(partition_ids)
+                self._set_partitions(collection_id, loaded)
+
+    def release_partitions(self, collection_id: int, partition_ids: Sequence[int]) -> None:
+        """Release these partitions; releasing the last loaded one releases the collection."""
+        with self._lock:
+            if collection_id not in self._assignments:
+                return
+            loaded = self._partitions.get(collection_id)
+            if loaded is None:
+                info = self._collections.describe_collection(collection_id=collection_id)
+                loaded = {p.partition_id for p in info.partitions}
+            left = loaded - set(partition_ids)
+            if left:
+                self._set_partitions(collection_id, left)
+                return
+        self.release_collection(collection_id)
+
+    def loaded_partitions(self, collection_id: int) -> list[int] | None:
+        """The partition ids reads may see: None when the whole collection is loaded.
+        Raises COLLECTION_NOT_LOADED when nothing of it is (one call per read)."""
+        with self._lock:
+            if collection_id not in self._assignments:
+                raise errors.MilvusError(
+                    Code.COLLECTION_NOT_LOADED,
+                    f"collection not loaded[collection={collection_id}]",
+                )
+            loaded = self._partitions.get(collection_id)
+            return None if loaded is None else sorted(loaded)
+
+    def _set_partitions(self, collection_id: int, loaded: set[int] | None) -> None:
+        key = f"{_PARTITIONS}/{collection_id}"
+        if loaded is None:
+            if self._partitions.pop(collection_id, None) is not None:
+                self._kv.delete(key)
+            return
+        self._kv.put(key, json.dumps(sorted(loaded)).encode())
+        self._partitions[collection_id] = set(loaded)
+
+    def _load_shards(self, collection_id: int) -> None:
+        """Watch every shard of the collection (needs an index on each vector field)."""
         info = self._collections.describe_collection(collection_id=collection_id)
         missing = [f.name for f in info.schema.vector_fields if info.index_on(f.name) is None]
         if missing:
@@ -174,6 +237,7 @@ class QueryCoord:
         with self._lock:
             assignment = self._assignments.pop(collection_id, None)
             self._kv.delete(f"{_LOADED}/{collection_id}")
+            self._set_partitions(collection_id, None)
         if not assignment:
             return
         live = set(self._nodes.live_nodes())
@@ -184,12 +248,15 @@ class QueryCoord:
                 except Exception:
                     log.exception("unwatch failed", extra={"vchannel": vchannel, "node": node_id})
 
-    def load_state(self, collection_id: int) -> tuple[int, int]:
-        """(LoadState, progress percent) as GetLoadState / GetLoadingProgress report them."""
+    def load_state(self, collection_id: int, partition_ids: Sequence[int] = ()) -> tuple[int, int]:
+        """(LoadState, progress percent) as GetLoadState / GetLoadingProgress report them: of
+        the collection (loaded in any part), or of these partitions (all of them loaded)."""
         with self._lock:
-            if collection_id in self._assignments:
-                return LOAD_STATE_LOADED, 100
-            return LOAD_STATE_NOT_LOAD, 0
+            loaded = collection_id in self._assignments
+            partial = self._partitions.get(collection_id)
+            if loaded and partial is not None and not set(partition_ids) <= partial:
+                loaded = False
+            return (LOAD_STATE_LOADED, 100) if loaded else (LOAD_STATE_NOT_LOAD, 0)
 
     def shard_leaders(self, collection_id: int) -> dict[str, int]:
         with self._lock:

@@ -23,22 +23,33 @@ from services.common.id_allocator import IDAllocator
 from services.common.kv.base import MetaKV
 from services.common.msgstream.channels import pchannels, vchannel
 from services.common.msgstream.message import CollectionDDLMsg, DDLOp, Message, TimeTickMsg
+from services.common.names import (
+    DEFAULT_DB,
+    describe,
+    qualified,
+    split,
+    validate_db_name,
+    validate_name,
+)
 from services.common.pacer import Pacer
 from services.common.schema import (
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
+    DatabaseInfo,
     IndexInfo,
     PartitionInfo,
 )
 from services.common.tso import TSOAllocator
-from services.rootcoord.meta_table import MetaTable
+from services.rootcoord.meta_table import MetaTable, ref_of
 from services.rootcoord.timetick_sync import TimeTickSync
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PARTITION = "_default"
 MAX_SHARDS = 16
+#: Milvus's ``rootCoord.maxDatabaseNum``
+MAX_DATABASES = 64
 
 
 class ChannelWriter(Protocol):
@@ -177,6 +188,75 @@ class RootCoord:
             self.tick_pacer.activity(time.monotonic())
             self.on_report()  # readers of the collection wait for a tick past the DDL
 
+    # -- databases -------------------------------------------------------------------------
+
+    def create_database(
+        self, ts: int, name: str, properties: dict[str, str] | None = None
+    ) -> DatabaseInfo:
+        validate_db_name(name)
+        with self._dd_lock:
+            if self.meta.database(name) is not None:
+                raise MilvusError(Code.UNEXPECTED, f"database already exist: {name}")
+            if len(self.meta.databases()) >= MAX_DATABASES:
+                raise MilvusError(
+                    Code.DATABASE_NUM_LIMIT_EXCEEDED,
+                    f"exceeded the limit number of database[limit={MAX_DATABASES}]",
+                )
+            self._begin_ddl(ts)
+            db = DatabaseInfo(self.ids.alloc_one(), name, ts, dict(properties or {}))
+            if not self.meta.add_database(db):
+                raise MilvusError(Code.UNEXPECTED, f"database already exist: {name}")
+            return db
+
+    def drop_database(self, ts: int, name: str) -> None:
+        """As Milvus: ``default`` stays, a database with collections stays, and dropping a
+        missing database succeeds (the drop is idempotent)."""
+        if name == DEFAULT_DB:
+            raise MilvusError(Code.UNEXPECTED, "can not drop default database")
+        with self._dd_lock:
+            if self.meta.database(name) is None:
+                return
+            if self.meta.list(name):
+                raise MilvusError(
+                    Code.UNEXPECTED,
+                    f"database:{name} not empty, must drop all collections before drop database",
+                )
+            self._begin_ddl(ts)
+            self.meta.remove_database(name)
+
+    def alter_database(
+        self, ts: int, name: str, properties: dict[str, str], delete_keys: Sequence[str] = ()
+    ) -> DatabaseInfo:
+        """Set or delete properties (one or the other per call, as Milvus requires). They are
+        stored and described; none changes Vectide's behaviour yet."""
+        if properties and delete_keys:
+            raise errors.invalid(
+                "alter database cannot modify properties and delete keys at the same time"
+            )
+        if not properties and not delete_keys:
+            raise errors.invalid("alter database with empty properties and delete keys")
+        with self._dd_lock:
+            db = self._require_db(name)
+            kept = {k: v for k, v in db.properties.items() if k not in set(delete_keys)}
+            altered = replace(db, properties=kept | dict(properties))
+            self._begin_ddl(ts)
+            self.meta.update_database(altered)
+            return altered
+
+    def list_databases(self) -> list[DatabaseInfo]:
+        return self.meta.databases()
+
+    def describe_database(self, name: str) -> DatabaseInfo:
+        return self._require_db(name)
+
+    def _require_db(self, name: str) -> DatabaseInfo:
+        db = self.meta.database(name)
+        if db is None:
+            raise errors.database_not_found(name)
+        return db
+
+    # -- collections -----------------------------------------------------------------------
+
     def create_collection(
         self,
         ts: int,
@@ -185,14 +265,24 @@ class RootCoord:
         consistency_level: ConsistencyLevel,
         properties: dict[str, str] | None = None,
         raw_schema: bytes = b"",
+        db_name: str = DEFAULT_DB,
     ) -> CollectionInfo:
         shards_num = shards_num or 1
         if not 1 <= shards_num <= MAX_SHARDS:
             raise errors.invalid(f"shard_num must be in [1, {MAX_SHARDS}], got {shards_num}")
+        validate_name(schema.name)
+        db_name = db_name or DEFAULT_DB
+        ref = qualified(db_name, schema.name)
         with self._dd_lock:
-            existing = self.meta.get(schema.name)
-            if existing is not None:
+            self._require_db(db_name)
+            if self.meta.get(ref) is not None:
                 raise errors.invalid(f"collection {schema.name} already exists")
+            if self.meta.alias_target(ref) is not None:
+                raise MilvusError(
+                    Code.ALIAS_COLLECTION_NAME_CONFLICT,
+                    f"collection name [{schema.name}] conflicts with an existing alias, "
+                    "please choose a unique name",
+                )
             self._begin_ddl(ts)
             collection_id = self.ids.alloc_one()
             chosen = [self._pick_pchannel() for _ in range(shards_num)]
@@ -208,6 +298,7 @@ class RootCoord:
                 partitions=[PartitionInfo(self.ids.alloc_one(), DEFAULT_PARTITION, ts)],
                 properties=dict(properties or {}),
                 raw_schema=raw_schema,
+                db_name=db_name,
             )
             info.create_ts, offsets = self._broadcast_ddl(info, DDLOp.CREATE_COLLECTION)
             info.start_offsets = dict(zip(dict.fromkeys(info.pchannels), offsets, strict=True))
@@ -222,23 +313,79 @@ class RootCoord:
         return channel
 
     def drop_collection(self, ts: int, name: str) -> None:
+        """As Milvus: not through an alias, and not while aliases name the collection."""
         with self._dd_lock:
+            if self.meta.alias_target(name) is not None:
+                raise MilvusError(
+                    Code.UNEXPECTED, f"cannot drop the collection via alias = {split(name)[1]}"
+                )
             info = self._require(name)
+            aliases = [split(a)[1] for a in self.meta.aliases_of(info.collection_id)]
+            if aliases:
+                raise MilvusError(
+                    Code.UNEXPECTED,
+                    f"unable to drop the collection [{info.name}] because it has associated "
+                    f"aliases {aliases}, please remove all aliases before dropping the collection",
+                )
             self._begin_ddl(ts)
             self._broadcast_ddl(info, DDLOp.DROP_COLLECTION)
             self.meta.remove(info)
         self._invalidate(name)
 
+    def rename_collection(self, ts: int, old: str, new_db: str, new_name: str) -> None:
+        """Rename a collection, possibly into another database, with Milvus's checks: not
+        through an alias, not onto an alias or a taken name, and not across databases while
+        aliases name it (they would be left in the old one). Ids, channels and data stay."""
+        validate_name(new_name)
+        new = qualified(new_db, new_name)
+        with self._dd_lock:
+            if self.meta.database(new_db) is None:
+                raise MilvusError(Code.UNEXPECTED, f"target database:{new_db} not found")
+            if self.meta.alias_target(old) is not None:
+                raise MilvusError(
+                    Code.UNEXPECTED,
+                    f"unsupported use an alias to rename collection, alias:{split(old)[1]}",
+                )
+            if self.meta.alias_target(new) is not None:
+                raise MilvusError(
+                    Code.UNEXPECTED, f"cannot rename collection to an existing alias: {new_name}"
+                )
+            if self.meta.get(new) is not None:
+                raise MilvusError(
+                    Code.UNEXPECTED,
+                    f"duplicated new collection name {new_db}:{new_name} with other collection "
+                    "name or alias",
+                )
+            info = self._require(old)
+            aliases = self.meta.aliases_of(info.collection_id)
+            if aliases and new_db != info.db_name:
+                raise MilvusError(
+                    Code.UNEXPECTED,
+                    "fail to rename db name, must drop all aliases of this collection before "
+                    "rename",
+                )
+            self._begin_ddl(ts)
+            if not self.meta.rename(info, replace(info, name=new_name, db_name=new_db)):
+                raise MilvusError(Code.UNEXPECTED, f"collection name {new_name} is taken")
+        for ref in [old, *aliases]:
+            self._invalidate(ref)
+
     def describe_collection(
         self, name: str | None = None, collection_id: int = 0
     ) -> CollectionInfo:
-        info = self.meta.get(name) if name else self.meta.get_by_id(collection_id)
-        if info is None:
-            raise errors.collection_not_found(name or str(collection_id))
-        return info
+        """By reference (a name qualified by its database) or by id."""
+        if not name:
+            info = self.meta.get_by_id(collection_id)
+            if info is None:
+                raise errors.collection_not_found(str(collection_id))
+            return info
+        return self._require(name)
 
-    def show_collections(self) -> list[CollectionInfo]:
-        return self.meta.list()
+    def show_collections(self, db_name: str | None = None) -> list[CollectionInfo]:
+        """Every collection (the coordinators' view), or one database's (ShowCollections)."""
+        if db_name is not None:
+            self._require_db(db_name)
+        return self.meta.list(db_name)
 
     def create_partition(self, ts: int, collection: str, partition: str) -> None:
         with self._dd_lock:
@@ -249,7 +396,7 @@ class RootCoord:
             part = PartitionInfo(self.ids.alloc_one(), partition, ts)
             self._broadcast_ddl(info, DDLOp.CREATE_PARTITION, part)
             self.meta.update(replace(info, partitions=[*info.partitions, part]))
-        self._invalidate(collection)
+        self._invalidate_collection(info)
 
     def drop_partition(self, ts: int, collection: str, partition: str) -> None:
         if partition == DEFAULT_PARTITION:
@@ -263,7 +410,7 @@ class RootCoord:
             self._broadcast_ddl(info, DDLOp.DROP_PARTITION, part)
             parts = [p for p in info.partitions if p.name != partition]
             self.meta.update(replace(info, partitions=parts))
-        self._invalidate(collection)
+        self._invalidate_collection(info)
 
     def create_index(self, ts: int, collection: str, index: IndexInfo) -> IndexInfo:
         with self._dd_lock:
@@ -293,7 +440,7 @@ class RootCoord:
                 index_name=index.index_name or index.field_name,
             )
             self.meta.update(replace(info, indexes=[*info.indexes, created]))
-        self._invalidate(collection)
+        self._invalidate_collection(info)
         return created
 
     def drop_index(self, ts: int, collection: str, index_name: str) -> None:
@@ -304,7 +451,7 @@ class RootCoord:
                 raise MilvusError(Code.INDEX_NOT_FOUND, f"index not found[index={index_name}]")
             self._begin_ddl(ts)
             self.meta.update(replace(info, indexes=kept))
-        self._invalidate(collection)
+        self._invalidate_collection(info)
 
     def reset_channel_offsets(self) -> int:
         """The channels were recreated empty (a broker that lost its log): every collection
@@ -316,11 +463,101 @@ class RootCoord:
                 changed += 1
         return changed
 
-    def _require(self, name: str) -> CollectionInfo:
-        info = self.meta.get(name)
+    # -- aliases ---------------------------------------------------------------------------
+
+    def create_alias(self, ts: int, collection: str, alias: str) -> None:
+        """``collection`` and ``alias`` are references in the same database. Creating an
+        alias that already names this collection succeeds, as in Milvus."""
+        validate_name(split(alias)[1], "alias")
+        with self._dd_lock:
+            info = self._alias_target(collection, alias)
+            current = self.meta.alias_target(alias)
+            if current == info.collection_id:
+                return
+            if current is not None:
+                other = self.meta.get_by_id(current)
+                raise MilvusError(
+                    Code.ALIAS_ALREADY_EXIST,
+                    f"alias already exist{_alias_desc(alias)}: {split(alias)[1]} is alias to "
+                    f"another collection: {other.name if other else current}",
+                )
+            self._begin_ddl(ts)
+            self.meta.put_alias(alias, info.collection_id)
+        self._invalidate(alias)
+
+    def alter_alias(self, ts: int, collection: str, alias: str) -> None:
+        """Point an existing alias at another collection (a blue-green switch)."""
+        with self._dd_lock:
+            info = self._alias_target(collection, alias)
+            if self.meta.alias_target(alias) is None:
+                raise MilvusError(Code.ALIAS_NOT_FOUND, f"alias not found{_alias_desc(alias)}")
+            self._begin_ddl(ts)
+            self.meta.put_alias(alias, info.collection_id)
+        self._invalidate(alias)
+
+    def drop_alias(self, ts: int, alias: str) -> None:
+        """Dropping a missing alias succeeds, as Milvus's meta table does."""
+        with self._dd_lock:
+            self._require_db(split(alias)[0])
+            self._begin_ddl(ts)
+            self.meta.remove_alias(alias)
+        self._invalidate(alias)
+
+    def describe_alias(self, alias: str) -> str:
+        """The name of the collection the alias names."""
+        self._require_db(split(alias)[0])
+        target = self.meta.alias_target(alias)
+        info = self.meta.get_by_id(target) if target is not None else None
         if info is None:
-            raise errors.collection_not_found(name)
+            raise MilvusError(Code.ALIAS_NOT_FOUND, f"alias not found{_alias_desc(alias)}")
+        return info.name
+
+    def list_aliases(self, db_name: str, collection: str = "") -> list[str]:
+        """Alias names in a database, or those of one collection (a reference)."""
+        self._require_db(db_name)
+        if not collection:
+            refs = self.meta.aliases_in(db_name)
+        else:
+            info = self.meta.get(collection)
+            if info is None:
+                raise errors.collection_not_found(split(collection)[1])
+            refs = self.meta.aliases_of(info.collection_id)
+        return [split(ref)[1] for ref in refs]
+
+    def _alias_target(self, collection: str, alias: str) -> CollectionInfo:
+        """The collection an alias may name: an existing collection (not an alias), and the
+        alias must not be a collection's name."""
+        self._require_db(split(alias)[0])
+        if self.meta.get(alias) is not None:
+            raise MilvusError(
+                Code.ALIAS_COLLECTION_NAME_CONFLICT,
+                f"alias and collection name conflict{_alias_desc(alias)}",
+            )
+        info = self.meta.get(collection)
+        if info is None:
+            raise MilvusError(
+                Code.COLLECTION_NOT_FOUND, f"collection not found{describe(collection)}"
+            )
         return info
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def _require(self, ref: str) -> CollectionInfo:
+        """The collection ``ref`` names, directly or through an alias."""
+        info = self.meta.get(ref)
+        target = self.meta.alias_target(ref) if info is None else None
+        if target is not None:
+            info = self.meta.get_by_id(target)
+        if info is None:
+            db_name, _ = split(ref)
+            self._require_db(db_name)
+            raise MilvusError(Code.COLLECTION_NOT_FOUND, f"can't find collection{describe(ref)}")
+        return info
+
+    def _invalidate_collection(self, info: CollectionInfo) -> None:
+        """A collection's meta changed: drop it from proxy caches under every name."""
+        for ref in [ref_of(info), *self.meta.aliases_of(info.collection_id)]:
+            self._invalidate(ref)
 
     def _invalidate(self, name: str) -> None:
         if self._invalidator is not None:
@@ -328,3 +565,9 @@ class RootCoord:
                 self._invalidator.invalidate(name)
             except Exception:
                 log.exception("cache invalidation failed", extra={"collection": name})
+
+
+def _alias_desc(alias: str) -> str:
+    """How Milvus's alias errors name one: ``[database=default][alias=a]``."""
+    db_name, name = split(alias)
+    return f"[database={db_name}][alias={name}]"

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -61,6 +62,20 @@ def node_env() -> dict[str, str]:
     return {**os.environ, "NODE_PATH": str(node_modules())}
 
 
+def run_node(script: str, deployment: Any, arg: str, env: dict[str, str]) -> Any:
+    """Run one of tests/clients/node against the deployment; its last stdout line is JSON."""
+    address = deployment.uri.removeprefix("http://")
+    done = subprocess.run(
+        ["node", str(CLIENT / script), address, arg],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def vector(i: int) -> np.ndarray:
     return np.sin(i * 7 + np.arange(DIM)).astype(np.float32)
 
@@ -71,17 +86,8 @@ def nearest(i: int, k: int) -> list[int]:
 
 
 def test_documented_flow(standalone, node_env):
-    address = standalone.uri.removeprefix("http://")
     prefix = f"node_{uuid.uuid4().hex[:6]}"
-    done = subprocess.run(
-        ["node", str(CLIENT / "flow.js"), address, prefix],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=node_env,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    runs = json.loads(done.stdout.strip().splitlines()[-1])
+    runs = run_node("flow.js", standalone, prefix, env=node_env)
     for pk_type, pk in (("Int64", str), ("VarChar", lambda i: f"k{i}")):
         run = runs[pk_type]
         assert run["insert_count"] == ROWS
@@ -98,3 +104,18 @@ def test_documented_flow(standalone, node_env):
         ]
         assert run["delete_count"] == 10 and run["count_after_delete"] == ROWS - 10
         assert run["exists_after_drop"] is False
+
+
+def test_what_attu_calls_when_it_connects_and_lists(standalone, node_env):
+    """Attu's server drives this SDK: connect, health, a database, its collections, their
+    statistics, load state, indexes, aliases and replicas, and the system topology."""
+    db = f"attu_{uuid.uuid4().hex[:6]}"
+    got = run_node("attu_connect.js", standalone, db, env=node_env)
+    assert got["healthy"] is True
+    assert got["databases"][0] == "default" and db in got["databases"]
+    assert got["collections"] == ["docs"] and got["loaded"] == [["docs", 100]]
+    assert got["db_name"] == db and got["aliases_described"] == ["live"]
+    assert got["row_count"] == "0" and got["load_state"] == "LoadStateLoaded"
+    assert got["index_fields"] == ["vector"] and got["aliases"] == ["live"]
+    assert got["replica_shards"] == [1]
+    assert {"proxy", "rootcoord", "querynode"} <= set(got["metric_nodes"])

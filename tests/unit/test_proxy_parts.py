@@ -11,8 +11,7 @@ from services.common.rpc import codec
 from services.common.rpc import types as _types  # noqa: F401  (registers the RPC types)
 from services.common.schema import CollectionInfo, CollectionSchema, ConsistencyLevel, FieldSchema
 from services.proxy.channels_time_ticker import ChannelsTimeTicker
-from services.proxy.shard_cache import ShardLeaderCache
-from services.querycoord.core import LOAD_STATE_LOADED
+from services.proxy.shard_cache import Placement, ShardLeaderCache
 
 
 def test_murmur3_matches_the_reference_implementation():
@@ -136,14 +135,17 @@ def test_ticker_reports_are_urgent_after_a_write_or_a_wake_only():
     assert not ticker.take_urgent()
 
 
-class Placement:
+class Coordinator:
     """A query coordinator's answers, counted."""
 
     def __init__(self, leaders: dict[str, int], loaded: bool = True) -> None:
         self.leaders, self.loaded, self.calls = leaders, loaded, 0
+        self.partitions: list[int] | None = None
 
-    def load_state(self, collection_id: int) -> tuple[int, int]:
-        return (LOAD_STATE_LOADED if self.loaded else 0), 100
+    def loaded_partitions(self, collection_id: int) -> list[int] | None:
+        if not self.loaded:
+            raise MilvusError(Code.COLLECTION_NOT_LOADED, "collection not loaded")
+        return self.partitions
 
     def shard_leaders(self, collection_id: int) -> dict[str, int]:
         self.calls += 1
@@ -158,23 +160,24 @@ def collection_info() -> CollectionInfo:
 
 
 def test_shard_leaders_are_asked_once_until_a_read_through_them_fails():
-    source = Placement({"v0": 1, "v1": 2})
+    source = Coordinator({"v0": 1, "v1": 2})
+    source.partitions = [11]
     cache = ShardLeaderCache(source)
     info = collection_info()
-    assert cache.leaders(info) == cache.leaders(info) == {"v0": 1, "v1": 2}
+    assert cache.get(info) == cache.get(info) == Placement({"v0": 1, "v1": 2}, [11])
     assert source.calls == 1
     source.leaders = {"v0": 3, "v1": 2}  # node 1 died; its shard moved
-    assert cache.refresh(info) == {"v0": 3, "v1": 2} and cache.leaders(info)["v0"] == 3
-    assert source.calls == 2
+    assert cache.refresh(info).leaders == {"v0": 3, "v1": 2}
+    assert cache.get(info).leaders["v0"] == 3 and source.calls == 2
 
 
 def test_an_unloaded_or_half_placed_collection_is_not_cached():
     info = collection_info()
     with pytest.raises(MilvusError) as not_loaded:
-        ShardLeaderCache(Placement({}, loaded=False)).leaders(info)
+        ShardLeaderCache(Coordinator({}, loaded=False)).get(info)
     assert not_loaded.value.code == Code.COLLECTION_NOT_LOADED
-    half = Placement({"v0": 1})
+    half = Coordinator({"v0": 1})
     cache = ShardLeaderCache(half)
-    cache.leaders(info)
-    cache.leaders(info)
+    cache.get(info)
+    cache.get(info)
     assert half.calls == 2  # asked again until every shard has a node

@@ -8,6 +8,7 @@ from services.common.schema import (
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
+    DatabaseInfo,
     FieldSchema,
     IndexInfo,
     PartitionInfo,
@@ -30,6 +31,7 @@ codec.register(
     IndexInfo,
     PartitionInfo,
     CollectionInfo,
+    DatabaseInfo,
     ShardSearchRequest,
     ShardQueryRequest,
     SearchHits,
@@ -58,6 +60,17 @@ ROOTCOORD_METHODS = (
     "create_index",
     "drop_index",
     "report_timetick",
+    "create_database",
+    "drop_database",
+    "alter_database",
+    "list_databases",
+    "describe_database",
+    "rename_collection",
+    "create_alias",
+    "alter_alias",
+    "drop_alias",
+    "describe_alias",
+    "list_aliases",
 )
 DATACOORD_METHODS = (
     "assign_segment",
@@ -73,7 +86,15 @@ DATACOORD_METHODS = (
     "drop_collection",
     "index_progress",
 )
-QUERYCOORD_METHODS = ("load_collection", "release_collection", "load_state", "shard_leaders")
+QUERYCOORD_METHODS = (
+    "load_collection",
+    "release_collection",
+    "load_state",
+    "shard_leaders",
+    "load_partitions",
+    "release_partitions",
+    "loaded_partitions",
+)
 QUERYNODE_METHODS = (
     "watch",
     "unwatch",
