@@ -11,6 +11,7 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
+from pymilvus import MilvusClient
 
 from services.common.config import Config
 from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
@@ -118,6 +119,14 @@ def standalone(infra):
     deployment = start_standalone(config, querynodes=1, proxy_port=port)
     yield SimpleNamespace(uri=f"http://127.0.0.1:{port}", config=config)
     deployment.stop()
+
+
+@pytest.fixture(scope="module")
+def client(standalone):
+    """A pymilvus MilvusClient of the module's standalone."""
+    c = MilvusClient(standalone.uri)
+    yield c
+    c.close()
 
 
 @pytest.fixture(scope="module")

@@ -15,13 +15,6 @@ DIM = 4
 
 
 @pytest.fixture(scope="module")
-def client(standalone):
-    client = MilvusClient(standalone.uri)
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
 def stub(standalone):
     channel = grpc.insecure_channel(standalone.uri.removeprefix("http://"))
     yield milvus_pb2_grpc.MilvusServiceStub(channel)

@@ -19,13 +19,6 @@ DIM = 768
 
 
 @pytest.fixture(scope="module")
-def client(standalone):
-    c = MilvusClient(standalone.uri)
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
 def collection(client):
     name = f"tr_{uuid.uuid4().hex[:6]}"
     schema = client.create_schema(auto_id=False)

@@ -25,13 +25,6 @@ from pymilvus import (
 DIM = 16
 
 
-@pytest.fixture(scope="module")
-def client(standalone):
-    c = MilvusClient(standalone.uri)
-    yield c
-    c.close()
-
-
 def name() -> str:
     return f"c_{uuid.uuid4().hex[:8]}"
 
