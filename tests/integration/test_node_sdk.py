@@ -3,7 +3,8 @@ its documented flow against a Vectide standalone: create, insert, index, load, s
 primary key among the output fields (and with the SDK's default ``*``), query, delete, drop.
 
 The SDK is installed with ``npm ci`` from the pinned lock file into ``.vectide/node-sdk/``
-on first use; the test skips only when ``node`` or ``npm`` is not installed.
+on first use. ``make setup`` installs Node.js and npm; the test skips only where they are
+still missing (a machine set up by hand).
 """
 
 from __future__ import annotations
