@@ -92,6 +92,13 @@ def process_batch(records: Iterable[Record], store: binlog.Store) -> tuple[Batch
     return report, stats
 
 
+def checkpoints_only(positions: Iterable[tuple[str, int, int]]) -> tuple[BatchReport, BatchStats]:
+    """The report of ranges the driver knows hold only ticks, given as (channel, offset after
+    the last tick, its stamp): the same checkpoints ``process_batch`` would find in them."""
+    checkpoints = {c: Position(c, offset, ts) for c, offset, ts in positions}
+    return BatchReport([], [], checkpoints), BatchStats()
+
+
 def _log_id(channel: str, offsets: list[int]) -> str:
     return f"{channel}-{offsets[0]}-{offsets[-1]}"
 

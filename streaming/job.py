@@ -62,6 +62,10 @@ class BatchSink:
             )
 
 
+#: JVM flags of the driver and executors (see ``spark_session``)
+JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+
+
 @dataclass
 class SparkSettings:
     """How the data node's Spark application runs (from ``data.*`` config)."""
@@ -96,6 +100,10 @@ def spark_session(settings: SparkSettings, app: str = "vectide-datanode") -> Any
         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
         # one task per channel range: no waiting for a data-local slot
         .config("spark.locality.wait", "0s")
+        # a small heap of short-lived objects: G1's concurrent marking threads cost an idle
+        # driver more CPU than the pauses of a stop-the-world collector cost a busy one
+        .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
+        .config("spark.executor.extraJavaOptions", JVM_OPTIONS)
     )
     if settings.ui_port:
         builder = builder.config("spark.ui.enabled", "true").config(
@@ -129,6 +137,9 @@ def start_query(
         .option("channels", ",".join(channels))
         .option("max_records_per_channel", str(config.data.max_records_per_channel))
         .option("fetch_wait_ms", str(max(config.kafka.fetch_wait_max_ms, 10)))
+        # the driver's scanner fetches all the time: a long wait while nothing arrives (a
+        # fetch finding data returns at once, so a busy channel is read without waiting)
+        .option("scan_fetch_wait_ms", str(config.kafka.fetch_wait_idle_ms))
     )
     for key, value in {**s3_options(config.s3), **(source_options or {})}.items():
         reader = reader.option(key, value)

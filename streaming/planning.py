@@ -15,7 +15,9 @@ A batch is cut where it should be:
   channel with any number of records between ticks still advances;
 - a batch runs when data arrived, when a flush waits for a stamp the channels' checkpoints
   have not reached, or every ``idle_advance_s`` when only ticks arrived (moving a checkpoint
-  is not worth a Spark job per trigger on an idle data node).
+  is not worth a Spark job per trigger on an idle data node). Such a batch needs no read:
+  the driver knows each range's last tick, so one task reports every channel's checkpoint
+  (``last_tick``) instead of a task per channel reading ticks back from the broker.
 """
 
 from __future__ import annotations
@@ -73,6 +75,22 @@ class ChannelScan:
                 tick_ts = max(tick_ts, record.tick_ts)
         return end, data, tick_ts
 
+    def last_tick(self, start: int, end: int) -> tuple[int, int] | None:
+        """(offset after the last tick, its stamp) when the driver read all of
+        ``[start, end)`` and it holds only ticks; None when it holds data or was not read."""
+        if start != self.start or end > self.scanned_to or end <= start:
+            return None
+        last: Seen | None = None
+        for record in self.seen:
+            if record.offset >= end:
+                break
+            if record.tick_ts is None:
+                return None
+            last = record
+        if last is None or last.tick_ts is None:
+            return None
+        return last.offset + 1, last.tick_ts
+
 
 @dataclass
 class PlanLimits:
@@ -113,6 +131,11 @@ class OffsetPlanner:
 
     def observe(self, channel: str, record: Seen) -> None:
         self.scans[channel].observe(record)
+
+    def last_tick(self, channel: str, start: int, end: int) -> tuple[int, int] | None:
+        """See ``ChannelScan.last_tick``: a range known to hold only ticks needs no read."""
+        scan = self.scans.get(channel)
+        return scan.last_tick(start, end) if scan is not None else None
 
     def plan(self, flush_wanted_ts: int = 0) -> dict[str, int]:
         """End offsets of the next batch; the start offsets when it should not run now."""

@@ -219,6 +219,14 @@ class ChannelRange(InputPartition):
     end: int
 
 
+@dataclass
+class Checkpoints(InputPartition):
+    """Ranges the driver read and found to hold only ticks: their positions (channel, offset
+    after the last tick, its stamp) are all the task reports, without reading the channels."""
+
+    positions: list[tuple[str, int, int]]
+
+
 class ChannelStreamReader(DataSourceStreamReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.options = dict(options)
@@ -228,7 +236,7 @@ class ChannelStreamReader(DataSourceStreamReader):
         self.scan_ms = int(options.get("scan_ms", "300"))
         self.read_timeout_s = float(options.get("read_timeout_s", "60"))
         self.fetch_wait_ms = int(options.get("fetch_wait_ms", "10"))
-        self.scan_fetch_wait_ms = int(options.get("scan_fetch_wait_ms", "100"))
+        self.scan_fetch_wait_ms = int(options.get("scan_fetch_wait_ms", "500"))
         self.wake_file = options.get("wake_file", "")
         self.limits = PlanLimits(
             max_records=int(options.get("max_records_per_channel", "2000")),
@@ -285,17 +293,40 @@ class ChannelStreamReader(DataSourceStreamReader):
                         record.topic(), Seen(record.offset(), len(value), tick_ts(value))
                     )
 
-    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[ChannelRange]:
-        return [
-            ChannelRange(c, int(start.get(c, 0)), int(end[c]))
-            for c in self.channels
-            if int(end.get(c, 0)) > int(start.get(c, 0))
-        ]
+    def partitions(
+        self, start: dict[str, int], end: dict[str, int]
+    ) -> list[ChannelRange | Checkpoints]:
+        """A task per channel range with data; one task for all tick-only ranges (an idle
+        batch), so moving idle checkpoints reads nothing back from the broker."""
+        ranges: list[ChannelRange | Checkpoints] = []
+        ticks: list[tuple[str, int, int]] = []
+        for channel in self.channels:
+            first, last = int(start.get(channel, 0)), int(end.get(channel, 0))
+            if last <= first:
+                continue
+            tick = self._planner.last_tick(channel, first, last) if self._planner else None
+            if tick is None:
+                ranges.append(ChannelRange(channel, first, last))
+            else:
+                ticks.append((channel, *tick))
+        return [*ranges, Checkpoints(ticks)] if ticks else ranges
 
-    def read(self, partition: ChannelRange) -> Iterator[tuple[str, str]]:
+    def read(self, partition: ChannelRange | Checkpoints) -> Iterator[tuple[str, str]]:
         """Executor: persist one channel's range and describe what was written."""
-        from streaming.flush import ParallelPuts, Record, process_batch, report_rows
+        from streaming.flush import (
+            ParallelPuts,
+            Record,
+            checkpoints_only,
+            process_batch,
+            report_rows,
+        )
 
+        executor = f"{os.uname().nodename}:{os.getpid()}"
+        if isinstance(partition, Checkpoints):
+            report, stats = checkpoints_only(partition.positions)
+            stats.executor = executor
+            yield from report_rows(report, stats)
+            return
         started = time.monotonic()
         cached = cached_channel(
             self.bootstrap, partition.channel, self.fetch_wait_ms, self.security
@@ -310,7 +341,7 @@ class ChannelStreamReader(DataSourceStreamReader):
             report, stats = process_batch(records, store)
         finally:
             store.join()  # every object is on S3 before the driver hears of it
-        stats.executor = f"{os.uname().nodename}:{os.getpid()}"
+        stats.executor = executor
         stats.consume_ms = int((consumed - started) * 1000)
         stats.write_ms = int((time.monotonic() - consumed) * 1000)
         yield from report_rows(report, stats)

@@ -21,6 +21,7 @@ from streaming.flush import (
     TS_FIELD,
     ParallelPuts,
     Record,
+    checkpoints_only,
     merge_rows,
     process_batch,
     report_rows,
@@ -108,6 +109,14 @@ def test_batch_writes_columns_deltas_and_checkpoint_deterministically():
     again = DictStore()
     assert process_batch(batch, again)[0] == report
     assert again.objects == store.objects  # a replay writes the very same objects
+
+
+def test_a_tick_only_range_reports_the_checkpoint_reading_it_would():
+    ticks = records(TimeTickMsg(0, 20, 0), TimeTickMsg(0, 30, 0))
+    read, _ = process_batch(ticks, DictStore())
+    known, stats = checkpoints_only([("c-dml_0", 2, 30)])
+    assert known == read
+    assert (stats.records, stats.rows) == (0, 0)
 
 
 def test_segments_seal_on_size_and_flush_once_the_checkpoint_passes():

@@ -99,3 +99,27 @@ def test_a_channel_reader_notices_a_skipped_record_and_reads_it_again():
     reader.close()
     assert flaky.skipped == 1
     assert deleted == list(range(30))
+
+
+def test_an_idle_batch_is_one_task_that_reads_nothing():
+    """Tick-only ranges the driver read become one checkpoint task; ranges with data, or
+    ranges the driver did not read (a replay after a restart), stay a read per channel."""
+    from streaming.flush import merge_rows
+    from streaming.planning import OffsetPlanner, Seen
+    from streaming.source import ChannelRange, ChannelStreamReader, Checkpoints
+
+    reader = ChannelStreamReader({"bootstrap": "unused:1", "channels": "a,b,c,d"})
+    assert reader.partitions({"a": 0}, {"a": 2}) == [ChannelRange("a", 0, 2)]  # no planner
+    reader._planner = OffsetPlanner(reader.channels)
+    reader._planner.rebase(dict.fromkeys(reader.channels, 0))
+    for channel, kinds in {"a": "tt", "b": "dt", "c": "t"}.items():
+        for offset, kind in enumerate(kinds):
+            reader._planner.observe(channel, Seen(offset, 9, 100 + offset if kind == "t" else None))
+    parts = reader.partitions(dict.fromkeys(reader.channels, 0), {"a": 2, "b": 2, "c": 1, "d": 0})
+    assert parts == [ChannelRange("b", 0, 2), Checkpoints([("a", 2, 101), ("c", 1, 100)])]
+    report, stats, executors = merge_rows(reader.read(parts[1]))  # no broker is reachable
+    assert report.checkpoints == {
+        "a": Position("a", 2, 101),
+        "c": Position("c", 1, 100),
+    }
+    assert (report.binlogs, stats.records, len(executors)) == ([], 0, 1)

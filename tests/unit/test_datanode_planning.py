@@ -89,3 +89,20 @@ def test_a_start_the_scanner_never_read_from_makes_it_seek():
     feed(p, "a", 0, "ddd")
     assert p.rebase({"a": 10, "b": 0}) == {"a": 10}  # e.g. a checkpoint from a past run
     assert p.plan() == {"a": 10, "b": 0}
+
+
+def test_a_range_read_by_the_driver_and_holding_only_ticks_needs_no_read():
+    p, clock = planner(idle=5.0)
+    p.rebase({"a": 0, "b": 0})
+    feed(p, "a", 0, "ttt")
+    feed(p, "b", 0, "tdt")
+    clock.now = 10.0
+    end = p.plan()
+    assert end == {"a": 3, "b": 3}
+    assert p.last_tick("a", 0, 3) == (3, 2)  # after the tick at offset 2, its stamp
+    assert p.last_tick("a", 0, 2) == (2, 1)
+    assert p.last_tick("b", 0, 3) is None  # data in the range: the executor reads it
+    assert p.last_tick("a", 1, 3) is None  # not the start the driver read from
+    assert p.last_tick("a", 0, 4) is None  # beyond what the driver read
+    assert p.last_tick("a", 3, 3) is None  # empty
+    assert p.last_tick("unknown", 0, 3) is None
