@@ -70,6 +70,7 @@ def cmd_standalone(args: argparse.Namespace) -> int:
         proxy_port=args.port,
         coordinator_port=config.service.rootcoord_port,
         metrics_port=args.metrics_port,
+        http_port=args.http_port,
     )
     _print(f"vectide standalone: Milvus API on {', '.join(deployment.proxy_addresses)}")
     serve_forever(deployment)
@@ -79,7 +80,8 @@ def cmd_standalone(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from services.launcher import serve_forever, start_role
 
-    deployment = start_role(load_config(args.config), args.role, args.port, args.metrics_port)
+    config = load_config(args.config)
+    deployment = start_role(config, args.role, args.port, args.metrics_port, args.http_port)
     _print(f"vectide {args.role}: running")
     serve_forever(deployment)
     return 0
@@ -225,6 +227,7 @@ def _print_avro_schema(config: Config, zk: KazooClient, collection: str) -> int:
 
 
 METRICS_PORT_HELP = "HTTP port of /metrics and /healthz (default: service.metrics_port, 9091)"
+HTTP_PORT_HELP = "port of the Milvus RESTful API v2 (default: service.http_port, 19121; 0: off)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -266,12 +269,14 @@ def build_parser() -> argparse.ArgumentParser:
     standalone.add_argument("--port", type=int, help="Milvus API port (default 19530)")
     standalone.add_argument("--querynodes", type=int, default=1)
     standalone.add_argument("--metrics-port", type=int, help=METRICS_PORT_HELP)
+    standalone.add_argument("--http-port", type=int, help=HTTP_PORT_HELP)
     standalone.set_defaults(func=cmd_standalone)
 
     run = sub.add_parser("run", help="run one role of a cluster in this process")
     run.add_argument("role", choices=["rootcoord", "proxy", "querynode", "datanode", "ingest"])
     run.add_argument("--port", type=int, help="the role's port (default from config)")
     run.add_argument("--metrics-port", type=int, help=METRICS_PORT_HELP)
+    run.add_argument("--http-port", type=int, help=HTTP_PORT_HELP + " (proxy only)")
     run.set_defaults(func=cmd_run)
 
     ingest = sub.add_parser("ingest", help="map Kafka topics to collections (no client code)")
