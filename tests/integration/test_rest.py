@@ -5,11 +5,16 @@ query through both APIs are equal; bad requests get Milvus's codes, never a 500.
 from __future__ import annotations
 
 import json
+import re
+import shlex
+import subprocess
 import time
 
 import pytest
 import requests
 from pymilvus import DataType
+
+from tests.infra import REPO
 
 DIM = 8
 
@@ -110,7 +115,7 @@ def _eventually_rows(rest, name: str, expected: int) -> bool:
 
 def test_full_schema_writes_reads_and_deletes(rest, client):
     body = {
-        "collectionName": "docs",
+        "collectionName": "typed",
         "schema": {
             "autoID": False,
             "enableDynamicField": False,
@@ -138,7 +143,7 @@ def test_full_schema_writes_reads_and_deletes(rest, client):
         "params": {"consistencyLevel": "Strong"},
     }
     ok(rest("collections/create", body))
-    described = ok(rest("collections/describe", {"collectionName": "docs"}))
+    described = ok(rest("collections/describe", {"collectionName": "typed"}))
     assert described["consistencyLevel"] == "Strong" and described["load"] == "LoadStateLoaded"
     assert {f["name"]: f["type"] for f in described["fields"]} == {
         "pk": "VarChar",
@@ -146,19 +151,19 @@ def test_full_schema_writes_reads_and_deletes(rest, client):
         "meta": "JSON",
         "emb": "FloatVector",
     }
-    index = ok(rest("indexes/describe", {"collectionName": "docs", "indexName": "emb_hnsw"}))
+    index = ok(rest("indexes/describe", {"collectionName": "typed", "indexName": "emb_hnsw"}))
     assert index[0]["indexType"] == "HNSW" and index[0]["metricType"] == "IP"
-    assert ok(rest("indexes/list", {"collectionName": "docs"})) == ["emb_hnsw"]
+    assert ok(rest("indexes/list", {"collectionName": "typed"})) == ["emb_hnsw"]
 
     # pymilvus writes, REST reads
     client.insert(
-        "docs", [{"pk": f"k{i}", "n": i, "meta": {"i": i}, "emb": vector(i)} for i in range(20)]
+        "typed", [{"pk": f"k{i}", "n": i, "meta": {"i": i}, "emb": vector(i)} for i in range(20)]
     )
     rows = ok(
         rest(
             "entities/query",
             {
-                "collectionName": "docs",
+                "collectionName": "typed",
                 "filter": "n in {ns}",
                 "exprParams": {"ns": [1, 2]},
                 "outputFields": ["pk", "n", "meta"],
@@ -176,19 +181,19 @@ def test_full_schema_writes_reads_and_deletes(rest, client):
         rest(
             "entities/upsert",
             {
-                "collectionName": "docs",
+                "collectionName": "typed",
                 "data": [{"pk": "k1", "n": 100, "meta": {}, "emb": vector(1)}],
             },
         )
     )
     assert upserted == {"upsertCount": 1, "upsertIds": ["k1"]}
-    assert client.get("docs", ids=["k1"], output_fields=["n"])[0]["n"] == 100
-    deleted = ok(rest("entities/delete", {"collectionName": "docs", "filter": "n >= 10"}))
+    assert client.get("typed", ids=["k1"], output_fields=["n"])[0]["n"] == 100
+    deleted = ok(rest("entities/delete", {"collectionName": "typed", "filter": "n >= 10"}))
     assert deleted["deleteCount"] == 11  # k10..k19, and k1 (n is 100 since the upsert)
-    ok(rest("entities/delete", {"collectionName": "docs", "id": ["k2", "k3"]}))
-    count = ok(rest("entities/query", {"collectionName": "docs", "outputFields": ["count(*)"]}))
+    ok(rest("entities/delete", {"collectionName": "typed", "id": ["k2", "k3"]}))
+    count = ok(rest("entities/query", {"collectionName": "typed", "outputFields": ["count(*)"]}))
     assert count == [{"count(*)": 7}]
-    assert client.query("docs", "", output_fields=["count(*)"])[0]["count(*)"] == 7
+    assert client.query("typed", "", output_fields=["count(*)"])[0]["count(*)"] == 7
 
 
 def test_partitions_aliases_databases_rename(rest, client):
@@ -339,3 +344,33 @@ def test_pymilvus_schema_reads_over_rest(rest, client):
         "entities/insert", {"collectionName": "from_sdk", "data": [{"pk": 5, "v": vector(0)}]}
     )
     assert reply["code"] == 1804
+
+
+def _doc_examples() -> list[tuple[str, object]]:
+    """(curl command, the reply documented under it or None) of docs/rest.md's examples."""
+    text = (REPO / "docs" / "rest.md").read_text()
+    examples: list[tuple[str, object]] = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        command, reply = [], []
+        for line in [*block.splitlines(), "curl"]:
+            if line.startswith("#"):
+                reply.append(line[1:])
+                continue
+            if line.startswith("curl") and command:
+                examples.append((" ".join(command), json.loads("".join(reply)) if reply else None))
+                command, reply = [], []
+            command.append(line.strip())
+    return [(c, r) for c, r in examples if c != "curl"]
+
+
+def test_documented_curl_examples_answer_as_documented(standalone):
+    port = standalone.config.service.http_port
+    examples = _doc_examples()
+    assert len(examples) >= 10
+    for command, documented in examples:
+        argv = shlex.split(command.replace("localhost:19121", f"127.0.0.1:{port}"))
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
+        reply = json.loads(done.stdout)
+        assert reply["code"] == 0, (command, reply)
+        if documented is not None:
+            assert reply == documented, command
