@@ -72,7 +72,9 @@ def cmd_standalone(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         http_port=args.http_port,
     )
-    _print(f"vectide standalone: Milvus API on {', '.join(deployment.proxy_addresses)}")
+    http = config.service.http_port if args.http_port is None else args.http_port
+    rest = f", REST API v2 on port {http}" if http else ""
+    _print(f"vectide standalone: Milvus API on {', '.join(deployment.proxy_addresses)}{rest}")
     serve_forever(deployment)
     return 0
 
