@@ -83,7 +83,7 @@ class RestServer:
             message = f"request body over {MAX_BODY_BYTES} bytes"
             return _json({"code": int(Code.PARAMETER_INVALID), "message": message}, status=413)
         reply = await self._loop.run_in_executor(
-            self._pool, self._api.handle, request.path, raw, dict(request.headers)
+            self._pool, self._api.handle, request.path, raw, request.headers
         )
         return _json(reply)
 

@@ -77,7 +77,8 @@ class RestApi:
         }
 
     def handle(self, path: str, raw: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
-        """The reply to ``POST path``: never raises, every failure is a Milvus code."""
+        """The reply to ``POST path``: never raises, every failure is a Milvus code.
+        ``headers`` is case-insensitive when it comes from the HTTP server."""
         try:
             handler = self.routes.get(path)
             if handler is None:

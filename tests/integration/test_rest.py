@@ -227,7 +227,7 @@ def test_partitions_aliases_databases_rename(rest, client):
         )
     )
     assert ok(rest("collections/list", {"dbName": "restdb"})) == ["inner"]
-    assert ok(rest("collections/list", {}, headers={"DB-Name": "restdb"})) == ["inner"]
+    assert ok(rest("collections/list", {}, headers={"db-name": "restdb"})) == ["inner"]
     ok(rest("collections/drop", {"dbName": "restdb", "collectionName": "inner"}))
     ok(rest("databases/drop", {"dbName": "restdb"}))
 
