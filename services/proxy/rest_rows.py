@@ -59,10 +59,18 @@ def columns(
     return out
 
 
+def _optional(field: schema_pb2.FieldSchema) -> bool:
+    """A field a row may leave out (or set to null): nullable, or with a default value; its
+    column then carries ``valid_data``, as pymilvus sends it, and the server fills in."""
+    return field.nullable or field.HasField("default_value")
+
+
 def _value_of(row: dict[str, Any], field: schema_pb2.FieldSchema, i: int) -> Any:
-    if field.name not in row:
-        if field.nullable:
+    if row.get(field.name) is None:
+        if _optional(field):
             return None
+        if field.name in row:
+            raise invalid_data(f"row {i}: field {field.name} cannot be null")
         raise invalid_data(f"row {i}: field {field.name} is missing")
     return row[field.name]
 
@@ -74,10 +82,11 @@ def _column(field: schema_pb2.FieldSchema, values: list[Any]) -> schema_pb2.Fiel
         raise invalid_data(
             f"field {field.name}: {DT.Name(field.data_type)} values are not accepted over REST"
         )
-    if field.nullable:
+    if _optional(field):
         fd.valid_data.extend(v is not None for v in values)
+        values = [v for v in values if v is not None]
     try:
-        writer(fd, field, [v for v in values if v is not None] if field.nullable else values)
+        writer(fd, field, values)
     except (TypeError, ValueError) as exc:
         raise invalid_data(f"field {field.name}: {exc}") from exc
     return fd

@@ -178,3 +178,18 @@ def test_the_dispatcher_answers_unknown_paths_and_bad_bodies_with_codes() -> Non
         "code": 1802,
         "message": "missing required parameters, error: collectionName is required",
     }
+
+
+def test_nullable_fields_may_be_null_or_left_out() -> None:
+    proto = schema(dynamic=False)
+    proto.fields[2].nullable = True  # title
+    rows = [
+        {"id": 1, "n": 1, "title": "a", "vec": [0, 0]},
+        {"id": 2, "n": 1, "title": None, "vec": [0, 0]},
+        {"id": 3, "n": 1, "vec": [0, 0]},
+    ]
+    title = {fd.field_name: fd for fd in rest_rows.columns(rows, proto)}["title"]
+    assert list(title.valid_data) == [True, False, False]
+    assert list(title.scalars.string_data.data) == ["a"]
+    rows[0]["n"] = None
+    assert code_of(rest_rows.columns, rows, proto) == 1804  # n is not nullable
