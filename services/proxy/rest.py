@@ -99,7 +99,7 @@ class RestServer:
 
 
 def _json(payload: dict[str, object], status: int = 200) -> web.Response:
-    """Milvus answers every handled request with HTTP 200 and the outcome in ``code``."""
-    return web.Response(
-        body=json.dumps(payload).encode(), status=status, content_type="application/json"
-    )
+    """Milvus answers every handled request with HTTP 200 and the outcome in ``code``; the
+    body is compact with sorted keys, as Go's encoder writes Milvus's maps."""
+    body = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
+    return web.Response(body=body, status=status, content_type="application/json")
