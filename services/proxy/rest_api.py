@@ -19,6 +19,7 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
 from services.common.errors import Code, MilvusError
 from services.common.names import DEFAULT_DB
+from services.proxy import rest_admin as admin
 from services.proxy import rest_body as rb
 from services.proxy.grpc_service import MilvusService
 from services.proxy.rest_collections import CollectionHandlers
@@ -70,10 +71,10 @@ class RestApi:
         self.routes: dict[str, Handler] = {
             **_prefixed("collections", CollectionHandlers(self).routes()),
             **_prefixed("entities", EntityHandlers(self).routes()),
-            **_prefixed("partitions", self._partition_routes()),
-            **_prefixed("indexes", self._index_routes()),
-            **_prefixed("databases", self._database_routes()),
-            **_prefixed("aliases", self._alias_routes()),
+            **_prefixed("partitions", admin.partition_routes(self)),
+            **_prefixed("indexes", admin.index_routes(self)),
+            **_prefixed("databases", admin.database_routes(self)),
+            **_prefixed("aliases", admin.alias_routes(self)),
         }
 
     def handle(self, path: str, raw: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
@@ -99,176 +100,16 @@ class RestApi:
         response = getattr(self._service, method)(request, RestContext(db_name))
         status = status_of(response)
         if status.code or status.error_code:
-            try:
-                code = Code(status.code)
-            except ValueError:
-                code = Code.UNEXPECTED
-            raise MilvusError(code, status.reason)
+            known = status.code in Code._value2member_map_ and status.code != 0
+            raise MilvusError(Code(status.code) if known else Code.UNEXPECTED, status.reason)
         return response
 
-    def schema(self, call: RestCall, name: str | None = None) -> schema_pb2.CollectionSchema:
-        request = milvus_pb2.DescribeCollectionRequest(collection_name=name or call.collection)
+    def schema(self, call: RestCall) -> schema_pb2.CollectionSchema:
+        """The collection's schema as DescribeCollection returns it (what rows must match)."""
+        request = milvus_pb2.DescribeCollectionRequest(collection_name=call.collection)
         return self.call("DescribeCollection", request, call.db_name).schema
 
-    # -- partitions ------------------------------------------------------------------------
-
-    def _partition_routes(self) -> dict[str, Handler]:
-        def req(call: RestCall, proto: type) -> Any:
-            return proto(
-                collection_name=call.collection,
-                partition_name=rb.get(call.body, "partitionName", str),
-            )
-
-        def names(call: RestCall, proto: type) -> Any:
-            parts = rb.name_list(call.body, "partitionNames")
-            return proto(collection_name=call.collection, partition_names=parts)
-
-        return {
-            "list": lambda c: list(
-                self.call(
-                    "ShowPartitions",
-                    milvus_pb2.ShowPartitionsRequest(collection_name=c.collection),
-                    c.db_name,
-                ).partition_names
-            ),
-            "has": lambda c: {
-                "has": self.call(
-                    "HasPartition", req(c, milvus_pb2.HasPartitionRequest), c.db_name
-                ).value
-            },
-            "create": lambda c: self._empty(
-                "CreatePartition", req(c, milvus_pb2.CreatePartitionRequest), c
-            ),
-            "drop": lambda c: self._empty(
-                "DropPartition", req(c, milvus_pb2.DropPartitionRequest), c
-            ),
-            "load": lambda c: self._empty(
-                "LoadPartitions", names(c, milvus_pb2.LoadPartitionsRequest), c
-            ),
-            "release": lambda c: self._empty(
-                "ReleasePartitions", names(c, milvus_pb2.ReleasePartitionsRequest), c
-            ),
-        }
-
-    # -- indexes ---------------------------------------------------------------------------
-
-    def _index_routes(self) -> dict[str, Handler]:
-        return {
-            "create": self._create_indexes,
-            "describe": self._describe_index,
-            "list": self._list_indexes,
-            "drop": lambda c: self._empty(
-                "DropIndex",
-                milvus_pb2.DropIndexRequest(
-                    collection_name=c.collection,
-                    index_name=rb.get(c.body, "indexName", str),
-                ),
-                c,
-            ),
-        }
-
-    def _create_indexes(self, call: RestCall) -> dict[str, Any]:
-        self.create_indexes(call, rb.get(call.body, "indexParams", list))
-        return {}
-
-    def create_indexes(self, call: RestCall, specs: list[Any]) -> None:
-        """One CreateIndex per ``indexParams`` entry (``fieldName`` required)."""
-        for i, spec in enumerate(specs):
-            if not isinstance(spec, dict):
-                raise rb.bad_format(f"indexParams[{i}] must be an object")
-            request = milvus_pb2.CreateIndexRequest(
-                collection_name=call.collection,
-                field_name=rb.get(spec, "fieldName", str),
-                index_name=rb.get(spec, "indexName", str, ""),
-                extra_params=rb.index_extra_params(spec),
-            )
-            self.call("CreateIndex", request, call.db_name)
-
-    def _describe_index(self, call: RestCall) -> list[dict[str, Any]]:
-        request = milvus_pb2.DescribeIndexRequest(
-            collection_name=call.collection, index_name=rb.get(call.body, "indexName", str)
-        )
-        response = self.call("DescribeIndex", request, call.db_name)
-        return [_index_info(d) for d in response.index_descriptions]
-
-    def _list_indexes(self, call: RestCall) -> list[str]:
-        request = milvus_pb2.DescribeIndexRequest(collection_name=call.collection)
-        try:
-            response = self.call("DescribeIndex", request, call.db_name)
-        except MilvusError as exc:
-            if exc.code == Code.INDEX_NOT_FOUND:
-                return []
-            raise
-        return [d.index_name for d in response.index_descriptions]
-
-    # -- databases and aliases -------------------------------------------------------------
-
-    def _database_routes(self) -> dict[str, Handler]:
-        def named(call: RestCall) -> str:
-            return rb.get(call.body, "dbName", str)
-
-        def props(call: RestCall) -> list[common_pb2.KeyValuePair]:
-            return rb.key_values(rb.get(call.body, "properties", dict, {}))
-
-        def describe(call: RestCall) -> dict[str, Any]:
-            request = milvus_pb2.DescribeDatabaseRequest(db_name=named(call))
-            info = self.call("DescribeDatabase", request, call.db_name)
-            return {"dbName": info.db_name, "dbID": info.dbID, "properties": _kvs(info.properties)}
-
-        return {
-            "create": lambda c: self._empty(
-                "CreateDatabase",
-                milvus_pb2.CreateDatabaseRequest(db_name=named(c), properties=props(c)),
-                c,
-            ),
-            "drop": lambda c: self._empty(
-                "DropDatabase", milvus_pb2.DropDatabaseRequest(db_name=named(c)), c
-            ),
-            "alter": lambda c: self._empty(
-                "AlterDatabase",
-                milvus_pb2.AlterDatabaseRequest(db_name=named(c), properties=props(c)),
-                c,
-            ),
-            "describe": describe,
-            "list": lambda c: list(
-                self.call("ListDatabases", milvus_pb2.ListDatabasesRequest(), c.db_name).db_names
-            ),
-        }
-
-    def _alias_routes(self) -> dict[str, Handler]:
-        def alias(call: RestCall) -> str:
-            return rb.get(call.body, "aliasName", str)
-
-        def describe(call: RestCall) -> dict[str, Any]:
-            request = milvus_pb2.DescribeAliasRequest(alias=alias(call))
-            reply = self.call("DescribeAlias", request, call.db_name)
-            return {
-                "dbName": reply.db_name,
-                "collectionName": reply.collection,
-                "aliasName": reply.alias,
-            }
-
-        def listing(call: RestCall) -> list[str]:
-            name = rb.get(call.body, "collectionName", str, "")
-            request = milvus_pb2.ListAliasesRequest(collection_name=name)
-            return list(self.call("ListAliases", request, call.db_name).aliases)
-
-        def pair(call: RestCall, proto: type) -> Any:
-            return proto(collection_name=call.collection, alias=alias(call))
-
-        return {
-            "create": lambda c: self._empty(
-                "CreateAlias", pair(c, milvus_pb2.CreateAliasRequest), c
-            ),
-            "alter": lambda c: self._empty("AlterAlias", pair(c, milvus_pb2.AlterAliasRequest), c),
-            "drop": lambda c: self._empty(
-                "DropAlias", milvus_pb2.DropAliasRequest(alias=alias(c)), c
-            ),
-            "describe": describe,
-            "list": listing,
-        }
-
-    def _empty(self, method: str, request: Any, call: RestCall) -> dict[str, Any]:
+    def empty(self, method: str, request: Any, call: RestCall) -> dict[str, Any]:
         """A call whose REST reply is ``{"code": 0, "data": {}}``."""
         self.call(method, request, call.db_name)
         return {}
@@ -276,22 +117,3 @@ class RestApi:
 
 def _prefixed(category: str, routes: dict[str, Handler]) -> dict[str, Handler]:
     return {f"/v2/vectordb/{category}/{action}": h for action, h in routes.items()}
-
-
-def _kvs(pairs: Any) -> list[dict[str, str]]:
-    return [{"key": kv.key, "value": kv.value} for kv in pairs]
-
-
-def _index_info(d: milvus_pb2.IndexDescription) -> dict[str, Any]:
-    params = {kv.key: kv.value for kv in d.params}
-    return {
-        "indexName": d.index_name,
-        "fieldName": d.field_name,
-        "indexType": params.get("index_type", ""),
-        "metricType": params.get("metric_type", ""),
-        "totalRows": d.total_rows,
-        "pendingRows": d.pending_index_rows,
-        "indexedRows": d.indexed_rows,
-        "indexState": common_pb2.IndexState.Name(d.state),
-        "failReason": d.index_state_fail_reason,
-    }

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
 from services.common.errors import Code, MilvusError
+from services.proxy import rest_admin as admin
 from services.proxy import rest_body as rb
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class CollectionHandlers:
             vector = schema.fields[1].name
             metric = rb.get(body, "metricType", str, "") or DEFAULT_METRIC
             spec = {"fieldName": vector, "indexName": vector, "metricType": metric}
-            self.api.create_indexes(call, [spec])
+            admin.create_indexes(self.api, call, [spec])
         else:
             indexes = rb.get(body, "indexParams", list, [])
             if not indexes:
@@ -77,7 +78,7 @@ class CollectionHandlers:
                 field = spec.get("fieldName") if isinstance(spec, dict) else None
                 if field not in names:
                     raise rb.missing(f"`{field}` hasn't defined in schema")
-            self.api.create_indexes(call, indexes)
+            admin.create_indexes(self.api, call, indexes)
         self._simple("LoadCollection", milvus_pb2.LoadCollectionRequest, call)
         return {}
 
