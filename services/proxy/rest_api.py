@@ -11,6 +11,7 @@ databases, aliases, errors). No HTTP here: ``handle`` takes a path, a body and h
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,18 +32,23 @@ log = logging.getLogger(__name__)
 ALLOW_INT64_HEADER = "Accept-Type-Allow-Int64"
 
 
+#: Milvus's header giving a request's time limit in seconds (a read waits no longer)
+TIMEOUT_HEADER = "Request-Timeout"
+
+
 class RestContext:
     """What the gRPC handlers read from a ``grpc.ServicerContext``: the database header
-    pymilvus sends (``dbname``) and the time left (none: REST requests have no deadline)."""
+    pymilvus sends (``dbname``) and the time left (``Request-Timeout``; none without it)."""
 
-    def __init__(self, db_name: str) -> None:
+    def __init__(self, db_name: str, deadline: float | None = None) -> None:
         self._metadata = (("dbname", db_name),)
+        self._deadline = deadline
 
     def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
         return self._metadata
 
     def time_remaining(self) -> float | None:
-        return None
+        return None if self._deadline is None else self._deadline - time.monotonic()
 
 
 @dataclass
@@ -52,6 +58,8 @@ class RestCall:
     body: dict[str, Any]
     db_name: str
     int64_as_number: bool = True
+    #: time.monotonic() by which reads give up (``Request-Timeout``)
+    deadline: float | None = None
 
     @property
     def collection(self) -> str:
@@ -87,7 +95,7 @@ class RestApi:
             body = rb.parse_body(raw)
             db = rb.get(body, "dbName", str, "") or headers.get("DB-Name", "") or DEFAULT_DB
             allow = headers.get(ALLOW_INT64_HEADER, "true").strip().lower() != "false"
-            data = handler(RestCall(body, db, allow))
+            data = handler(RestCall(body, db, allow, _deadline(headers.get(TIMEOUT_HEADER))))
         except MilvusError as exc:
             return {"code": int(exc.code), "message": exc.message}
         except Exception as exc:  # a bug must not become a 500 with a traceback
@@ -95,9 +103,9 @@ class RestApi:
             return {"code": int(Code.SERVICE_INTERNAL), "message": f"{type(exc).__name__}: {exc}"}
         return data if isinstance(data, dict) and "code" in data else {"code": 0, "data": data}
 
-    def call(self, method: str, request: Any, db_name: str) -> Any:
+    def call(self, method: str, request: Any, db_name: str, deadline: float | None = None) -> Any:
         """``MilvusService.<method>(request)``; a failed status raises it as a MilvusError."""
-        response = getattr(self._service, method)(request, RestContext(db_name))
+        response = getattr(self._service, method)(request, RestContext(db_name, deadline))
         status = status_of(response)
         if status.code or status.error_code:
             known = status.code in Code._value2member_map_ and status.code != 0
@@ -113,6 +121,19 @@ class RestApi:
         """A call whose REST reply is ``{"code": 0, "data": {}}``."""
         self.call(method, request, call.db_name)
         return {}
+
+
+def _deadline(header: str | None) -> float | None:
+    """``Request-Timeout`` (seconds) as a monotonic deadline; not a positive number: 1801."""
+    if header is None:
+        return None
+    try:
+        seconds = float(header)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise rb.bad_format(f"{TIMEOUT_HEADER} must be a positive number of seconds: {header!r}")
+    return time.monotonic() + seconds
 
 
 def _prefixed(category: str, routes: dict[str, Handler]) -> dict[str, Handler]:

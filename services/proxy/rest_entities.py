@@ -108,7 +108,7 @@ class EntityHandlers:
             use_default_consistency=use_default,
             expr_template_values=rb.template_values(call.body),
         )
-        result = self.api.call("Query", request, call.db_name)
+        result = self.api.call("Query", request, call.db_name, call.deadline)
         data = rest_rows.rows(
             result.fields_data, list(result.output_fields), None, None, call.int64_as_number
         )
@@ -135,7 +135,7 @@ class EntityHandlers:
             use_default_consistency=use_default,
             expr_template_values=rb.template_values(body),
         )
-        results = self.api.call("Search", request, call.db_name).results
+        results = self.api.call("Search", request, call.db_name, call.deadline).results
         if not results.top_k or not results.scores:
             return {"code": 0, "data": [], "cost": 0}
         rows = rest_rows.rows(

@@ -4,6 +4,7 @@ back, search vectors, and the dispatcher's answers to requests no handler gets t
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from pymilvus.grpc_gen import common_pb2, schema_pb2
 
 from services.common.errors import MilvusError
 from services.proxy import rest_body, rest_rows
-from services.proxy.rest_api import RestApi
+from services.proxy.rest_api import RestApi, RestContext
 
 DT = schema_pb2.DataType
 
@@ -193,3 +194,13 @@ def test_nullable_fields_may_be_null_or_left_out() -> None:
     assert list(title.scalars.string_data.data) == ["a"]
     rows[0]["n"] = None
     assert code_of(rest_rows.columns, rows, proto) == 1804  # n is not nullable
+
+
+def test_request_timeout_header_bounds_reads() -> None:
+    api = RestApi(service=None)
+    for bad in ("soon", "0", "-1"):
+        reply = api.handle("/v2/vectordb/collections/list", b"{}", {"Request-Timeout": bad})
+        assert reply["code"] == 1801, bad
+    assert RestContext("db").time_remaining() is None
+    assert 4 < RestContext("db", time.monotonic() + 5).time_remaining() <= 5
+    assert RestContext("db").invocation_metadata() == (("dbname", "db"),)
