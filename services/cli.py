@@ -139,9 +139,10 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"pid {s.pid or '-'}"
             )
         for r in roles:
+            rest = f"  REST {r.rest}" if r.rest != "-" else ""
             print(
                 f"{r.name:<12} {r.endpoint:<22} {'healthy' if r.healthy else 'DOWN':<8} "
-                f"pid {r.pid or '-'}"
+                f"pid {r.pid or '-'}{rest}"
             )
         spark = manager.spark_status()
         if spark["master"] or spark["driver_ui"]:
