@@ -179,6 +179,7 @@ def shifted_config(offset: int, channels: int, name: str) -> Config:
     config.service.proxy_port = 19530 + offset
     config.service.rootcoord_port = 19600 + offset
     config.service.querynode_port = 19610 + offset
+    config.service.http_port = 19121 + offset
     config.service.metrics_port = 9091 + offset  # each role adds its own offset to it
     config.cluster.name = name
     config.cluster.dml_channels = channels

@@ -59,6 +59,7 @@ def bench_config(cluster_name: str, dml_channels: int = 4) -> Config:
     config.service.proxy_port = 39530
     config.service.rootcoord_port = 39600
     config.service.querynode_port = 39610
+    config.service.http_port = 39121
     config.cluster.name = cluster_name
     config.cluster.dml_channels = dml_channels
     return config

@@ -70,8 +70,11 @@ def cmd_standalone(args: argparse.Namespace) -> int:
         proxy_port=args.port,
         coordinator_port=config.service.rootcoord_port,
         metrics_port=args.metrics_port,
+        http_port=args.http_port,
     )
-    _print(f"vectide standalone: Milvus API on {', '.join(deployment.proxy_addresses)}")
+    http = config.service.http_port if args.http_port is None else args.http_port
+    rest = f", REST API v2 on port {http}" if http else ""
+    _print(f"vectide standalone: Milvus API on {', '.join(deployment.proxy_addresses)}{rest}")
     serve_forever(deployment)
     return 0
 
@@ -79,7 +82,8 @@ def cmd_standalone(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from services.launcher import serve_forever, start_role
 
-    deployment = start_role(load_config(args.config), args.role, args.port, args.metrics_port)
+    config = load_config(args.config)
+    deployment = start_role(config, args.role, args.port, args.metrics_port, args.http_port)
     _print(f"vectide {args.role}: running")
     serve_forever(deployment)
     return 0
@@ -135,9 +139,10 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"pid {s.pid or '-'}"
             )
         for r in roles:
+            rest = f"  REST {r.rest}" if r.rest != "-" else ""
             print(
                 f"{r.name:<12} {r.endpoint:<22} {'healthy' if r.healthy else 'DOWN':<8} "
-                f"pid {r.pid or '-'}"
+                f"pid {r.pid or '-'}{rest}"
             )
         spark = manager.spark_status()
         if spark["master"] or spark["driver_ui"]:
@@ -225,6 +230,7 @@ def _print_avro_schema(config: Config, zk: KazooClient, collection: str) -> int:
 
 
 METRICS_PORT_HELP = "HTTP port of /metrics and /healthz (default: service.metrics_port, 9091)"
+HTTP_PORT_HELP = "port of the Milvus RESTful API v2 (default: service.http_port, 19121; 0: off)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -266,12 +272,14 @@ def build_parser() -> argparse.ArgumentParser:
     standalone.add_argument("--port", type=int, help="Milvus API port (default 19530)")
     standalone.add_argument("--querynodes", type=int, default=1)
     standalone.add_argument("--metrics-port", type=int, help=METRICS_PORT_HELP)
+    standalone.add_argument("--http-port", type=int, help=HTTP_PORT_HELP)
     standalone.set_defaults(func=cmd_standalone)
 
     run = sub.add_parser("run", help="run one role of a cluster in this process")
     run.add_argument("role", choices=["rootcoord", "proxy", "querynode", "datanode", "ingest"])
     run.add_argument("--port", type=int, help="the role's port (default from config)")
     run.add_argument("--metrics-port", type=int, help=METRICS_PORT_HELP)
+    run.add_argument("--http-port", type=int, help=HTTP_PORT_HELP + " (proxy only)")
     run.set_defaults(func=cmd_run)
 
     ingest = sub.add_parser("ingest", help="map Kafka topics to collections (no client code)")

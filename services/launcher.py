@@ -150,6 +150,7 @@ def start_standalone(
     coordinator_port: int | None = None,
     metrics_port: int | None = None,
     ingest: bool = True,
+    http_port: int | None = None,
 ) -> Deployment:
     """Every role but the data node in this process. With ``coordinator_port`` the
     coordinators are also served over RPC, so a data node process can attach. The ingest
@@ -186,6 +187,7 @@ def start_standalone(
             proxy_address,
             deploy_mode="STANDALONE",
             datacoord=coord.datacoord,
+            http_port=config.service.http_port if http_port is None else http_port,
         )
         deployment.observe("proxy", proxy.health)
         proxy.start()
@@ -203,7 +205,11 @@ def start_standalone(
 
 
 def start_role(
-    config: Config, role: str, port: int | None = None, metrics_port: int | None = None
+    config: Config,
+    role: str,
+    port: int | None = None,
+    metrics_port: int | None = None,
+    http_port: int | None = None,
 ) -> Deployment:
     """One role of a cluster in this process (``vectide run ROLE``).
 
@@ -248,6 +254,7 @@ def start_role(
                 RoleClients(registry, "querynode", "QueryNode"),
                 proxy_address,
                 datacoord=ActiveClient(registry, "rootcoord", "DataCoord"),
+                http_port=svc.http_port if http_port is None else http_port,
             )
             deployment.observe("proxy", proxy.health)
             deployment.stoppers.append(proxy.start().stop)

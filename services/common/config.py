@@ -214,6 +214,10 @@ class ServiceConfig:
     host: str = "127.0.0.1"
     #: Milvus gRPC port of the first proxy (further proxies take the next ports).
     proxy_port: int = 19530
+    #: Milvus RESTful API v2 (``/v2/vectordb/...``) port of the first proxy; further proxies
+    #: take the next ports. Milvus serves REST on its gRPC port too, which grpcio cannot, so
+    #: it has its own port here (Milvus's ``proxy.http.port``). 0 turns REST off.
+    http_port: int = 19121
     #: Internal gRPC port of the rootcoord (querycoord is served on the same port).
     rootcoord_port: int = 19600
     #: First internal gRPC port of the query nodes (node i takes this + i).

@@ -37,6 +37,13 @@ class Code(IntEnum):
     ALIAS_NOT_FOUND = 1600
     ALIAS_COLLECTION_NAME_CONFLICT = 1601
     ALIAS_ALREADY_EXIST = 1602
+    #: the RESTful API's own codes (merr's "high-level restful api" block)
+    NEED_AUTHENTICATE = 1800
+    INCORRECT_PARAMETER_FORMAT = 1801
+    MISSING_REQUIRED_PARAMETERS = 1802
+    INVALID_INSERT_DATA = 1804
+    INVALID_SEARCH_RESULT = 1805
+    CHECK_PRIMARY_KEY = 1806
     #: a plain error in Milvus (fmt.Errorf): e.g. dropping a database that still has collections
     UNEXPECTED = 65535
 

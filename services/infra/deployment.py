@@ -50,9 +50,14 @@ class RoleProcess:
     port: int
     args: list[str]
     metrics_port: int = 0
+    #: the RESTful API's port (proxies and standalone; 0: none)
+    http_port: int = 0
 
     def endpoint(self, host: str) -> str:
         return f"{host}:{self.port}" if self.port else "-"
+
+    def rest_endpoint(self, host: str) -> str:
+        return f"http://{host}:{self.http_port}/v2/vectordb" if self.http_port else "-"
 
     def metrics_endpoint(self, host: str) -> str:
         return f"http://{host}:{self.metrics_port}/metrics" if self.metrics_port else "-"
@@ -67,6 +72,8 @@ class RoleStatus:
     healthy: bool
     #: where Prometheus scrapes it (``/healthz`` beside it)
     metrics: str = "-"
+    #: Milvus's RESTful API v2 base URL (proxies and standalone)
+    rest: str = "-"
 
 
 def plan(
@@ -94,12 +101,14 @@ def _plan(
     svc = config.service
     extra = [RoleProcess("datanode", "datanode", 0, ["run", "datanode"])] if datanode else []
     if mode == "standalone":
+        args = ["standalone", "--port", str(svc.proxy_port), "--querynodes", str(querynodes)]
         return [
             RoleProcess(
                 "standalone",
                 "standalone",
                 svc.proxy_port,
-                ["standalone", "--port", str(svc.proxy_port), "--querynodes", str(querynodes)],
+                [*args, "--http-port", str(svc.http_port)],
+                http_port=svc.http_port,
             ),
             *extra,
         ]
@@ -120,11 +129,10 @@ def _plan(
                 f"querynode-{i}", "querynode", port, ["run", "querynode", "--port", str(port)]
             )
         )
-    for i in range(proxies):
-        port = svc.proxy_port + i
-        roles.append(
-            RoleProcess(f"proxy-{i}", "proxy", port, ["run", "proxy", "--port", str(port)])
-        )
+    for i in range(proxies):  # proxy i: gRPC on proxy_port + i, REST on http_port + i
+        port, http = svc.proxy_port + i, (svc.http_port + i if svc.http_port else 0)
+        args = ["run", "proxy", "--port", str(port), "--http-port", str(http)]
+        roles.append(RoleProcess(f"proxy-{i}", "proxy", port, args, http_port=http))
     for i in range(ingest):
         roles.append(RoleProcess(f"ingest-{i}", "ingest", 0, ["run", "ingest"]))
     return [*roles, *extra]
@@ -224,7 +232,9 @@ class DeploymentManager:
         for r in self._recorded():
             pid = self._process(r).pid()
             metrics = r.metrics_endpoint(host)
-            out.append(RoleStatus(r.name, r.role, r.endpoint(host), pid, self._healthy(r), metrics))
+            healthy = self._healthy(r)
+            rest = r.rest_endpoint(host)
+            out.append(RoleStatus(r.name, r.role, r.endpoint(host), pid, healthy, metrics, rest))
             if r.role == "standalone":  # the ingest role lives in the standalone process
                 healthy = self._has_session("ingest", pid)
                 out.append(RoleStatus("ingest", "ingest", "-", pid, healthy, metrics))

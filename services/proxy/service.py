@@ -1,5 +1,6 @@
 """The proxy process: the Milvus gRPC service on its port, the internal cache-invalidation
-RPC on the same port, its session, and the periodic timetick report."""
+RPC on the same port, Milvus's RESTful API v2 on its HTTP port, its session, and the
+periodic timetick report."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ from services.proxy.core import (
 )
 from services.proxy.grpc_service import MilvusService
 from services.proxy.interceptor import MILVUS_SERVICE, MetricsInterceptor
+from services.proxy.rest import RestServer
+from services.proxy.rest_api import RestApi
 from services.proxy.system_info import MILVUS_ROLES, Member
 
 log = logging.getLogger(__name__)
@@ -50,8 +53,12 @@ class ProxyService:
         address: str,
         deploy_mode: str = "CLUSTER",
         datacoord: DataCoordPort | None = None,
+        http_port: int = 0,
     ) -> None:
         self._datacoord = datacoord
+        #: the RESTful API's port (0: no REST server)
+        self.http_port = http_port
+        self._rest: RestServer | None = None
         self.config = config
         self.address = address
         self.registry = SessionRegistry(zk, cluster_root(config.zookeeper, config.cluster.name))
@@ -102,19 +109,34 @@ class ProxyService:
             self.proxy.report_timetick,
         ).start()
         self.proxy.ticker.on_done = self._loop.wake
-        milvus_pb2_grpc.add_MilvusServiceServicer_to_server(
-            MilvusService(self.proxy, self._deploy_mode, self._members), server
-        )
+        milvus = MilvusService(self.proxy, self._deploy_mode, self._members)
+        milvus_pb2_grpc.add_MilvusServiceServicer_to_server(milvus, server)
         server.add_generic_rpc_handlers(
             (generic_handler("Proxy", self.proxy, rpc_types.PROXY_METHODS),)
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._grpc_health, server)
+        if self.http_port:
+            self._start_rest(milvus)
         server.start()
         self._server = server
         for service in ("", MILVUS_SERVICE):
             self._grpc_health.set(service, health_pb2.HealthCheckResponse.SERVING)
         log.info("proxy serving", extra={"address": self.address, "id": info.id})
         return self
+
+    def _start_rest(self, milvus: MilvusService) -> None:
+        """Milvus's RESTful API over the same servicer; a taken port stops the proxy with a
+        message naming the knob, as a taken gRPC port does."""
+        host = self.config.service.bind_host or self.address.rsplit(":", 1)[0]
+        try:
+            self._rest = RestServer(RestApi(milvus), host, self.http_port).start()
+        except OSError as exc:
+            self.stop()
+            raise OSError(
+                exc.errno,
+                f"cannot serve the REST API on {host}:{self.http_port} ({exc.strerror}): "
+                "is another proxy running? (service.http_port)",
+            ) from exc
 
     def _members(self) -> list[Member]:
         """Every live Vectide process, from the sessions (GetMetrics' system topology). A
@@ -137,6 +159,8 @@ class ProxyService:
 
     def stop(self) -> None:
         self._grpc_health.enter_graceful_shutdown()
+        if self._rest is not None:
+            self._rest.stop()
         if self._server is not None:
             self._server.stop(grace=2).wait()
         if self._loop is not None:

@@ -108,6 +108,7 @@ def isolated(config: Config, suffix: str) -> Config:
     config.cluster.dml_channels = 4
     config.s3.root_path = config.cluster.name
     config.service.metrics_port = free_port()
+    config.service.http_port = free_port()
     return config
 
 
@@ -138,6 +139,7 @@ def cluster(infra):
     config.query.max_timestamp_lag_ms = 2000
     base = free_block(TEST_PORTS["kafka"] + 600, 280)  # 19692.., clear of other tests
     config.service.proxy_port = base  # proxies +0.., the rootcoord +20, query nodes +30..
+    config.service.http_port = base + 10  # each proxy's REST API, +10..
     config.service.rootcoord_port = base + 20
     config.service.querynode_port = base + 30
     config.service.metrics_port = base + 100  # each role its own, + 100..170

@@ -129,6 +129,7 @@ def test_standalone_and_data_node_processes_report_flushes(infra, tmp_path):
     config.service.metrics_port = base  # the standalone's; the data node's is + 150
     config.service.proxy_port = base + 20
     config.service.rootcoord_port = base + 30
+    config.service.http_port = base + 40
     # a Spark session starting on a busy 2-core box: the cluster fixture's session timeout
     config.infra.startup_timeout_s = 180
     config.zookeeper.session_timeout_s = 10.0

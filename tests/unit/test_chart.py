@@ -134,7 +134,8 @@ def test_standalone_is_one_pod_with_the_data_node_beside_it() -> None:
     assert names == ["standalone", "datanode"]
     service = kinds(docs, "Service")["vt-vectide"]
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "standalone"
-    assert {p["port"] for p in service["spec"]["ports"]} == {19530, 9091, 9241}
+    # gRPC, the RESTful API, the metrics of the standalone and of the data node beside it
+    assert {p["port"] for p in service["spec"]["ports"]} == {19530, 19121, 9091, 9241}
 
 
 def test_cluster_mode_runs_one_workload_per_role_with_values_replicas_and_image() -> None:
@@ -158,7 +159,7 @@ def test_cluster_mode_runs_one_workload_per_role_with_values_replicas_and_image(
         assert container["args"][:2] == ["run", role]
     service = kinds(docs, "Service")["vt-vectide"]
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "proxy"
-    assert {p["port"] for p in service["spec"]["ports"]} == {19530, 9091}
+    assert {p["port"] for p in service["spec"]["ports"]} == {19530, 19121, 9091}
     role_services = {component(s) for s in kinds(docs, "Service").values()}
     assert set(ROLES) <= role_services  # each role's /metrics is reachable for scraping
 
@@ -220,6 +221,7 @@ def test_rendered_config_parses_with_vectides_loader(rendered, tmp_path) -> None
     env = {"VECTIDE_S3_ACCESS_KEY": secret["s3-access-key"], "VECTIDE_SERVICE_HOST": "10.1.2.3"}
     config = load_config(path, env=env)
     assert config.service.metrics_port == 9091 and config.service.proxy_port == 19530
+    assert config.service.http_port == 19121
     assert config.service.bind_host == "0.0.0.0" and config.service.host == "10.1.2.3"
     assert not (config.kafka.managed or config.zookeeper.managed or config.s3.managed)
     assert config.cluster.name == "vt"

@@ -150,3 +150,15 @@ def test_local_cluster_metrics_ports_are_distinct_per_role() -> None:
     assert len(set(ports)) == len(ports)
     assert {r.role for r in roles} <= set(METRICS_PORT_OFFSETS)
     assert all(r.args[-2:] == ["--metrics-port", str(r.metrics_port)] for r in roles)
+
+
+def test_local_cluster_proxies_serve_rest_on_consecutive_ports() -> None:
+    """Proxy i serves the RESTful API on service.http_port + i; other roles serve none."""
+    roles = plan(Config(), "cluster", querynodes=2, proxies=3)
+    rest = {r.name: r.http_port for r in roles if r.http_port}
+    assert rest == {"proxy-0": 19121, "proxy-1": 19122, "proxy-2": 19123}
+    proxy = next(r for r in roles if r.name == "proxy-1")
+    assert proxy.args[proxy.args.index("--http-port") + 1] == "19122"
+    assert proxy.rest_endpoint("h") == "http://h:19122/v2/vectordb"
+    (standalone,) = [r for r in plan(Config(), "standalone", 1, 1, datanode=False)]
+    assert standalone.http_port == 19121 and "--http-port" in standalone.args

@@ -97,7 +97,7 @@ Secret as VECTIDE_* environment variables.
   "zookeeper" (dict "hosts" (include "vectide.zookeeperHosts" .) "root" $v.externalZookeeper.rootPath "managed" false)
   "s3" (dict "endpoint" (include "vectide.s3Endpoint" .) "bucket" (required "a bucket name is required" $s3.bucketName) "root_path" $s3.rootPath "region" $s3.region "managed" false)
   "data" (dict "spark_master" $v.dataNode.spark.master)
-  "service" (dict "proxy_port" (int $v.service.port) "metrics_port" (int $v.service.metricsPort) "bind_host" "0.0.0.0")
+  "service" (dict "proxy_port" (int $v.service.port) "http_port" (int $v.service.httpPort) "metrics_port" (int $v.service.metricsPort) "bind_host" "0.0.0.0")
   "infra" (dict "run_dir" "/var/lib/vectide")
 -}}
 {{- $user := fromYaml (index $v.extraConfigFiles "user.yaml" | default "") -}}

@@ -1,0 +1,192 @@
+"""RESTful v2 ``/collections/*``: each action is one or a few MilvusService calls, with
+the reply shaped as Milvus's REST server shapes it (``describe`` gathers the collection, its
+load state and its indexes, as Milvus's does)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
+
+from services.common.errors import Code, MilvusError
+from services.proxy import rest_admin as admin
+from services.proxy import rest_body as rb
+
+if TYPE_CHECKING:
+    from services.proxy.rest_api import Handler, RestApi, RestCall
+
+#: the quick setup's index metric when the body names none (Milvus's REST default)
+DEFAULT_METRIC = "COSINE"
+
+
+class CollectionHandlers:
+    def __init__(self, api: RestApi) -> None:
+        self.api = api
+
+    def routes(self) -> dict[str, Handler]:
+        return {
+            "create": self.create,
+            "describe": self.describe,
+            "list": self.list,
+            "has": self.has,
+            "drop": lambda c: self._simple("DropCollection", milvus_pb2.DropCollectionRequest, c),
+            "load": lambda c: self._simple("LoadCollection", milvus_pb2.LoadCollectionRequest, c),
+            "release": lambda c: self._simple(
+                "ReleaseCollection", milvus_pb2.ReleaseCollectionRequest, c
+            ),
+            "get_load_state": self.load_state,
+            "get_stats": self.stats,
+            "rename": self.rename,
+        }
+
+    def _simple(self, method: str, proto: type, call: RestCall) -> dict[str, Any]:
+        self.api.call(method, proto(collection_name=call.collection), call.db_name)
+        return {}
+
+    def create(self, call: RestCall) -> dict[str, Any]:
+        """Quick setup (``dimension``: schema, an index on the vector, loaded) or a full
+        ``schema`` (with ``indexParams``: indexed and loaded; without: just created), as
+        Milvus's REST server does."""
+        body = call.body
+        name = call.collection
+        quick = "schema" not in body
+        schema = rb.quick_schema(body, name) if quick else rb.full_schema(body, name)
+        params = rb.get(body, "params", dict, {})
+        request = milvus_pb2.CreateCollectionRequest(
+            collection_name=name,
+            schema=schema.SerializeToString(),
+            shards_num=int(params.get("shardsNum", 1)),
+            consistency_level=rb.level_value(params.get("consistencyLevel", "Bounded")),
+            properties=rb.key_values(
+                {k: params[k] for k in ("ttlSeconds", "partitionKeyIsolation") if k in params}
+            ),
+        )
+        if "partitionsNum" in params:
+            request.num_partitions = int(params["partitionsNum"])
+        self.api.call("CreateCollection", request, call.db_name)
+        if quick:
+            vector = schema.fields[1].name
+            metric = rb.get(body, "metricType", str, "") or DEFAULT_METRIC
+            spec = {"fieldName": vector, "indexName": vector, "metricType": metric}
+            admin.create_indexes(self.api, call, [spec])
+        else:
+            indexes = rb.get(body, "indexParams", list, [])
+            if not indexes:
+                return {}
+            names = {f.name for f in schema.fields}
+            for spec in indexes:
+                field = spec.get("fieldName") if isinstance(spec, dict) else None
+                if field not in names:
+                    raise rb.missing(f"`{field}` hasn't defined in schema")
+            admin.create_indexes(self.api, call, indexes)
+        self._simple("LoadCollection", milvus_pb2.LoadCollectionRequest, call)
+        return {}
+
+    def list(self, call: RestCall) -> list[str]:
+        response = self.api.call(
+            "ShowCollections", milvus_pb2.ShowCollectionsRequest(), call.db_name
+        )
+        return list(response.collection_names)
+
+    def has(self, call: RestCall) -> dict[str, bool]:
+        request = milvus_pb2.HasCollectionRequest(collection_name=call.collection)
+        return {"has": self.api.call("HasCollection", request, call.db_name).value}
+
+    def describe(self, call: RestCall) -> dict[str, Any]:
+        request = milvus_pb2.DescribeCollectionRequest(collection_name=call.collection)
+        coll = self.api.call("DescribeCollection", request, call.db_name)
+        pk = next((f for f in coll.schema.fields if f.is_primary_key), None)
+        return {
+            "collectionName": coll.collection_name,
+            "collectionID": coll.collectionID,
+            "description": coll.schema.description,
+            "autoId": bool(pk and pk.autoID),
+            "fields": [_field_info(f) for f in coll.schema.fields],
+            "functions": [],
+            "aliases": list(coll.aliases),
+            "indexes": self._index_summaries(call),
+            "load": self._load_state_name(call),
+            "shardsNum": coll.shards_num,
+            "partitionsNum": coll.num_partitions,
+            "consistencyLevel": common_pb2.ConsistencyLevel.Name(coll.consistency_level),
+            "enableDynamicField": coll.schema.enable_dynamic_field,
+            "properties": [{"key": kv.key, "value": kv.value} for kv in coll.properties],
+        }
+
+    def _index_summaries(self, call: RestCall) -> list[dict[str, str]]:
+        request = milvus_pb2.DescribeIndexRequest(collection_name=call.collection)
+        try:
+            response = self.api.call("DescribeIndex", request, call.db_name)
+        except MilvusError:
+            return []  # no index yet: Milvus's describe lists none
+        out = []
+        for d in response.index_descriptions:
+            params = {kv.key: kv.value for kv in d.params}
+            out.append(
+                {
+                    "fieldName": d.field_name,
+                    "indexName": d.index_name,
+                    "metricType": params.get("metric_type", ""),
+                }
+            )
+        return out
+
+    def _load_state_name(self, call: RestCall, partitions: list[str] | None = None) -> str:
+        request = milvus_pb2.GetLoadStateRequest(
+            collection_name=call.collection, partition_names=partitions or []
+        )
+        state = self.api.call("GetLoadState", request, call.db_name).state
+        return common_pb2.LoadState.Name(state)
+
+    def load_state(self, call: RestCall) -> dict[str, Any]:
+        partitions = rb.name_list(call.body, "partitionNames", [])
+        state = self._load_state_name(call, partitions)
+        if state == "LoadStateNotExist":
+            raise MilvusError(
+                Code.COLLECTION_NOT_FOUND,
+                f"can't find collection[collection={call.collection}]",
+            )
+        if state == "LoadStateNotLoad":
+            return {"loadState": state}
+        request = milvus_pb2.GetLoadingProgressRequest(
+            collection_name=call.collection, partition_names=partitions
+        )
+        progress = self.api.call("GetLoadingProgress", request, call.db_name).progress
+        return {
+            "loadState": "LoadStateLoaded" if progress >= 100 else "LoadStateLoading",
+            "loadProgress": progress,
+        }
+
+    def stats(self, call: RestCall) -> dict[str, Any]:
+        request = milvus_pb2.GetCollectionStatisticsRequest(collection_name=call.collection)
+        stats = self.api.call("GetCollectionStatistics", request, call.db_name).stats
+        count = next((kv.value for kv in stats if kv.key == "row_count"), "0")
+        return {"rowCount": int(count)}
+
+    def rename(self, call: RestCall) -> dict[str, Any]:
+        request = milvus_pb2.RenameCollectionRequest(
+            oldName=call.collection,
+            newName=rb.get(call.body, "newCollectionName", str),
+            newDBName=rb.get(call.body, "newDbName", str, "") or call.db_name,
+        )
+        self.api.call("RenameCollection", request, call.db_name)
+        return {}
+
+
+def _field_info(f: schema_pb2.FieldSchema) -> dict[str, Any]:
+    """A field as Milvus's REST describe lists it."""
+    info: dict[str, Any] = {
+        "name": f.name,
+        "id": f.fieldID,
+        "type": schema_pb2.DataType.Name(f.data_type),
+        "primaryKey": f.is_primary_key,
+        "partitionKey": f.is_partition_key,
+        "clusteringKey": f.is_clustering_key,
+        "nullable": f.nullable,
+        "autoId": f.autoID,
+        "description": f.description,
+        "params": [{"key": kv.key, "value": kv.value} for kv in f.type_params],
+    }
+    if f.data_type == schema_pb2.DataType.Array:
+        info["elementType"] = schema_pb2.DataType.Name(f.element_type)
+    return info
