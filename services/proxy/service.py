@@ -1,23 +1,29 @@
-"""The proxy process: the Milvus gRPC service on its port, the internal cache-invalidation
-RPC on the same port, its session, and the periodic timetick report."""
+"""The proxy process: the Milvus gRPC service on its port (behind the metrics and the auth
+interceptors), the internal cache-invalidation RPC on the same port, its session, and the
+periodic timetick report."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from kazoo.client import KazooClient
 from pymilvus.grpc_gen import milvus_pb2_grpc
 
 from services.common.config import Config
-from services.common.kv.zookeeper import cluster_root
+from services.common.kv.zookeeper import ZooKeeperKV, cluster_root
 from services.common.msgstream.channels import pchannels
 from services.common.msgstream.writer import KafkaChannelWriter
 from services.common.observability import Health
 from services.common.periodic import Periodic
 from services.common.rpc import types as rpc_types
 from services.common.rpc.transport import generic_handler, new_server
+from services.common.security import audit
+from services.common.security.guard import Guard
+from services.common.security.rbac import Rbac
+from services.common.security.store import VERSION_KEY, RbacStore
 from services.common.session import SessionRegistry
 from services.proxy.core import (
     DataCoordPort,
@@ -27,6 +33,7 @@ from services.proxy.core import (
     QueryNodes,
     RootCoordPort,
 )
+from services.proxy.grpc_auth import PRIVILEGE_NAMES, AuthInterceptor
 from services.proxy.grpc_service import MilvusService
 from services.proxy.interceptor import MILVUS_SERVICE, MetricsInterceptor
 from services.proxy.system_info import MILVUS_ROLES, Member
@@ -54,7 +61,9 @@ class ProxyService:
         self._datacoord = datacoord
         self.config = config
         self.address = address
-        self.registry = SessionRegistry(zk, cluster_root(config.zookeeper, config.cluster.name))
+        self._zk = zk
+        self._root = cluster_root(config.zookeeper, config.cluster.name)
+        self.registry = SessionRegistry(zk, self._root)
         self.writer = KafkaChannelWriter(config.kafka.bootstrap_servers)
         self._ports = (rootcoord, querycoord, nodes)
         self._deploy_mode = deploy_mode
@@ -63,11 +72,29 @@ class ProxyService:
         self._server = None
         #: the standard grpc.health.v1 service, on the Milvus port (load balancers, probes)
         self._grpc_health = health.HealthServicer()
+        self._undo_audit_file: Callable[[], None] | None = None
+
+    def _security(self) -> tuple[Guard | None, Rbac]:
+        """The guard of every RPC (None: authorization off) and the user and role store.
+
+        Root, ``admin`` and ``public`` are created on first start; a watch on the store's
+        version clears this proxy's cache whenever any proxy changes users, roles or grants.
+        """
+        cfg = self.config.security
+        if cfg.audit_log_file:
+            self._undo_audit_file = audit.log_to_file(cfg.audit_log_file)
+        store = RbacStore(ZooKeeperKV(self._zk, self._root))
+        guard = Guard(store, cfg.credential_cache_ttl_s)
+        rbac = Rbac(store, PRIVILEGE_NAMES, on_change=guard.invalidate)
+        rbac.bootstrap(cfg.initial_root_password())
+        self._zk.DataWatch(f"{self._root}/{VERSION_KEY}", lambda *_: guard.invalidate())
+        return (guard if cfg.authorization_enabled else None), rbac
 
     def start(self) -> ProxyService:
+        guard, rbac = self._security()
         server = new_server(
             max_workers=64,
-            interceptors=(MetricsInterceptor(),),
+            interceptors=(MetricsInterceptor(), AuthInterceptor(guard)),
             max_receive=MAX_REQUEST_BYTES,
             max_send=MAX_REPLY_BYTES,
         )
@@ -103,7 +130,7 @@ class ProxyService:
         ).start()
         self.proxy.ticker.on_done = self._loop.wake
         milvus_pb2_grpc.add_MilvusServiceServicer_to_server(
-            MilvusService(self.proxy, self._deploy_mode, self._members), server
+            MilvusService(self.proxy, self._deploy_mode, self._members, rbac), server
         )
         server.add_generic_rpc_handlers(
             (generic_handler("Proxy", self.proxy, rpc_types.PROXY_METHODS),)
@@ -142,3 +169,5 @@ class ProxyService:
         if self._loop is not None:
             self._loop.stop()
         self.writer.close()
+        if self._undo_audit_file is not None:
+            self._undo_audit_file()
