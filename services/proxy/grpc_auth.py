@@ -25,7 +25,7 @@ from services.common.security import audit
 from services.common.security.guard import Guard, PermissionDenied, Unauthenticated
 from services.common.security.privileges import ANY, Requirement
 from services.proxy.grpc_common import db_of
-from services.proxy.interceptor import MILVUS_SERVICE, reply_status
+from services.proxy.interceptor import reply_status, wrap_milvus_rpcs
 
 #: every privilege name Milvus defines (``PrivilegeInsert``, ...): what grants may name
 PRIVILEGE_NAMES = frozenset(common_pb2.ObjectPrivilege.keys())
@@ -115,12 +115,9 @@ class AuthInterceptor(grpc.ServerInterceptor):
     def intercept_service(
         self, continuation: Callable[[Any], Any], handler_call_details: Any
     ) -> Any:
-        handler = continuation(handler_call_details)
-        service, _, method = handler_call_details.method.lstrip("/").partition("/")
-        if handler is None or handler.unary_unary is None or service != MILVUS_SERVICE:
-            return handler
-        inner = handler.unary_unary
+        return wrap_milvus_rpcs(continuation, handler_call_details, self._guarded)
 
+    def _guarded(self, method: str, inner: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
         def guarded(request: Any, context: grpc.ServicerContext) -> Any:
             user = self._admit(method, request, context)
             token = CURRENT_USER.set(user)
@@ -134,11 +131,7 @@ class AuthInterceptor(grpc.ServerInterceptor):
                 audit.record(user, method, outcome, **audit_fields(request))
             return reply
 
-        return grpc.unary_unary_rpc_method_handler(
-            guarded,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+        return guarded
 
     def _admit(self, method: str, request: Any, context: grpc.ServicerContext) -> str:
         """The caller's user name, or the call aborted with Milvus's status."""

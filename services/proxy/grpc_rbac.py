@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from typing import Any
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2
 
@@ -28,6 +29,38 @@ def _password(encoded: bytes | str) -> str:
         return base64.b64decode(encoded, validate=True).decode()
     except (binascii.Error, UnicodeDecodeError) as exc:
         raise errors.invalid("the password must be base64-encoded UTF-8") from exc
+
+
+#: SelectUser's and SelectRole's result: its type, the entity field naming the user (role)
+#: and its type, the field listing the related roles (users) and their type
+_USER_RESULT = (
+    milvus_pb2.UserResult,
+    "user",
+    milvus_pb2.UserEntity,
+    "roles",
+    milvus_pb2.RoleEntity,
+)
+_ROLE_RESULT = (
+    milvus_pb2.RoleResult,
+    "role",
+    milvus_pb2.RoleEntity,
+    "users",
+    milvus_pb2.UserEntity,
+)
+
+
+def _named(request: Any, field: str) -> str:
+    """The name in the request's ``field`` entity, "" (everyone) when it is not set."""
+    return getattr(request, field).name if request.HasField(field) else ""
+
+
+def _results(shape: tuple, found: list[tuple[str, list[str]]], include: bool) -> list:
+    """Each name as an entity with its related ones when the request asks for them."""
+    result_type, own, own_type, related, related_type = shape
+    return [
+        result_type(**{own: own_type(name=name), related: [related_type(name=r) for r in others]})
+        for name, others in ((n, o if include else []) for n, o in found)
+    ]
 
 
 class RbacRpcs:
@@ -63,19 +96,9 @@ class RbacRpcs:
 
     @rpc(milvus_pb2.SelectUserResponse)
     def SelectUser(self, request, context):
-        found = self._rbac().select_users(request.user.name if request.HasField("user") else "")
-        return milvus_pb2.SelectUserResponse(
-            status=ok(),
-            results=[
-                milvus_pb2.UserResult(
-                    user=milvus_pb2.UserEntity(name=name),
-                    roles=[milvus_pb2.RoleEntity(name=r) for r in roles]
-                    if request.include_role_info
-                    else [],
-                )
-                for name, roles in found
-            ],
-        )
+        found = self._rbac().select_users(_named(request, "user"))
+        results = _results(_USER_RESULT, found, request.include_role_info)
+        return milvus_pb2.SelectUserResponse(status=ok(), results=results)
 
     # -- roles ---------------------------------------------------------------------------
 
@@ -97,19 +120,9 @@ class RbacRpcs:
 
     @rpc(milvus_pb2.SelectRoleResponse)
     def SelectRole(self, request, context):
-        found = self._rbac().select_roles(request.role.name if request.HasField("role") else "")
-        return milvus_pb2.SelectRoleResponse(
-            status=ok(),
-            results=[
-                milvus_pb2.RoleResult(
-                    role=milvus_pb2.RoleEntity(name=role),
-                    users=[milvus_pb2.UserEntity(name=u) for u in users]
-                    if request.include_user_info
-                    else [],
-                )
-                for role, users in found
-            ],
-        )
+        found = self._rbac().select_roles(_named(request, "role"))
+        results = _results(_ROLE_RESULT, found, request.include_user_info)
+        return milvus_pb2.SelectRoleResponse(status=ok(), results=results)
 
     # -- grants --------------------------------------------------------------------------
 

@@ -43,23 +43,23 @@ def verify_password(password: str, hashed: str) -> bool:
 
 def check_username(name: str) -> None:
     """Milvus's rule: a letter, then letters, digits or underscores; at most 32 characters."""
-    if not name:
-        raise errors.invalid("username should not be empty")
-    if len(name) > MAX_NAME_LENGTH or not _NAME.fullmatch(name):
-        raise errors.invalid(
-            f"invalid username {name!r}: a letter, then letters, digits or underscores, "
-            f"at most {MAX_NAME_LENGTH} characters"
-        )
+    _check_name("username", name, _NAME, "a letter, then letters, digits or underscores")
 
 
 def check_role_name(name: str) -> None:
     """Milvus's rule: a letter or underscore, then letters, digits, underscores or dashes."""
+    _check_name(
+        "role name", name, _ROLE_NAME, "a letter or underscore, then letters, digits, "
+        "underscores or dashes"
+    )  # fmt: skip
+
+
+def _check_name(kind: str, name: str, pattern: re.Pattern[str], rule: str) -> None:
     if not name:
-        raise errors.invalid("role name should not be empty")
-    if len(name) > MAX_NAME_LENGTH or not _ROLE_NAME.fullmatch(name):
+        raise errors.invalid(f"{kind} should not be empty")
+    if len(name) > MAX_NAME_LENGTH or not pattern.fullmatch(name):
         raise errors.invalid(
-            f"invalid role name {name!r}: a letter or underscore, then letters, digits, "
-            f"underscores or dashes, at most {MAX_NAME_LENGTH} characters"
+            f"invalid {kind} {name!r}: {rule}, at most {MAX_NAME_LENGTH} characters"
         )
 
 
