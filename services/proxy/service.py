@@ -46,6 +46,12 @@ MAX_REQUEST_BYTES = 64 * 1024 * 1024
 MAX_REPLY_BYTES = 256 * 1024 * 1024
 
 
+def watch_rbac_changes(zk: KazooClient, root: str, on_change: Callable[[], None]) -> None:
+    """Call ``on_change`` whenever any proxy changes users, roles or grants of the cluster at
+    ``root`` (every change bumps the store's version key), for as long as ``zk`` runs."""
+    zk.DataWatch(f"{root}/{VERSION_KEY}", lambda *_: on_change())
+
+
 class ProxyService:
     def __init__(
         self,
@@ -87,7 +93,7 @@ class ProxyService:
         guard = Guard(store, cfg.credential_cache_ttl_s)
         rbac = Rbac(store, PRIVILEGE_NAMES, on_change=guard.invalidate)
         rbac.bootstrap(cfg.initial_root_password())
-        self._zk.DataWatch(f"{self._root}/{VERSION_KEY}", lambda *_: guard.invalidate())
+        watch_rbac_changes(self._zk, self._root, guard.invalidate)
         return (guard if cfg.authorization_enabled else None), rbac
 
     def start(self) -> ProxyService:

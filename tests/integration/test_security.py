@@ -5,6 +5,7 @@ the audit log naming who did what."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -15,7 +16,13 @@ import pytest
 from pymilvus import MilvusClient, MilvusException
 from pymilvus.grpc_gen import milvus_pb2, milvus_pb2_grpc
 
+from services.common.kv.zookeeper import ZooKeeperKV
+from services.common.security.guard import Guard, Unauthenticated
+from services.common.security.rbac import Rbac
+from services.common.security.store import RbacStore
 from services.launcher import start_standalone
+from services.proxy.grpc_auth import PRIVILEGE_NAMES
+from services.proxy.service import watch_rbac_changes
 from tests.integration.conftest import free_port, isolated
 
 DIM = 4
@@ -166,3 +173,24 @@ def test_the_audit_log_names_who_did_what(secured, root, collection):
     refusals = [ln for ln in lines if "msg=DropCollection" in ln and "outcome=denied" in ln]
     assert any(f"user={name}" in ln for ln in refusals)
     assert not any("password1" in ln for ln in lines)
+
+
+def test_a_change_through_one_proxy_reaches_the_others_cache(zk, zk_root):
+    """Two proxies' guards over the real ZooKeeper: the one that did not make the change
+    learns of it through the version watch, long before its cache would expire."""
+    here, there = (Guard(RbacStore(ZooKeeperKV(zk, zk_root)), cache_ttl_s=600) for _ in "ab")
+    rbac = Rbac(RbacStore(ZooKeeperKV(zk, zk_root)), PRIVILEGE_NAMES, here.invalidate, 4)
+    rbac.bootstrap("Milvus")
+    watch_rbac_changes(zk, zk_root, there.invalidate)
+    assert there.authenticate_token("root:Milvus") == "root"  # cached for 600 s
+    rbac.update_password("root", "Milvus", "password2")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            there.authenticate_token("root:Milvus")
+        except Unauthenticated:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the other proxy still accepts the old password")
+    assert there.authenticate_token("root:password2") == "root"
