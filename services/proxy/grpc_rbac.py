@@ -16,11 +16,10 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2
 
 from services.common import errors
 from services.common.errors import Code, MilvusError
-from services.common.names import DEFAULT_DB
 from services.common.security.privileges import ANY, COLLECTION, GLOBAL, Grant, api_name
 from services.common.security.rbac import Rbac
 from services.proxy.grpc_auth import CURRENT_USER
-from services.proxy.grpc_common import ok, rpc
+from services.proxy.grpc_common import db_of, ok, rpc
 
 
 def _password(encoded: bytes | str) -> str:
@@ -133,7 +132,7 @@ class RbacRpcs:
             entity.role.name,
             entity.object.name,
             entity.object_name,
-            entity.db_name or DEFAULT_DB,
+            db_of(entity, context),
             entity.grantor.privilege.name,
             CURRENT_USER.get(),
         )
@@ -149,7 +148,7 @@ class RbacRpcs:
             request.role.name,
             GLOBAL if collection == ANY else COLLECTION,
             collection,
-            request.db_name or DEFAULT_DB,
+            db_of(request, context),
             request.grantor.privilege.name,
             CURRENT_USER.get(),
         )
@@ -165,7 +164,7 @@ class RbacRpcs:
             entity.role.name,
             entity.object.name if entity.HasField("object") else "",
             entity.object_name,
-            entity.db_name,
+            db_of(entity, context),
         )
         return milvus_pb2.SelectGrantResponse(
             status=ok(),

@@ -127,6 +127,28 @@ def test_a_user_without_privileges_is_refused_until_granted(secured, root, colle
         user.insert(collection, row)
 
 
+def test_grants_hold_in_their_database_only(secured, root):
+    db = f"db_{uuid.uuid4().hex[:6]}"
+    name = f"c_{uuid.uuid4().hex[:6]}"
+    root.create_database(db)
+    in_db = MilvusClient(secured.uri, token=ROOT_TOKEN, db_name=db)
+    in_db.create_collection(name, dimension=DIM)
+    root.create_collection(name, dimension=DIM)  # the same name in default
+    user, password = _user(root)
+    role = f"r_{uuid.uuid4().hex[:6]}"
+    root.create_role(role)
+    root.grant_role(user, role)
+    in_db.grant_privilege(role, "Collection", "Insert", name)  # the client's database
+    row = [{"id": 1, "vector": [1.0] * DIM}]
+    there = MilvusClient(secured.uri, user=user, password=password, db_name=db)
+    assert there.insert(name, row)["insert_count"] == 1
+    with denied(f"PrivilegeInsert: permission deny to {user} in the `default` database"):
+        _connect(secured.uri, user=user, password=password).insert(name, row)
+    [grant] = in_db.describe_role(role)["privileges"]
+    assert (grant["db_name"], grant["object_name"]) == (db, name)
+    assert root.describe_role(role)["privileges"] == []  # listed in the default database
+
+
 def test_a_user_changes_its_password(secured, root):
     name, old = _user(root)
     user = _connect(secured.uri, token=f"{name}:{old}")
