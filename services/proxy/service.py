@@ -79,9 +79,12 @@ class ProxyService:
         #: the standard grpc.health.v1 service, on the Milvus port (load balancers, probes)
         self._grpc_health = health.HealthServicer()
         self._undo_audit_file: Callable[[], None] | None = None
+        #: who may call what (None: authorization off), for every front-end of this proxy
+        #: (the gRPC interceptor; a REST server calls ``guard.authenticate_token``/``check``)
+        self.guard: Guard | None = None
 
-    def _security(self) -> tuple[Guard | None, Rbac]:
-        """The guard of every RPC (None: authorization off) and the user and role store.
+    def _security(self) -> Rbac:
+        """Set up :attr:`guard` and return the user and role store's operations.
 
         Root, ``admin`` and ``public`` are created on first start; a watch on the store's
         version clears this proxy's cache whenever any proxy changes users, roles or grants.
@@ -94,13 +97,14 @@ class ProxyService:
         rbac = Rbac(store, PRIVILEGE_NAMES, on_change=guard.invalidate)
         rbac.bootstrap(cfg.initial_root_password())
         watch_rbac_changes(self._zk, self._root, guard.invalidate)
-        return (guard if cfg.authorization_enabled else None), rbac
+        self.guard = guard if cfg.authorization_enabled else None
+        return rbac
 
     def start(self) -> ProxyService:
-        guard, rbac = self._security()
+        rbac = self._security()
         server = new_server(
             max_workers=64,
-            interceptors=(MetricsInterceptor(), AuthInterceptor(guard)),
+            interceptors=(MetricsInterceptor(), AuthInterceptor(self.guard)),
             max_receive=MAX_REQUEST_BYTES,
             max_send=MAX_REPLY_BYTES,
         )

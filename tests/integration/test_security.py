@@ -5,10 +5,11 @@ the audit log naming who did what."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from types import SimpleNamespace
 
 import grpc
@@ -216,3 +217,32 @@ def test_a_change_through_one_proxy_reaches_the_others_cache(zk, zk_root):
     else:
         pytest.fail("the other proxy still accepts the old password")
     assert there.authenticate_token("root:password2") == "root"
+
+
+def test_proxies_racing_to_bootstrap_and_change_leave_one_consistent_store(zk, zk_root):
+    """Four proxies starting together on one cluster: one root, every user created."""
+    errors: list[BaseException] = []
+
+    def proxy(i: int) -> None:
+        try:
+            rbac = Rbac(RbacStore(ZooKeeperKV(zk, zk_root)), PRIVILEGE_NAMES, rounds=4)
+            rbac.bootstrap(f"password{i}")
+            rbac.create_user(f"user{i}", "password1")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=proxy, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    snap = RbacStore(ZooKeeperKV(zk, zk_root)).load()
+    assert sorted(snap.users) == ["root", "user0", "user1", "user2", "user3"]
+    assert snap.version == 5  # one bootstrap and four creations; the other bootstraps no-ops
+    guard = Guard(RbacStore(ZooKeeperKV(zk, zk_root)))
+    winners = []
+    for i in range(4):
+        with suppress(Unauthenticated):
+            winners.append(guard.authenticate_token(f"root:password{i}"))
+    assert winners == ["root"]
