@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import grpc
 import pytest
+from prometheus_client import REGISTRY
 from pymilvus import MilvusClient, MilvusException
 from pymilvus.grpc_gen import milvus_pb2, milvus_pb2_grpc
 
@@ -90,12 +91,15 @@ def test_calls_without_or_with_wrong_credentials_are_refused(secured, root):
         with pytest.raises(MilvusException, match="Fail connecting") as err:
             _connect(secured.uri, **credentials)
         assert err.value.__cause__.code() == grpc.StatusCode.UNAUTHENTICATED
+    refusals = {"method": "ShowCollections", "status": "UNAUTHENTICATED"}
+    before = REGISTRY.get_sample_value("vectide_proxy_requests_total", refusals) or 0
     with grpc.insecure_channel(secured.uri.removeprefix("http://")) as channel:
         stub = milvus_pb2_grpc.MilvusServiceStub(channel)
         with pytest.raises(grpc.RpcError) as err:
             stub.ShowCollections(milvus_pb2.ShowCollectionsRequest())
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
         assert "missing authorization" in err.value.details()
+    assert REGISTRY.get_sample_value("vectide_proxy_requests_total", refusals) == before + 1
     assert isinstance(root.list_collections(), list)  # the right credentials pass
 
 
