@@ -296,3 +296,20 @@ def test_audit_lines_name_who_what_and_never_a_password(caplog):
         "root", "CreateCredential", "ok", "bob"
     )  # fmt: skip
     assert (second.user, second.levelname) == ("anonymous", "WARNING")
+
+
+def test_a_load_overtaken_by_an_invalidation_is_not_cached(parts):
+    store, guard, rbac, _ = parts
+    loaded = store.load
+
+    def slow_load():
+        snap = loaded()
+        store.load = loaded
+        rbac.create_user("late", "password1")  # a change lands while this load is in flight
+        return snap
+
+    store.load = slow_load
+    guard.invalidate()
+    with pytest.raises(Unauthenticated):
+        guard.authenticate(header("late:password1"))  # the load predates the user
+    assert guard.authenticate(header("late:password1")) == "late"  # not cached: reloaded

@@ -58,23 +58,29 @@ class Guard:
         self._snap: Snapshot | None = None
         self._snap_until = 0.0
         self._verified: dict[bytes, _Verified] = {}
+        self._generation = 0  # bumped by every invalidation
 
     # -- caching -------------------------------------------------------------------------
 
     def invalidate(self) -> None:
         """Forget the cached state: users, roles or grants changed (here or elsewhere)."""
         with self._lock:
+            self._generation += 1
             self._snap = None
             self._verified.clear()
 
     def snapshot(self) -> Snapshot:
+        """The current RBAC state, from the cache while it is fresh. A load that an
+        invalidation overtook is used once but not cached: it may predate the change."""
         now = self._clock()
         with self._lock:
             if self._snap is not None and now < self._snap_until:
                 return self._snap
+            generation = self._generation
         snap = self._store.load()
         with self._lock:
-            self._snap, self._snap_until = snap, now + self._ttl
+            if generation == self._generation:
+                self._snap, self._snap_until = snap, now + self._ttl
         return snap
 
     # -- authentication ------------------------------------------------------------------
