@@ -22,6 +22,7 @@ from services.common.kv.zookeeper import ZooKeeperKV
 from services.common.security.guard import Guard, Unauthenticated
 from services.common.security.rbac import Rbac
 from services.common.security.store import RbacStore
+from services.infra.deployment import milvus_answers
 from services.launcher import start_standalone
 from services.proxy.grpc_auth import PRIVILEGE_NAMES
 from services.proxy.service import watch_rbac_changes
@@ -101,6 +102,7 @@ def test_calls_without_or_with_wrong_credentials_are_refused(secured, root):
         assert "missing authorization" in err.value.details()
     assert REGISTRY.get_sample_value("vectide_proxy_requests_total", refusals) == before + 1
     assert isinstance(root.list_collections(), list)  # the right credentials pass
+    assert milvus_answers(secured.uri.removeprefix("http://"))  # `vectide up` sees it is up
 
 
 def test_a_user_without_privileges_is_refused_until_granted(secured, root, collection):
