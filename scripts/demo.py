@@ -17,11 +17,14 @@ def main() -> None:
     parser.add_argument("--uri", default="http://127.0.0.1:19530")
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument(
+        "--token", default="", help="user:password, when security.authorization_enabled is on"
+    )
+    parser.add_argument(
         "--verify", action="store_true", help="only count what an earlier run left (after down/up)"
     )
     args = parser.parse_args()
 
-    client = MilvusClient(args.uri)
+    client = MilvusClient(args.uri, token=args.token)
     print(f"connected to {args.uri} (Milvus API {client.get_server_version()})")
     name = "vectide_demo"
     if args.verify:

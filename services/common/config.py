@@ -238,6 +238,34 @@ class ServiceConfig:
 
 
 @dataclass
+class SecurityConfig:
+    """Authentication and RBAC of the Milvus API (Milvus's ``common.security`` keys)."""
+
+    #: Every Milvus RPC needs valid credentials (pymilvus ``token="user:password"`` or
+    #: ``user=``/``password=``) and the caller's roles must grant the RPC's privilege.
+    authorization_enabled: bool = False
+    #: The root user's initial password, used once: when the cluster's metastore has no root
+    #: yet. Change it afterwards with ``update_password`` (Milvus's default is ``Milvus``).
+    root_password: str = "Milvus"
+    #: A file holding the initial root password (a mounted Secret); wins over
+    #: ``root_password`` when set. Surrounding whitespace is stripped.
+    root_password_file: str = ""
+    #: How long a proxy trusts a verified ``user:password`` without hashing it again. Changes
+    #: to users, roles and grants clear every proxy's cache at once (a metastore watch), so
+    #: this only bounds how long a lost watch could keep a stale answer.
+    credential_cache_ttl_s: float = 30.0
+    #: The audit log (DDL and permission changes: who, what, when) goes to this file, one
+    #: ``key=value`` line per event; empty = the process log (stderr), logger ``vectide.audit``.
+    audit_log_file: str = ""
+
+    def initial_root_password(self) -> str:
+        """The password root starts with: the secret file's content, else ``root_password``."""
+        if self.root_password_file:
+            return Path(self.root_password_file).read_text().strip()
+        return self.root_password
+
+
+@dataclass
 class Config:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     kafka: KafkaConfig = field(default_factory=KafkaConfig)
@@ -249,6 +277,7 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     ingest: IngestConfig = field(default_factory=IngestConfig)
     service: ServiceConfig = field(default_factory=ServiceConfig)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
 
     @property
     def run_dir(self) -> Path:

@@ -31,6 +31,9 @@ class Code(IntEnum):
     DATABASE_INVALID_NAME = 802
     PARAMETER_INVALID = 1100
     PARAMETER_MISSING = 1101
+    #: wrong credentials where a reply carries them (UpdateCredential's old password)
+    PRIVILEGE_NOT_AUTHENTICATED = 1400
+    PRIVILEGE_NOT_PERMITTED = 1401
     #: a read's guarantee timestamp was not reached in time (a stalled or lagging channel)
     TIMETICK_LAG = 2
     DDL_OUT_OF_ORDER = 1000

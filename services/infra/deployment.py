@@ -268,11 +268,12 @@ class DeploymentManager:
 
 
 def milvus_answers(endpoint: str, timeout_s: float = 2.0) -> bool:
-    """True when a Milvus API server answers GetVersion on ``endpoint``."""
+    """True when a Milvus API server answers GetVersion on ``endpoint`` (refusing it for
+    want of credentials is an answer too: ``security.authorization_enabled``)."""
     try:
         with grpc.insecure_channel(endpoint) as channel:
             stub = milvus_pb2_grpc.MilvusServiceStub(channel)
             reply = stub.GetVersion(milvus_pb2.GetVersionRequest(), timeout=timeout_s)
             return reply.status.code == 0
-    except grpc.RpcError:
-        return False
+    except grpc.RpcError as exc:
+        return exc.code() == grpc.StatusCode.UNAUTHENTICATED

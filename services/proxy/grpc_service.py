@@ -1,9 +1,9 @@
 """The Milvus gRPC service (pymilvus's own servicer base): each RPC unpacks its request,
 calls the proxy core and packs the answer; every error becomes a Milvus status.
 
-Databases, aliases and the cluster RPCs live in grpc_admin.py (a mixin). RPCs listed in
-neither answer with pymilvus's base class (UNIMPLEMENTED), which pymilvus reports as an
-error, never as silent success.
+Databases, aliases and the cluster RPCs live in grpc_admin.py, users, roles and grants in
+grpc_rbac.py (mixins). RPCs listed in none answer with pymilvus's base class
+(UNIMPLEMENTED), which pymilvus reports as an error, never as silent success.
 """
 
 from __future__ import annotations
@@ -21,22 +21,26 @@ from services.common import errors, timestamp
 from services.common.errors import MilvusError
 from services.common.names import qualified, split
 from services.common.schema import ConsistencyLevel
+from services.common.security.rbac import Rbac
 from services.proxy import convert
 from services.proxy.core import Proxy
 from services.proxy.dql import QuerySpec, SearchSpec
 from services.proxy.grpc_admin import AdminRpcs
 from services.proxy.grpc_common import MILVUS_VERSION, db_of, ok, ref_of, rpc
+from services.proxy.grpc_rbac import RbacRpcs
 from services.proxy.system_info import Member
 
 
-class MilvusService(AdminRpcs, milvus_pb2_grpc.MilvusServiceServicer):
+class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
     def __init__(
         self,
         proxy: Proxy,
         deploy_mode: str = "STANDALONE",
         members: Callable[[], list[Member]] | None = None,
+        rbac: Rbac | None = None,
     ) -> None:
         self.proxy = proxy
+        self.rbac = rbac
         self._deploy_mode = deploy_mode
         #: the live processes (their sessions), for GetMetrics' system topology
         self._members = members or (lambda: [Member("proxy", proxy.server_id, "")])

@@ -44,32 +44,44 @@ def count_rows(reply: Any) -> None:
             PROXY_ROWS.labels(op).inc(n)
 
 
+def wrap_milvus_rpcs(
+    continuation: Callable[[Any], Any],
+    handler_call_details: Any,
+    wrap: Callable[[str, Callable[[Any, Any], Any]], Callable[[Any, Any], Any]],
+) -> Any:
+    """The handler of a Milvus API call (all unary) with its behaviour replaced by
+    ``wrap(method, inner)``; internal RPCs' and the health service's handlers as they are."""
+    handler = continuation(handler_call_details)
+    service, _, method = handler_call_details.method.lstrip("/").partition("/")
+    if handler is None or handler.unary_unary is None or service != MILVUS_SERVICE:
+        return handler
+    return grpc.unary_unary_rpc_method_handler(
+        wrap(method, handler.unary_unary),
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
+
+
 class MetricsInterceptor(grpc.ServerInterceptor):
-    """Wraps the Milvus API's handlers (all unary); internal RPCs pass untouched."""
+    """Wraps the Milvus API's handlers; internal RPCs pass untouched."""
 
     def intercept_service(
         self, continuation: Callable[[Any], Any], handler_call_details: Any
     ) -> Any:
-        handler = continuation(handler_call_details)
-        service, _, method = handler_call_details.method.lstrip("/").partition("/")
-        if handler is None or handler.unary_unary is None or service != MILVUS_SERVICE:
-            return handler
-        inner = handler.unary_unary
+        return wrap_milvus_rpcs(continuation, handler_call_details, _observed)
 
-        def observed(request: Any, context: grpc.ServicerContext) -> Any:
-            started = time.perf_counter()
-            reply = None
-            try:
-                reply = inner(request, context)
-                return reply
-            finally:
-                status = call_status(reply, context)
-                PROXY_REQUESTS.labels(method, status).inc()
-                PROXY_LATENCY.labels(method, status).observe(time.perf_counter() - started)
-                count_rows(reply)
 
-        return grpc.unary_unary_rpc_method_handler(
-            observed,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+def _observed(method: str, inner: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def observed(request: Any, context: grpc.ServicerContext) -> Any:
+        started = time.perf_counter()
+        reply = None
+        try:
+            reply = inner(request, context)
+            return reply
+        finally:
+            status = call_status(reply, context)
+            PROXY_REQUESTS.labels(method, status).inc()
+            PROXY_LATENCY.labels(method, status).observe(time.perf_counter() - started)
+            count_rows(reply)
+
+    return observed

@@ -13,7 +13,6 @@ import asyncio
 import json
 import logging
 import threading
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
@@ -25,14 +24,6 @@ log = logging.getLogger(__name__)
 
 #: the largest body accepted, as the gRPC port's limit (Milvus's 64 MB)
 MAX_BODY_BYTES = 64 * 1024 * 1024
-
-
-def authorize(headers: Mapping[str, str]) -> dict[str, object] | None:
-    """The one place a request's credentials are checked (``Authorization: Bearer
-    user:password`` or a token, as Milvus's REST server reads them). Authentication is not
-    enforced yet, so every request passes; a failure would return Milvus's
-    ``{"code": 1800, "message": "user hasn't authenticated"}`` from here."""
-    return None
 
 
 class RestServer:
@@ -74,9 +65,6 @@ class RestServer:
         if request.path not in self._api.routes:
             message = f"no such RESTful v2 endpoint: {request.path}"
             return _json({"code": int(Code.UNIMPLEMENTED), "message": message}, status=404)
-        denied = authorize(request.headers)
-        if denied is not None:
-            return _json(denied)
         try:
             raw = await request.read()
         except web.HTTPRequestEntityTooLarge:

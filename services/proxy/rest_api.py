@@ -13,15 +13,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
 from services.common.errors import Code, MilvusError
+from services.common.kv.base import KVError
 from services.common.names import DEFAULT_DB
+from services.common.security.guard import Guard, PermissionDenied, Unauthenticated
 from services.proxy import rest_admin as admin
 from services.proxy import rest_body as rb
+from services.proxy.grpc_auth import CURRENT_USER, admit, audit_reply
 from services.proxy.grpc_service import MilvusService
 from services.proxy.rest_collections import CollectionHandlers
 from services.proxy.rest_entities import EntityHandlers
@@ -34,6 +38,8 @@ ALLOW_INT64_HEADER = "Accept-Type-Allow-Int64"
 
 #: Milvus's header giving a request's time limit in seconds (a read waits no longer)
 TIMEOUT_HEADER = "Request-Timeout"
+#: the bearer token (``user:password``) of the request being handled on this thread
+_TOKEN: ContextVar[str | None] = ContextVar("vectide_rest_token", default=None)
 
 
 class RestContext:
@@ -74,8 +80,12 @@ def status_of(response: Any) -> common_pb2.Status:
 
 
 class RestApi:
-    def __init__(self, service: MilvusService) -> None:
+    """``guard`` None: authorization is off; else every call a handler makes is admitted
+    (credentials, then privileges) exactly as the gRPC interceptor admits it."""
+
+    def __init__(self, service: MilvusService, guard: Guard | None = None) -> None:
         self._service = service
+        self._guard = guard
         self.routes: dict[str, Handler] = {
             **_prefixed("collections", CollectionHandlers(self).routes()),
             **_prefixed("entities", EntityHandlers(self).routes()),
@@ -95,6 +105,7 @@ class RestApi:
             body = rb.parse_body(raw)
             db = rb.get(body, "dbName", str, "") or headers.get("DB-Name", "") or DEFAULT_DB
             allow = headers.get(ALLOW_INT64_HEADER, "true").strip().lower() != "false"
+            _TOKEN.set(bearer(headers.get("Authorization", "")))
             data = handler(RestCall(body, db, allow, _deadline(headers.get(TIMEOUT_HEADER))))
         except MilvusError as exc:
             return {"code": int(exc.code), "message": exc.message}
@@ -105,12 +116,34 @@ class RestApi:
 
     def call(self, method: str, request: Any, db_name: str, deadline: float | None = None) -> Any:
         """``MilvusService.<method>(request)``; a failed status raises it as a MilvusError."""
-        response = getattr(self._service, method)(request, RestContext(db_name, deadline))
+        user = self._admit(method, request, db_name)
+        reset = CURRENT_USER.set(user)
+        try:
+            response = getattr(self._service, method)(request, RestContext(db_name, deadline))
+        finally:
+            CURRENT_USER.reset(reset)
+        audit_reply(user, method, request, response)
         status = status_of(response)
         if status.code or status.error_code:
             known = status.code in Code._value2member_map_ and status.code != 0
             raise MilvusError(Code(status.code) if known else Code.UNEXPECTED, status.reason)
         return response
+
+    def _admit(self, method: str, request: Any, db_name: str) -> str:
+        if self._guard is None:
+            return ""
+        token = _TOKEN.get()
+        try:
+            if not token:
+                raise Unauthenticated("user hasn't authenticated")
+            return admit(self._guard, method, request, db_name, token=token)
+        except Unauthenticated as exc:
+            raise MilvusError(Code.NEED_AUTHENTICATE, str(exc)) from exc
+        except PermissionDenied as exc:
+            raise MilvusError(Code.PRIVILEGE_NOT_PERMITTED, str(exc)) from exc
+        except KVError as exc:
+            message = f"cannot read users and roles: {exc}"
+            raise MilvusError(Code.SERVICE_UNAVAILABLE, message) from exc
 
     def schema(self, call: RestCall) -> schema_pb2.CollectionSchema:
         """The collection's schema as DescribeCollection returns it (what rows must match)."""
@@ -121,6 +154,12 @@ class RestApi:
         """A call whose REST reply is ``{"code": 0, "data": {}}``."""
         self.call(method, request, call.db_name)
         return {}
+
+
+def bearer(header: str) -> str | None:
+    """The token of ``Authorization: Bearer <token>`` (Milvus's REST credentials)."""
+    scheme, _, token = header.strip().partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
 
 
 def _deadline(header: str | None) -> float | None:

@@ -1,24 +1,30 @@
-"""The proxy process: the Milvus gRPC service on its port, the internal cache-invalidation
-RPC on the same port, Milvus's RESTful API v2 on its HTTP port, its session, and the
+"""The proxy process: the Milvus gRPC service on its port (behind the metrics and the auth
+interceptors), the internal cache-invalidation RPC on the same port, Milvus's RESTful API v2
+on its HTTP port, its session, and the
 periodic timetick report."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from kazoo.client import KazooClient
 from pymilvus.grpc_gen import milvus_pb2_grpc
 
 from services.common.config import Config
-from services.common.kv.zookeeper import cluster_root
+from services.common.kv.zookeeper import ZooKeeperKV, cluster_root
 from services.common.msgstream.channels import pchannels
 from services.common.msgstream.writer import KafkaChannelWriter
 from services.common.observability import Health
 from services.common.periodic import Periodic
 from services.common.rpc import types as rpc_types
 from services.common.rpc.transport import generic_handler, new_server
+from services.common.security import audit
+from services.common.security.guard import Guard
+from services.common.security.rbac import Rbac
+from services.common.security.store import VERSION_KEY, RbacStore
 from services.common.session import SessionRegistry
 from services.proxy.core import (
     DataCoordPort,
@@ -28,6 +34,7 @@ from services.proxy.core import (
     QueryNodes,
     RootCoordPort,
 )
+from services.proxy.grpc_auth import PRIVILEGE_NAMES, AuthInterceptor
 from services.proxy.grpc_service import MilvusService
 from services.proxy.interceptor import MILVUS_SERVICE, MetricsInterceptor
 from services.proxy.rest import RestServer
@@ -40,6 +47,12 @@ log = logging.getLogger(__name__)
 #: request over 64 MB fails with RESOURCE_EXHAUSTED, as Milvus's would; replies may be larger
 MAX_REQUEST_BYTES = 64 * 1024 * 1024
 MAX_REPLY_BYTES = 256 * 1024 * 1024
+
+
+def watch_rbac_changes(zk: KazooClient, root: str, on_change: Callable[[], None]) -> None:
+    """Call ``on_change`` whenever any proxy changes users, roles or grants of the cluster at
+    ``root`` (every change bumps the store's version key), for as long as ``zk`` runs."""
+    zk.DataWatch(f"{root}/{VERSION_KEY}", lambda *_: on_change())
 
 
 class ProxyService:
@@ -61,7 +74,9 @@ class ProxyService:
         self._rest: RestServer | None = None
         self.config = config
         self.address = address
-        self.registry = SessionRegistry(zk, cluster_root(config.zookeeper, config.cluster.name))
+        self._zk = zk
+        self._root = cluster_root(config.zookeeper, config.cluster.name)
+        self.registry = SessionRegistry(zk, self._root)
         self.writer = KafkaChannelWriter(config.kafka.bootstrap_servers)
         self._ports = (rootcoord, querycoord, nodes)
         self._deploy_mode = deploy_mode
@@ -70,11 +85,33 @@ class ProxyService:
         self._server = None
         #: the standard grpc.health.v1 service, on the Milvus port (load balancers, probes)
         self._grpc_health = health.HealthServicer()
+        self._undo_audit_file: Callable[[], None] | None = None
+        #: who may call what (None: authorization off), for every front-end of this proxy
+        #: (the gRPC interceptor and the REST API admit calls through it)
+        self.guard: Guard | None = None
+
+    def _security(self) -> Rbac:
+        """Set up :attr:`guard` and return the user and role store's operations.
+
+        Root, ``admin`` and ``public`` are created on first start; a watch on the store's
+        version clears this proxy's cache whenever any proxy changes users, roles or grants.
+        """
+        cfg = self.config.security
+        if cfg.audit_log_file:
+            self._undo_audit_file = audit.log_to_file(cfg.audit_log_file)
+        store = RbacStore(ZooKeeperKV(self._zk, self._root))
+        guard = Guard(store, cfg.credential_cache_ttl_s)
+        rbac = Rbac(store, PRIVILEGE_NAMES, on_change=guard.invalidate)
+        rbac.bootstrap(cfg.initial_root_password())
+        watch_rbac_changes(self._zk, self._root, guard.invalidate)
+        self.guard = guard if cfg.authorization_enabled else None
+        return rbac
 
     def start(self) -> ProxyService:
+        rbac = self._security()
         server = new_server(
             max_workers=64,
-            interceptors=(MetricsInterceptor(),),
+            interceptors=(MetricsInterceptor(), AuthInterceptor(self.guard)),
             max_receive=MAX_REQUEST_BYTES,
             max_send=MAX_REPLY_BYTES,
         )
@@ -109,7 +146,7 @@ class ProxyService:
             self.proxy.report_timetick,
         ).start()
         self.proxy.ticker.on_done = self._loop.wake
-        milvus = MilvusService(self.proxy, self._deploy_mode, self._members)
+        milvus = MilvusService(self.proxy, self._deploy_mode, self._members, rbac)
         milvus_pb2_grpc.add_MilvusServiceServicer_to_server(milvus, server)
         server.add_generic_rpc_handlers(
             (generic_handler("Proxy", self.proxy, rpc_types.PROXY_METHODS),)
@@ -129,7 +166,7 @@ class ProxyService:
         message naming the knob, as a taken gRPC port does."""
         host = self.config.service.bind_host or self.address.rsplit(":", 1)[0]
         try:
-            self._rest = RestServer(RestApi(milvus), host, self.http_port).start()
+            self._rest = RestServer(RestApi(milvus, self.guard), host, self.http_port).start()
         except OSError as exc:
             self.stop()
             raise OSError(
@@ -166,3 +203,5 @@ class ProxyService:
         if self._loop is not None:
             self._loop.stop()
         self.writer.close()
+        if self._undo_audit_file is not None:
+            self._undo_audit_file()

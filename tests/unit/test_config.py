@@ -61,3 +61,18 @@ def test_to_env_round_trips_through_a_child_environment(tmp_path, monkeypatch):
     config.cluster.dml_channels = 3
     config.zookeeper.session_timeout_s = 4.5
     assert load_config(env=config.to_env()) == config
+
+
+def test_security_is_off_by_default_and_root_password_may_come_from_a_secret_file(tmp_path):
+    assert load_config(env={}).security.authorization_enabled is False
+    assert load_config(env={}).security.initial_root_password() == "Milvus"
+    secret = tmp_path / "root-password"
+    secret.write_text("from-the-secret\n")
+    env = {
+        "VECTIDE_SECURITY_AUTHORIZATION_ENABLED": "true",
+        "VECTIDE_SECURITY_ROOT_PASSWORD": "ignored-when-a-file-is-set",
+        "VECTIDE_SECURITY_ROOT_PASSWORD_FILE": str(secret),
+    }
+    security = load_config(env=env).security
+    assert security.authorization_enabled is True
+    assert security.initial_root_password() == "from-the-secret"

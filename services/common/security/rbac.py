@@ -1,0 +1,244 @@
+"""Managing users, roles and grants (the RPCs behind ``create_user``, ``grant_privilege``,
+``describe_role``, ...), with Milvus's rules and refusals, over the :class:`RbacStore`.
+
+Every change reaches the store as one transaction and then clears the local :class:`Guard`
+cache; other proxies learn of it through their watch on the store's version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from services.common import errors
+from services.common.errors import Code, MilvusError
+from services.common.security.guard import ADMIN, BUILTIN_ROLES, PUBLIC, ROOT
+from services.common.security.passwords import (
+    DEFAULT_ROUNDS,
+    check_password,
+    check_role_name,
+    check_username,
+    hash_password,
+    verify_password,
+)
+from services.common.security.privileges import (
+    ANY,
+    OBJECT_TYPES,
+    PUBLIC_DEFAULTS,
+    Grant,
+    store_name,
+)
+from services.common.security.store import Changes, RbacStore, Snapshot, User
+
+
+class Rbac:
+    def __init__(
+        self,
+        store: RbacStore,
+        known_privileges: frozenset[str],
+        on_change: Callable[[], None] = lambda: None,
+        rounds: int = DEFAULT_ROUNDS,
+    ) -> None:
+        self._store = store
+        self._known = known_privileges
+        self._on_change = on_change
+        self._rounds = rounds
+
+    def _change(self, plan: Callable[[Snapshot], Changes]) -> None:
+        self._store.change(plan)
+        self._on_change()
+
+    def bootstrap(self, root_password: str) -> None:
+        """Create what a new cluster starts with, once (any proxy may race to it): ``root``
+        with ``root_password``, the ``admin`` and ``public`` roles, ``public``'s grants."""
+        hashed = hash_password(root_password, self._rounds)
+
+        def plan(snap: Snapshot) -> Changes:
+            changes = Changes()
+            if ROOT not in snap.users:
+                changes.put_user(User(ROOT, hashed))
+            if ADMIN not in snap.roles:
+                changes.put_role(ADMIN, "built in: every privilege")
+            if PUBLIC not in snap.roles:
+                changes.put_role(PUBLIC, "built in: held by every user")
+                grants = [Grant(PUBLIC, t, ANY, ANY, p, ROOT) for t, p in PUBLIC_DEFAULTS]
+                changes.put_grants(PUBLIC, grants)
+            return changes
+
+        self._change(plan)
+
+    # -- users ---------------------------------------------------------------------------
+
+    def create_user(self, name: str, password: str) -> None:
+        check_username(name)
+        check_password(password)
+        hashed = hash_password(password, self._rounds)
+
+        def plan(snap: Snapshot) -> Changes:
+            if name in snap.users:
+                raise errors.invalid(f"user already exists: {name}")
+            changes = Changes()
+            changes.put_user(User(name, hashed))
+            return changes
+
+        self._change(plan)
+
+    def update_password(self, name: str, old: str, new: str) -> None:
+        """As Milvus: the old password must be given and right, whoever asks."""
+        check_password(new)
+        user = self._user(self._store.load(), name)
+        if not verify_password(old, user.password_hash):
+            raise MilvusError(
+                Code.PRIVILEGE_NOT_AUTHENTICATED, f"old password not correct for {name}"
+            )
+        hashed = hash_password(new, self._rounds)
+
+        def plan(snap: Snapshot) -> Changes:
+            current = self._user(snap, name)
+            changes = Changes()
+            changes.put_user(User(name, hashed, current.roles))
+            return changes
+
+        self._change(plan)
+
+    def delete_user(self, name: str) -> None:
+        if name == ROOT:
+            raise errors.invalid("root user cannot be deleted")
+
+        def plan(snap: Snapshot) -> Changes:
+            self._user(snap, name)
+            changes = Changes()
+            changes.delete_user(name)
+            return changes
+
+        self._change(plan)
+
+    def list_users(self) -> list[str]:
+        return sorted(self._store.load().users)
+
+    @staticmethod
+    def _user(snap: Snapshot, name: str) -> User:
+        user = snap.users.get(name)
+        if user is None:
+            raise errors.invalid(f"user not found: {name}")
+        return user
+
+    # -- roles ---------------------------------------------------------------------------
+
+    def create_role(self, name: str) -> None:
+        check_role_name(name)
+
+        def plan(snap: Snapshot) -> Changes:
+            if name in snap.roles:
+                raise errors.invalid(f"role [name:{name!r}] already exists")
+            changes = Changes()
+            changes.put_role(name, "")
+            return changes
+
+        self._change(plan)
+
+    def drop_role(self, name: str, force: bool = False) -> None:
+        """Refused for the built-in roles, and, unless ``force``, while the role holds grants
+        (Milvus's rule: revoke first); members simply lose the role."""
+        if name in BUILTIN_ROLES:
+            raise errors.invalid(f"the role[{name}] is a default role, which can't be dropped")
+
+        def plan(snap: Snapshot) -> Changes:
+            self._role(snap, name)
+            if snap.grants.get(name) and not force:
+                raise errors.invalid(
+                    f"fail to drop the role[{name}] that it has privileges: revoke them first "
+                    "or drop it with force_drop"
+                )
+            changes = Changes()
+            changes.delete_role(name)
+            for user in snap.users.values():
+                if name in user.roles:
+                    roles = tuple(r for r in user.roles if r != name)
+                    changes.put_user(User(user.name, user.password_hash, roles))
+            return changes
+
+        self._change(plan)
+
+    def set_user_role(self, user_name: str, role: str, member: bool) -> None:
+        """Add ``user_name`` to ``role`` (``member``) or remove it; repeating either is fine."""
+
+        def plan(snap: Snapshot) -> Changes:
+            user = self._user(snap, user_name)
+            self._role(snap, role)
+            if role == PUBLIC:
+                raise errors.invalid("every user holds the public role: it cannot be changed")
+            roles = [r for r in user.roles if r != role] + ([role] if member else [])
+            changes = Changes()
+            if tuple(roles) != user.roles:
+                changes.put_user(User(user.name, user.password_hash, tuple(roles)))
+            return changes
+
+        self._change(plan)
+
+    def select_roles(self, name: str = "") -> list[tuple[str, list[str]]]:
+        """Each role (or just ``name``; none if it does not exist) with its users."""
+        snap = self._store.load()
+        names = [name] if name else sorted(snap.roles)
+        return [
+            (r, sorted(u.name for u in snap.users.values() if r in u.roles))
+            for r in names
+            if r in snap.roles
+        ]
+
+    def select_users(self, name: str = "") -> list[tuple[str, list[str]]]:
+        """Each user (or just ``name``; none if it does not exist) with its roles."""
+        snap = self._store.load()
+        names = [name] if name else sorted(snap.users)
+        return [(n, list(snap.users[n].roles)) for n in names if n in snap.users]
+
+    @staticmethod
+    def _role(snap: Snapshot, name: str) -> None:
+        if name not in snap.roles:
+            raise errors.invalid(f"not found the role, maybe the role isn't existed: {name}")
+
+    # -- grants --------------------------------------------------------------------------
+
+    def grant(self, grant: Grant, revoke: bool = False) -> None:
+        """Add ``grant`` (its privilege as clients name it) or remove it; idempotent."""
+        if grant.object_type not in OBJECT_TYPES:
+            raise errors.invalid(
+                f"invalid object type {grant.object_type!r}: one of {', '.join(OBJECT_TYPES)}"
+            )
+        if not grant.object_name or not grant.db_name:
+            raise errors.invalid("the object name and database of a grant must not be empty")
+        stored = Grant(
+            grant.role,
+            grant.object_type,
+            grant.object_name,
+            grant.db_name,
+            store_name(grant.privilege, self._known),
+            grant.grantor,
+        )
+
+        def plan(snap: Snapshot) -> Changes:
+            self._role(snap, stored.role)
+            held = snap.grants.get(stored.role, [])
+            kept = [g for g in held if g.key() != stored.key()]
+            changes = Changes()
+            if revoke and len(kept) != len(held):
+                changes.put_grants(stored.role, kept)
+            elif not revoke and len(kept) == len(held):
+                changes.put_grants(stored.role, [*held, stored])
+            return changes
+
+        self._change(plan)
+
+    def select_grants(
+        self, role: str, object_type: str = "", object_name: str = "", db_name: str = ""
+    ) -> list[Grant]:
+        """The role's grants, narrowed by whatever filter is given (a database also shows
+        grants on every database, ``*``)."""
+        snap = self._store.load()
+        self._role(snap, role)
+        return [
+            g
+            for g in snap.grants.get(role, [])
+            if object_type in ("", g.object_type)
+            and object_name in ("", g.object_name)
+            and (db_name in ("", ANY) or g.db_name in (ANY, db_name))
+        ]

@@ -1,0 +1,110 @@
+"""Users, roles and grants in the metastore, under ``security/`` of the cluster root.
+
+``users/{name}`` holds the bcrypt hash and the user's roles, ``roles/{name}`` a role's
+description, ``grants/{role}`` the role's grants (a JSON list), and ``version`` a counter.
+Every change is one transaction that also bumps ``version`` and checks it did not move since
+the state it was computed from (optimistic, retried): changes from several proxies never
+interleave, and a proxy learns that its cached state is stale from one key (watched in a
+deployment; see services/proxy/service.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from services.common.kv.base import KVError, MetaKV, Txn
+from services.common.security.privileges import Grant
+
+PREFIX = "security"
+VERSION_KEY = f"{PREFIX}/version"
+_ATTEMPTS = 32
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    password_hash: str
+    roles: tuple[str, ...] = ()
+
+
+@dataclass
+class Snapshot:
+    """The whole RBAC state at one ``version``: small (users and roles number in the tens)."""
+
+    version: int = 0
+    users: dict[str, User] = field(default_factory=dict)
+    roles: dict[str, str] = field(default_factory=dict)
+    grants: dict[str, list[Grant]] = field(default_factory=dict)
+
+    def grants_of(self, roles: list[str]) -> list[Grant]:
+        return [g for role in roles for g in self.grants.get(role, [])]
+
+
+@dataclass
+class Changes:
+    """Records to write (``None`` deletes), keyed like the snapshot: ``users/alice``."""
+
+    records: dict[str, object | None] = field(default_factory=dict)
+
+    def put_user(self, user: User) -> None:
+        self.records[f"users/{user.name}"] = {
+            "password_hash": user.password_hash,
+            "roles": list(user.roles),
+        }
+
+    def delete_user(self, name: str) -> None:
+        self.records[f"users/{name}"] = None
+
+    def put_role(self, name: str, description: str) -> None:
+        self.records[f"roles/{name}"] = {"description": description}
+
+    def delete_role(self, name: str) -> None:
+        self.records[f"roles/{name}"] = None
+        self.records[f"grants/{name}"] = None
+
+    def put_grants(self, role: str, grants: list[Grant]) -> None:
+        self.records[f"grants/{role}"] = [
+            [g.object_type, g.object_name, g.db_name, g.privilege, g.grantor] for g in grants
+        ]
+
+
+class RbacStore:
+    def __init__(self, kv: MetaKV) -> None:
+        self._kv = kv
+
+    def load(self) -> Snapshot:
+        raw = self._kv.list_prefix(PREFIX)
+        snap = Snapshot(version=int(raw.pop(VERSION_KEY, b"0")))
+        for key, value in raw.items():
+            kind, _, name = key[len(PREFIX) + 1 :].partition("/")
+            data = json.loads(value)
+            if kind == "users":
+                snap.users[name] = User(name, data["password_hash"], tuple(data["roles"]))
+            elif kind == "roles":
+                snap.roles[name] = data["description"]
+            elif kind == "grants":
+                snap.grants[name] = [Grant(name, *g) for g in data]
+        return snap
+
+    def change(self, plan: Callable[[Snapshot], Changes]) -> Snapshot:
+        """Apply ``plan``'s changes to the current state in one transaction, recomputing them
+        when another writer got there first; returns the state they were computed from."""
+        for _ in range(_ATTEMPTS):
+            snap = self.load()
+            changes = plan(snap)
+            if not changes.records or self._commit(snap.version, changes):
+                return snap
+        raise KVError("RBAC change did not settle (contention on security/version)")
+
+    def _commit(self, version: int, changes: Changes) -> bool:
+        expected = str(version).encode() if version else None
+        txn = Txn(checks={VERSION_KEY: expected}, puts={VERSION_KEY: str(version + 1).encode()})
+        for key, record in changes.records.items():
+            full = f"{PREFIX}/{key}"
+            if record is None:
+                txn.deletes.append(full)
+            else:
+                txn.puts[full] = json.dumps(record).encode()
+        return self._kv.commit(txn)

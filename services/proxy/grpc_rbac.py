@@ -1,0 +1,184 @@
+"""The Milvus RPCs of users, roles and grants (pymilvus ``create_user``, ``update_password``,
+``drop_user``, ``list_users``, ``create_role``, ``grant_role``, ``grant_privilege``,
+``describe_role``, ...). A mixin of :class:`services.proxy.grpc_service.MilvusService`, which
+supplies ``rbac``; each RPC unpacks its request and calls the security core
+(services/common/security/rbac.py). Who may call them is the interceptor's business
+(services/proxy/grpc_auth.py), as for every other RPC.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from pymilvus.grpc_gen import common_pb2, milvus_pb2
+
+from services.common import errors
+from services.common.errors import Code, MilvusError
+from services.common.security.privileges import ANY, COLLECTION, GLOBAL, Grant, api_name
+from services.common.security.rbac import Rbac
+from services.proxy.grpc_auth import CURRENT_USER
+from services.proxy.grpc_common import db_of, ok, rpc
+
+
+def _password(encoded: bytes | str) -> str:
+    """pymilvus sends passwords base64-encoded inside the request."""
+    try:
+        return base64.b64decode(encoded, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError) as exc:
+        raise errors.invalid("the password must be base64-encoded UTF-8") from exc
+
+
+#: SelectUser's and SelectRole's result: its type, the entity field naming the user (role)
+#: and its type, the field listing the related roles (users) and their type
+_USER_RESULT = (
+    milvus_pb2.UserResult,
+    "user",
+    milvus_pb2.UserEntity,
+    "roles",
+    milvus_pb2.RoleEntity,
+)
+_ROLE_RESULT = (
+    milvus_pb2.RoleResult,
+    "role",
+    milvus_pb2.RoleEntity,
+    "users",
+    milvus_pb2.UserEntity,
+)
+
+
+def _named(request: Any, field: str) -> str:
+    """The name in the request's ``field`` entity, "" (everyone) when it is not set."""
+    return getattr(request, field).name if request.HasField(field) else ""
+
+
+def _results(shape: tuple, found: list[tuple[str, list[str]]], include: bool) -> list:
+    """Each name as an entity with its related ones when the request asks for them."""
+    result_type, own, own_type, related, related_type = shape
+    return [
+        result_type(**{own: own_type(name=name), related: [related_type(name=r) for r in others]})
+        for name, others in ((n, o if include else []) for n, o in found)
+    ]
+
+
+class RbacRpcs:
+    rbac: Rbac | None
+
+    def _rbac(self) -> Rbac:
+        if self.rbac is None:
+            raise MilvusError(Code.UNIMPLEMENTED, "users and roles are not configured")
+        return self.rbac
+
+    # -- users ---------------------------------------------------------------------------
+
+    @rpc(common_pb2.Status)
+    def CreateCredential(self, request, context):
+        self._rbac().create_user(request.username, _password(request.password))
+        return ok()
+
+    @rpc(common_pb2.Status)
+    def UpdateCredential(self, request, context):
+        self._rbac().update_password(
+            request.username, _password(request.oldPassword), _password(request.newPassword)
+        )
+        return ok()
+
+    @rpc(common_pb2.Status)
+    def DeleteCredential(self, request, context):
+        self._rbac().delete_user(request.username)
+        return ok()
+
+    @rpc(milvus_pb2.ListCredUsersResponse)
+    def ListCredUsers(self, request, context):
+        return milvus_pb2.ListCredUsersResponse(status=ok(), usernames=self._rbac().list_users())
+
+    @rpc(milvus_pb2.SelectUserResponse)
+    def SelectUser(self, request, context):
+        found = self._rbac().select_users(_named(request, "user"))
+        results = _results(_USER_RESULT, found, request.include_role_info)
+        return milvus_pb2.SelectUserResponse(status=ok(), results=results)
+
+    # -- roles ---------------------------------------------------------------------------
+
+    @rpc(common_pb2.Status)
+    def CreateRole(self, request, context):
+        self._rbac().create_role(request.entity.name)
+        return ok()
+
+    @rpc(common_pb2.Status)
+    def DropRole(self, request, context):
+        self._rbac().drop_role(request.role_name, force=request.force_drop)
+        return ok()
+
+    @rpc(common_pb2.Status)
+    def OperateUserRole(self, request, context):
+        add = request.type == milvus_pb2.OperateUserRoleType.AddUserToRole
+        self._rbac().set_user_role(request.username, request.role_name, member=add)
+        return ok()
+
+    @rpc(milvus_pb2.SelectRoleResponse)
+    def SelectRole(self, request, context):
+        found = self._rbac().select_roles(_named(request, "role"))
+        results = _results(_ROLE_RESULT, found, request.include_user_info)
+        return milvus_pb2.SelectRoleResponse(status=ok(), results=results)
+
+    # -- grants --------------------------------------------------------------------------
+
+    @rpc(common_pb2.Status)
+    def OperatePrivilege(self, request, context):
+        entity = request.entity
+        grant = Grant(
+            entity.role.name,
+            entity.object.name,
+            entity.object_name,
+            db_of(entity, context),
+            entity.grantor.privilege.name,
+            CURRENT_USER.get(),
+        )
+        self._rbac().grant(grant, revoke=request.type == milvus_pb2.OperatePrivilegeType.Revoke)
+        return ok()
+
+    @rpc(common_pb2.Status)
+    def OperatePrivilegeV2(self, request, context):
+        """``grant_privilege_v2``: a collection, or with collection ``*`` the database
+        (``*``: every database) as a Global object."""
+        collection = request.collection_name or ANY
+        grant = Grant(
+            request.role.name,
+            GLOBAL if collection == ANY else COLLECTION,
+            collection,
+            db_of(request, context),
+            request.grantor.privilege.name,
+            CURRENT_USER.get(),
+        )
+        self._rbac().grant(grant, revoke=request.type == milvus_pb2.OperatePrivilegeType.Revoke)
+        return ok()
+
+    @rpc(milvus_pb2.SelectGrantResponse)
+    def SelectGrant(self, request, context):
+        entity = request.entity
+        if not entity.role.name:
+            raise errors.invalid("the role name of a grant query must not be empty")
+        grants = self._rbac().select_grants(
+            entity.role.name,
+            entity.object.name if entity.HasField("object") else "",
+            entity.object_name,
+            db_of(entity, context),
+        )
+        return milvus_pb2.SelectGrantResponse(
+            status=ok(),
+            entities=[
+                milvus_pb2.GrantEntity(
+                    role=milvus_pb2.RoleEntity(name=g.role),
+                    object=milvus_pb2.ObjectEntity(name=g.object_type),
+                    object_name=g.object_name,
+                    db_name=g.db_name,
+                    grantor=milvus_pb2.GrantorEntity(
+                        user=milvus_pb2.UserEntity(name=g.grantor),
+                        privilege=milvus_pb2.PrivilegeEntity(name=api_name(g.privilege)),
+                    ),
+                )
+                for g in grants
+            ],
+        )
