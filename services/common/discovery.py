@@ -75,6 +75,20 @@ class ActiveClient:
         self._patience_s = patience_s
         self._lock = threading.Lock()
         self._client: RpcClient | None = None
+        self._member = -1
+        registry.watch(role, self._on_members)
+
+    def _on_members(self, members: dict[int, SessionInfo]) -> None:
+        """Drop the client of a member whose session ended (a stalled or dead leader):
+        closing its channel cancels the calls waiting on it, which then retry against the
+        new leader instead of hanging until their deadline."""
+        with self._lock:
+            client = self._client
+            if client is None or self._member in members:
+                return
+            self._client = None
+        log.info("active %s left; following the failover", self._role)
+        client.close()
 
     def _current(self) -> RpcClient:
         with self._lock:
@@ -82,8 +96,8 @@ class ActiveClient:
                 members = self._registry.members(self._role)
                 if not members:
                     raise MilvusError(Code.SERVICE_NOT_READY, f"no active {self._role}")
-                newest = members[max(members)]
-                self._client = RpcClient(newest.address, self._service)
+                self._member = max(members)
+                self._client = RpcClient(members[self._member].address, self._service)
             return self._client
 
     def _reset(self, client: RpcClient) -> None:
