@@ -202,6 +202,7 @@ class CoordinatorService:
     def _default_lost(self) -> None:
         log.error("rootcoord lost leadership: stopping")
         self._lost = True  # no longer serving: /healthz must say so (a probe restarts it)
+        self.rootcoord.tso.fence()  # nor may a proxy in this process get stamps from it
         self.stop()
 
     def stop(self) -> None:
