@@ -28,11 +28,11 @@ from services.infra.process import ManagedProcess
 from services.infra.spark import master_state, master_url, spark_components
 from services.infra.supervisor import MARKER as SUPERVISOR_MARKER
 from services.infra.supervisor import STATE_FILE as SUPERVISOR_STATE
-from services.infra.supervisor import Supervisor
+from services.infra.supervisor import SessionEvictor, SupervisedRole, Supervisor
 from services.infra.supervisor import read_state as read_supervisor_state
 
 #: On one host every process needs its own /metrics and /healthz port: the role's offset
-#: from ``service.metrics_port`` plus its index (standalone keeps 9091, the rootcoord 9191,
+#: from ``service.metrics_port`` plus its index (standalone keeps 9091, rootcoords 9191..,
 #: query nodes 9201.., proxies 9221.., the data node 9241, ingest workers 9251..). In
 #: Kubernetes every pod uses ``service.metrics_port`` itself.
 METRICS_PORT_OFFSETS = {
@@ -222,11 +222,17 @@ class DeploymentManager:
         roles = {r.name: r for r in self._recorded()}
         if not roles:
             raise InfraError("no deployment recorded: run `vectide up`")
-        Supervisor(
-            self.config,
-            {name: r.args for name, r in roles.items()},
-            lambda name, pid: self._healthy(roles[name], pid),
-        ).run()
+        supervised = {
+            name: SupervisedRole([sys.executable, "-m", "services.cli", *r.args], " ".join(r.args))
+            for name, r in roles.items()
+        }
+        evictor = SessionEvictor(self.config)
+        try:
+            Supervisor(
+                self.config, supervised, lambda name, pid: self._healthy(roles[name], pid), evictor
+            ).run()
+        finally:
+            evictor.close()
 
     def _wait(self, role: RoleProcess, proc: ManagedProcess) -> None:
         deadline = time.monotonic() + self.config.infra.startup_timeout_s

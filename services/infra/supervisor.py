@@ -19,7 +19,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -85,33 +84,51 @@ def read_state(run_dir: Path) -> dict[str, dict[str, Any]]:
         return {}
 
 
+@dataclass(frozen=True)
+class SupervisedRole:
+    argv: list[str]
+    #: a string in its command line (its ManagedProcess marker: the PID file's check)
+    marker: str
+
+
+#: called with a role's name, the pid that exited and when (wall clock) it had started
+ExitHook = Callable[[str, int, float], None]
+
+
 class Supervisor:
     """Runs the roles of one deployment until SIGTERM; ``probe(name, pid)`` says ready."""
 
     def __init__(
         self,
         config: Config,
-        roles: dict[str, list[str]],
+        roles: dict[str, SupervisedRole],
         probe: Callable[[str, int], bool],
+        on_exit: ExitHook | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._config = config
-        self._argv = roles
+        self._roles = roles
         self._probe = probe
+        self._on_exit = on_exit or (lambda name, pid, started_wall: None)
         self._clock = clock
         self.policy = SupervisionPolicy(list(roles), supervision_backoff(config))
         self._children: dict[str, Child] = {}
         self._probed: dict[str, float] = {}
         self._done = threading.Event()
-        self._zk: KazooClient | None = None
         self._state_file = config.run_dir / STATE_FILE
 
     def _process(self, name: str) -> ManagedProcess:
-        return ManagedProcess(name, self._config.run_dir, " ".join(self._argv[name]))
+        return ManagedProcess(name, self._config.run_dir, self._roles[name].marker)
+
+    def stop(self) -> None:
+        """End ``run`` (what SIGTERM does)."""
+        self._done.set()
 
     def run(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: self._done.set())
+        """Supervise until ``stop`` (SIGTERM or SIGINT when on the main thread)."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: self._done.set())
         self._adopt()
         try:
             while not self._done.is_set():
@@ -120,14 +137,11 @@ class Supervisor:
         finally:
             self.policy.handle(Shutdown(self._clock()))
             self._write_state()
-            if self._zk is not None:
-                self._zk.stop()
-                self._zk.close()
 
     def _adopt(self) -> None:
         """Roles still running from before (a supervisor restarted by ``vectide up``)."""
         now = self._clock()
-        for name in self._argv:
+        for name in self._roles:
             pid = self._process(name).pid()
             if pid is not None:
                 self._children[name] = Child(pid, time.time())
@@ -152,7 +166,7 @@ class Supervisor:
             done, code = child.exited()
             if done:
                 del self._children[name]
-                self._evict(name, child)
+                self._on_exit(name, child.pid, child.started_wall)
                 out.append(Exited(name, now, code))
         return out
 
@@ -169,9 +183,8 @@ class Supervisor:
         return out
 
     def _start(self, start: Start) -> None:
-        argv = [sys.executable, "-m", "services.cli", *self._argv[start.name]]
         try:
-            popen = self._process(start.name).spawn(argv)
+            popen = self._process(start.name).spawn(self._roles[start.name].argv)
         except OSError as exc:
             log.error("role could not start", extra={"role": start.name, "error": str(exc)})
             self.policy.handle(Exited(start.name, self._clock(), None))
@@ -191,15 +204,31 @@ class Supervisor:
         else:
             log.info("role started", extra={"role": start.name, "pid": popen.pid})
 
-    def _evict(self, name: str, child: Child) -> None:
-        """Free the dead process's sessions and lock nodes (see the module docstring)."""
+    def _write_state(self) -> None:
+        roles = {}
+        for name, record in self.policy.roles.items():
+            child = self._children.get(name)
+            roles[name] = {**record.to_dict(), "pid": child.pid if child else None}
+        tmp = self._state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"pid": os.getpid(), "roles": roles}, indent=2))
+        tmp.replace(self._state_file)
+
+
+class SessionEvictor:
+    """Frees a dead role's ZooKeeper sessions and lock nodes (see the module docstring)."""
+
+    def __init__(self, config: Config) -> None:
+        self._config = config
+        self._zk: KazooClient | None = None
+
+    def __call__(self, name: str, pid: int, started_wall: float) -> None:
         zk = self._zookeeper()
         if zk is None:
             return
         root = cluster_root(self._config.zookeeper, self._config.cluster.name)
         try:
-            sessions = SessionRegistry(zk, root).evict(child.pid, child.started_wall - 1)
-            locks = evict_contenders(zk, root, child.pid)
+            sessions = SessionRegistry(zk, root).evict(pid, started_wall - 1)
+            locks = evict_contenders(zk, root, pid)
         except Exception:
             log.warning("could not free a dead role's sessions", exc_info=True)
             return
@@ -217,11 +246,7 @@ class Supervisor:
                 log.warning("ZooKeeper unreachable: a dead role's sessions expire on their own")
         return self._zk
 
-    def _write_state(self) -> None:
-        roles = {}
-        for name, record in self.policy.roles.items():
-            child = self._children.get(name)
-            roles[name] = {**record.to_dict(), "pid": child.pid if child else None}
-        tmp = self._state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"pid": os.getpid(), "roles": roles}, indent=2))
-        tmp.replace(self._state_file)
+    def close(self) -> None:
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk.close()
