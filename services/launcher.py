@@ -248,14 +248,24 @@ def start_role(
             deployment.stoppers.append(qn.start().stop)
         elif role == "proxy":
             proxy_address = address(config, port or svc.proxy_port)
+            fast = svc.coordinator_fail_fast_s  # reads and writes must not hang on a stall
             proxy = ProxyService(
                 config,
                 zk,
-                ActiveClient(registry, "rootcoord", "RootCoord"),
+                ActiveClient(
+                    registry,
+                    "rootcoord",
+                    "RootCoord",
+                    fail_fast=dict.fromkeys(
+                        ("alloc_timestamp", "alloc_ids", "report_timetick"), fast
+                    ),
+                ),
                 ActiveClient(registry, "rootcoord", "QueryCoord"),
                 RoleClients(registry, "querynode", "QueryNode"),
                 proxy_address,
-                datacoord=ActiveClient(registry, "rootcoord", "DataCoord"),
+                datacoord=ActiveClient(
+                    registry, "rootcoord", "DataCoord", fail_fast={"assign_segment": fast}
+                ),
             )
             deployment.observe("proxy", proxy.health)
             deployment.stoppers.append(proxy.start().stop)

@@ -236,6 +236,10 @@ class ServiceConfig:
     rootcoord_port: int = 19600
     #: First internal gRPC port of the query nodes (node i takes this + i).
     querynode_port: int = 19610
+    #: Longest a proxy waits for a timestamp, ids or a segment from the coordinator (cluster
+    #: mode): a stalled or failing-over rootcoord then fails reads and writes with a retriable
+    #: SERVICE_UNAVAILABLE instead of hanging them; 0 = wait through failovers (up to 30 s).
+    coordinator_fail_fast_s: float = 3.0
     #: Shards of a new collection when the client does not say (Milvus's default).
     default_shards: int = 1
     #: HTTP port of ``/metrics`` and ``/healthz`` (Milvus's 9091). Standalone and every

@@ -11,8 +11,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from pymilvus import MilvusClient
+from pymilvus import MilvusClient, MilvusException
 
+from services.common.errors import Code
 from services.common.kv.zookeeper import cluster_root
 from services.common.session import SessionRegistry
 from services.infra.deployment import DeploymentManager
@@ -123,20 +124,36 @@ def test_a_stalled_rootcoord_is_replaced_by_the_standby(supervised, zk):
     stalled = active_rootcoord_pid(config, zk)
     name = next(n for n, r in roles(config).items() if r["pid"] == stalled)
     before = roles(config)[name]["restarts"]
+    client = MilvusClient(supervised.uri)
     os.kill(stalled, signal.SIGSTOP)
     stopped_at = time.monotonic()
     try:
-        client = MilvusClient(supervised.uri)
-        client.insert(COLLECTION, [{"id": ROWS, "vector": [1.0, 2.0, 3.0, 4.0]}], timeout=30)
+        # before the standby leads, a Strong read fails fast with a clear, retriable error
+        with pytest.raises(MilvusException) as raised:
+            client.query(COLLECTION, output_fields=["count(*)"], consistency_level="Strong")
+        failed_after = time.monotonic() - stopped_at
+        assert failed_after < config.service.coordinator_fail_fast_s + 2.0
+        assert "rootcoord did not answer" in raised.value.message, raised.value
+        retries = 0
+        while True:  # a writer retries its retriable errors until the standby leads
+            try:
+                client.insert(COLLECTION, [{"id": ROWS, "vector": [1.0, 2.0, 3.0, 4.0]}])
+                break
+            except MilvusException as exc:
+                assert exc.code == Code.SERVICE_UNAVAILABLE, exc
+                retries += 1
         took = time.monotonic() - stopped_at
-        client.close()
-        print(f"insert succeeded {took:.1f}s after the active rootcoord stopped")
+        print(
+            f"stalled rootcoord: a Strong read failed after {failed_after:.1f}s; an insert "
+            f"succeeded {took:.1f}s after the stop ({retries} retriable failures before)"
+        )
         limit = config.zookeeper.session_timeout_s + RECOVERY_S
         assert took < limit, f"the standby took {took:.1f}s to take over"
         assert active_rootcoord_pid(config, zk) != stalled
         assert strong_count(supervised.uri) == ROWS + 1
     finally:
         os.kill(stalled, signal.SIGCONT)
+        client.close()
     # resumed, it finds its session expired and exits; the supervisor starts it again
     deadline = time.monotonic() + 2 * RECOVERY_S
     while time.monotonic() < deadline and roles(config)[name]["restarts"] == before:
