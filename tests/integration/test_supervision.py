@@ -13,13 +13,14 @@ from types import SimpleNamespace
 import pytest
 from pymilvus import MilvusClient, MilvusException
 
+from services.common.config import Config
 from services.common.errors import Code
 from services.common.kv.zookeeper import cluster_root
 from services.common.session import SessionRegistry
 from services.infra.deployment import DeploymentManager
 from services.infra.process import alive
 from tests.infra import TEST_PORTS
-from tests.integration.conftest import free_block, isolated, vectide_status
+from tests.integration.conftest import free_block, free_port, isolated, vectide_status
 
 #: a cluster of its own, roles killed and stalled: `make test-heavy` runs these alone
 pytestmark = pytest.mark.heavy
@@ -33,13 +34,7 @@ RECOVERY_S = 10.0
 def supervised(infra, tmp_path_factory):
     """A supervised cluster (two rootcoords, one query node, one proxy) in a run dir of its
     own, on the session's infrastructure (used as external: its processes are not ours)."""
-    config = isolated(infra, "h")
-    config = copy.deepcopy(config)
-    config.infra.run_dir = str(tmp_path_factory.mktemp("supervised"))
-    for section in (config.zookeeper, config.kafka, config.s3):
-        section.managed = False
-    config.zookeeper.session_timeout_s = 4.0
-    config.supervisor.backoff_initial_s = 0.5
+    config = own_run_dir(isolated(infra, "h"), tmp_path_factory.mktemp("supervised"))
     base = free_block(TEST_PORTS["kafka"] + 1000, 200)
     config.service.proxy_port = base
     config.service.rootcoord_port = base + 20
@@ -58,14 +53,25 @@ def supervised(infra, tmp_path_factory):
         manager.down(infra=False)
 
 
-def strong_count(uri: str) -> int | None:
+def own_run_dir(config: Config, run_dir: Path) -> Config:
+    """``config`` with its own run dir, the session's infrastructure used as external."""
+    config = copy.deepcopy(config)
+    config.infra.run_dir = str(run_dir)
+    for section in (config.zookeeper, config.kafka, config.s3):
+        section.managed = False
+    config.zookeeper.session_timeout_s = 4.0
+    config.supervisor.backoff_initial_s = 0.5
+    return config
+
+
+def strong_count(uri: str, collection: str = COLLECTION) -> int | None:
     """count(*) at a Strong read through a fresh client, or None while it fails."""
     try:
         client = MilvusClient(uri, timeout=3)
     except Exception:
         return None
     try:
-        rows = client.query(COLLECTION, output_fields=["count(*)"], consistency_level="Strong")
+        rows = client.query(collection, output_fields=["count(*)"], consistency_level="Strong")
         return rows[0]["count(*)"]
     except Exception:
         return None
@@ -161,6 +167,34 @@ def test_a_stalled_rootcoord_is_replaced_by_the_standby(supervised, zk):
     role = roles(config)[name]
     supervised.pids.add(role["pid"])
     assert role["restarts"] == before + 1 and role["last_exit"] == "exit code 3", role
+
+
+def test_a_standalone_that_lost_its_session_exits_and_is_restarted(infra, tmp_path):
+    """No zombie: a standalone process stalled past its ZooKeeper session (its coordinator's
+    leadership gone) exits instead of serving on, and the supervisor starts it again."""
+    config = own_run_dir(isolated(infra, "z"), tmp_path)
+    config.service.proxy_port, config.service.rootcoord_port = free_port(), free_port()
+    manager = DeploymentManager(config)
+    uri = f"http://{config.service.host}:{config.service.proxy_port}"
+    try:
+        manager.up("standalone", datanode=False)
+        client = MilvusClient(uri)
+        client.create_collection("zombie", dimension=4, consistency_level="Strong")
+        client.insert("zombie", [{"id": i, "vector": [float(i), 0, 0, 1]} for i in range(10)])
+        client.close()
+        pid = roles(config)["standalone"]["pid"]
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(config.zookeeper.session_timeout_s + 3)  # ZooKeeper expires the session
+        os.kill(pid, signal.SIGCONT)
+        deadline = time.monotonic() + 3 * RECOVERY_S
+        while time.monotonic() < deadline and strong_count(uri, "zombie") != 10:
+            time.sleep(0.2)
+        role = roles(config)["standalone"]
+        assert (role["restarts"], role["last_exit"]) == (1, "exit code 3"), role
+        assert role["pid"] != pid and not alive(pid)
+        assert strong_count(uri, "zombie") == 10
+    finally:
+        manager.down(infra=False)
 
 
 def test_down_leaves_no_process_behind(supervised):
