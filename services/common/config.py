@@ -128,7 +128,7 @@ class SupervisorConfig:
     enabled: bool = True
     #: Wait before restarting a role that exited; doubled (``backoff_multiplier``) for each
     #: further exit in a row, at most ``backoff_max_s``.
-    backoff_initial_s: float = 1.0
+    backoff_initial_s: float = 0.5
     backoff_multiplier: float = 2.0
     backoff_max_s: float = 30.0
     #: A role that ran this long before exiting counts as stable: its next restart waits

@@ -24,7 +24,7 @@ from enum import Enum
 class Backoff:
     """Delays between restarts of a role that keeps exiting (config ``supervisor.*``)."""
 
-    initial_s: float = 1.0
+    initial_s: float = 0.5
     multiplier: float = 2.0
     max_s: float = 30.0
     stable_after_s: float = 60.0

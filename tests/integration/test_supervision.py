@@ -60,7 +60,6 @@ def own_run_dir(config: Config, run_dir: Path) -> Config:
     for section in (config.zookeeper, config.kafka, config.s3):
         section.managed = False
     config.zookeeper.session_timeout_s = 4.0
-    config.supervisor.backoff_initial_s = 0.5
     return config
 
 
