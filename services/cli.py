@@ -152,10 +152,11 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"pid {s.pid or '-'}"
             )
         for r in roles:
+            state = f"  {r.state}" if r.state else ""
             restarts = f"  restarts {r.restarts} (last: {r.last_exit})" if r.restarts else ""
             print(
                 f"{r.name:<12} {r.endpoint:<22} {'healthy' if r.healthy else 'DOWN':<8} "
-                f"pid {r.pid or '-'}{restarts}"
+                f"pid {r.pid or '-'}{state}{restarts}"
             )
         if roles and supervisor["enabled"]:
             print(

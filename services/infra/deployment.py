@@ -76,6 +76,8 @@ class RoleStatus:
     #: times the supervisor started it again, and why it last exited ("signal SIGKILL")
     restarts: int = 0
     last_exit: str = ""
+    #: rootcoords: "active" (holds the rootcoord session clients resolve) or "standby"
+    state: str = ""
 
 
 def plan(
@@ -292,11 +294,16 @@ class DeploymentManager:
     def status(self) -> list[RoleStatus]:
         host = self.config.service.host
         supervised = read_supervisor_state(self.config.run_dir)
+        recorded = self._recorded()
+        leaders = set()
+        if any(r.role == "rootcoord" for r in recorded):
+            leaders = {m.pid for m in self._members("rootcoord")}
         out = []
-        for r in self._recorded():
+        for r in recorded:
             pid = self._process(r).pid()
             metrics = r.metrics_endpoint(host)
             record = supervised.get(r.name, {})
+            state = ("active" if pid in leaders else "standby") if r.role == "rootcoord" else ""
             out.append(
                 RoleStatus(
                     r.name,
@@ -307,6 +314,7 @@ class DeploymentManager:
                     metrics,
                     int(record.get("restarts", 0)),
                     str(record.get("last_exit", "")),
+                    state if pid else "",
                 )
             )
             if r.role == "standalone":  # the ingest role lives in the standalone process

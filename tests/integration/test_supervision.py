@@ -19,6 +19,7 @@ from services.common.kv.zookeeper import cluster_root
 from services.common.session import SessionRegistry
 from services.infra.deployment import DeploymentManager
 from services.infra.process import alive
+from services.infra.supervisor import read_state
 from tests.infra import TEST_PORTS
 from tests.integration.conftest import free_block, free_port, isolated, vectide_status
 
@@ -95,11 +96,11 @@ def wait_recovered(supervised, name: str, restarts_before: int, expected: int) -
     deadline = started + RECOVERY_S
     restarted = counted = 0.0
     while time.monotonic() < deadline and not (restarted and counted):
-        if not restarted:
-            role = roles(supervised.config)[name]
-            if role["restarts"] > restarts_before and role["pid"] is not None:
+        if not restarted:  # what `vectide status` reads, without a process per poll
+            record = read_state(supervised.config.run_dir).get(name, {})
+            if record.get("restarts", 0) > restarts_before and record.get("pid"):
                 restarted = time.monotonic() - started
-            supervised.pids.add(role["pid"])
+                supervised.pids.add(record["pid"])
         if not counted and strong_count(supervised.uri) == expected:
             counted = time.monotonic() - started
         time.sleep(0.1)
@@ -119,9 +120,13 @@ def test_a_killed_role_is_restarted_and_strong_reads_recover(supervised, zk, vic
     before = status[victim]["restarts"]
     os.kill(status[victim]["pid"], signal.SIGKILL)
     print(f"SIGKILL {victim}: {wait_recovered(supervised, victim, before, ROWS)}")
-    after = roles(config)[victim]
-    assert after["last_exit"] == "signal SIGKILL"
-    assert after["pid"] != status[victim]["pid"]
+    now = roles(config)
+    assert now[victim]["last_exit"] == "signal SIGKILL"
+    assert now[victim]["pid"] != status[victim]["pid"]
+    coordinators = {r["name"]: r["state"] for r in now.values() if r["role"] == "rootcoord"}
+    assert sorted(coordinators.values()) == ["active", "standby"], coordinators
+    if now[victim]["role"] == "rootcoord":  # the old leader came back as the standby
+        assert coordinators[victim] == "standby"
 
 
 def test_a_stalled_rootcoord_is_replaced_by_the_standby(supervised, zk):
