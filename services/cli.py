@@ -71,6 +71,7 @@ def cmd_standalone(args: argparse.Namespace) -> int:
         coordinator_port=config.service.rootcoord_port,
         metrics_port=args.metrics_port,
         http_port=args.http_port,
+        exit_on_lost=True,
     )
     http = config.service.http_port if args.http_port is None else args.http_port
     rest = f", REST API v2 on port {http}" if http else ""
@@ -101,6 +102,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             args.proxies,
             datanode=not args.no_datanode,
             ingest=args.ingest,
+            rootcoords=args.rootcoords,
         )
     except InfraError as exc:
         _print(f"error: {exc}")
@@ -115,18 +117,33 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_supervise(args: argparse.Namespace) -> int:
+    """Start and restart the recorded deployment's roles (``vectide up`` runs this)."""
+    from services.infra.components import InfraError
+    from services.infra.deployment import DeploymentManager
+
+    try:
+        DeploymentManager(load_config(args.config)).supervise()
+    except InfraError as exc:
+        _print(f"error: {exc}")
+        return 1
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from services.infra.deployment import DeploymentManager
 
     manager = DeploymentManager(load_config(args.config))
     infra = manager.infra.status()
     roles = manager.status()
+    supervisor = manager.supervisor_status()
     if getattr(args, "json", False):
         print(
             json.dumps(
                 {
                     "infra": [s.to_dict() for s in infra],
                     "roles": [asdict(r) for r in roles],
+                    "supervisor": supervisor,
                     "spark": manager.spark_status(),
                 },
                 indent=2,
@@ -140,9 +157,16 @@ def cmd_status(args: argparse.Namespace) -> int:
             )
         for r in roles:
             rest = f"  REST {r.rest}" if r.rest != "-" else ""
+            state = f"  {r.state}" if r.state else ""
+            restarts = f"  restarts {r.restarts} (last: {r.last_exit})" if r.restarts else ""
             print(
                 f"{r.name:<12} {r.endpoint:<22} {'healthy' if r.healthy else 'DOWN':<8} "
-                f"pid {r.pid or '-'}{rest}"
+                f"pid {r.pid or '-'}{rest}{state}{restarts}"
+            )
+        if roles and supervisor["enabled"]:
+            print(
+                f"{'supervisor':<12} {'-':<22} {'running' if supervisor['pid'] else 'DOWN':<8} "
+                f"pid {supervisor['pid'] or '-'}"
             )
         spark = manager.spark_status()
         if spark["master"] or spark["driver_ui"]:
@@ -151,6 +175,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"driver UI {spark['driver_ui'] or '-'}"
             )
     healthy = all(s.healthy for s in infra) and all(r.healthy for r in roles)
+    healthy = healthy and (bool(supervisor["pid"]) or not supervisor["enabled"])
     return 0 if healthy and roles else 1
 
 
@@ -250,6 +275,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--ingest", type=int, default=1, help="cluster mode: ingest role replicas (default 1)"
     )
+    up.add_argument(
+        "--rootcoords",
+        type=int,
+        default=2,
+        help="cluster mode: rootcoord processes, one active and the others standby (default 2)",
+    )
     up.add_argument("--json", action="store_true", help="print the status as JSON")
     up.add_argument(
         "--no-datanode",
@@ -261,6 +292,11 @@ def build_parser() -> argparse.ArgumentParser:
     down = sub.add_parser("down", help="stop what `vectide up` started")
     down.add_argument("--keep-infra", action="store_true", help="leave ZooKeeper/Kafka/S3")
     down.set_defaults(func=cmd_down)
+
+    supervise = sub.add_parser(
+        "supervise", help="start and restart the roles `vectide up` recorded (up runs it)"
+    )
+    supervise.set_defaults(func=cmd_supervise)
 
     status = sub.add_parser("status", help="infra and Vectide processes, with pids")
     status.add_argument("--json", action="store_true")

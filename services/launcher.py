@@ -19,7 +19,7 @@ from kazoo.client import KazooClient, KazooState
 
 from services.common.config import Config
 from services.common.discovery import ActiveClient, RoleClients
-from services.common.election import LeaderElection
+from services.common.election import LeaderElection, process_identifier
 from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
 from services.common.metrics import LEADER
 from services.common.msgstream.kafka import use_security
@@ -151,13 +151,20 @@ def start_standalone(
     metrics_port: int | None = None,
     ingest: bool = True,
     http_port: int | None = None,
+    exit_on_lost: bool = False,
 ) -> Deployment:
     """Every role but the data node in this process. With ``coordinator_port`` the
     coordinators are also served over RPC, so a data node process can attach. The ingest
-    role writes through this process's proxy core."""
+    role writes through this process's proxy core.
+
+    ``exit_on_lost`` (``vectide standalone``): exit when the ZooKeeper session or the
+    coordinator's leadership is lost, so the supervisor starts a whole process again;
+    otherwise (in-process tests) the coordinator stops and /healthz reports it."""
     use_security(config.kafka)
     zk = connect_zookeeper(config.zookeeper)
     deployment = Deployment(zk)
+    if exit_on_lost:
+        deployment.watch_session()
     try:
         deployment.serve_observability(config, metrics_port)
         nodes = LocalNodes()
@@ -173,6 +180,7 @@ def start_standalone(
             nodes,
             proxies,
             rpc_address=address(config, coordinator_port) if coordinator_port else None,
+            on_lost=_exit_on_lost if exit_on_lost else None,
         )
         deployment.observe("rootcoord", coord.health)
         coord.start(campaign_timeout_s=60)
@@ -246,14 +254,24 @@ def start_role(
             deployment.stoppers.append(qn.start().stop)
         elif role == "proxy":
             proxy_address = address(config, port or svc.proxy_port)
+            fast = svc.coordinator_fail_fast_s  # reads and writes must not hang on a stall
             proxy = ProxyService(
                 config,
                 zk,
-                ActiveClient(registry, "rootcoord", "RootCoord"),
+                ActiveClient(
+                    registry,
+                    "rootcoord",
+                    "RootCoord",
+                    fail_fast=dict.fromkeys(
+                        ("alloc_timestamp", "alloc_ids", "report_timetick"), fast
+                    ),
+                ),
                 ActiveClient(registry, "rootcoord", "QueryCoord"),
                 RoleClients(registry, "querynode", "QueryNode"),
                 proxy_address,
-                datacoord=ActiveClient(registry, "rootcoord", "DataCoord"),
+                datacoord=ActiveClient(
+                    registry, "rootcoord", "DataCoord", fail_fast={"assign_segment": fast}
+                ),
                 http_port=svc.http_port if http_port is None else http_port,
             )
             deployment.observe("proxy", proxy.health)
@@ -310,7 +328,7 @@ def start_datanode(
     # one data node per cluster: two would persist the same channels in different batches
     root = cluster_root(config.zookeeper, config.cluster.name)
     election = LeaderElection(
-        registry.client, root, "datanode", f"{os.getpid()}", on_lost=_exit_on_lost
+        registry.client, root, "datanode", process_identifier(), on_lost=_exit_on_lost
     )
     while not election.campaign(timeout_s=5):
         log.info("another data node is active; waiting as standby")

@@ -121,6 +121,24 @@ class InfraConfig:
 
 
 @dataclass
+class SupervisorConfig:
+    """The supervisor ``vectide up`` leaves running, which restarts roles that exit."""
+
+    #: false = ``vectide up`` starts the roles unsupervised (nothing restarts them).
+    enabled: bool = True
+    #: Wait before restarting a role that exited; doubled (``backoff_multiplier``) for each
+    #: further exit in a row, at most ``backoff_max_s``.
+    backoff_initial_s: float = 0.5
+    backoff_multiplier: float = 2.0
+    backoff_max_s: float = 30.0
+    #: A role that ran this long before exiting counts as stable: its next restart waits
+    #: ``backoff_initial_s`` again.
+    stable_after_s: float = 60.0
+    #: How often the supervisor checks its roles.
+    poll_interval_s: float = 0.2
+
+
+@dataclass
 class TimeConfig:
     #: Period of proxy timetick reports and of rootcoord's TimeTick broadcast (Milvus: 200 ms)
     #: while anything is written or read with a wait (and for one idle period after).
@@ -222,6 +240,10 @@ class ServiceConfig:
     rootcoord_port: int = 19600
     #: First internal gRPC port of the query nodes (node i takes this + i).
     querynode_port: int = 19610
+    #: Longest a proxy waits for a timestamp, ids or a segment from the coordinator (cluster
+    #: mode): a stalled or failing-over rootcoord then fails reads and writes with a retriable
+    #: SERVICE_UNAVAILABLE instead of hanging them; 0 = wait through failovers (up to 30 s).
+    coordinator_fail_fast_s: float = 3.0
     #: Shards of a new collection when the client does not say (Milvus's default).
     default_shards: int = 1
     #: HTTP port of ``/metrics`` and ``/healthz`` (Milvus's 9091). Standalone and every
@@ -272,6 +294,7 @@ class Config:
     zookeeper: ZooKeeperConfig = field(default_factory=ZooKeeperConfig)
     s3: S3Config = field(default_factory=S3Config)
     infra: InfraConfig = field(default_factory=InfraConfig)
+    supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
     time: TimeConfig = field(default_factory=TimeConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
     data: DataConfig = field(default_factory=DataConfig)

@@ -64,17 +64,42 @@ class RoleClients:
 
 
 class ActiveClient:
-    """Calls the single live member of ``role``; waits through failovers up to ``patience_s``."""
+    """Calls the single live member of ``role``; waits through failovers up to ``patience_s``.
+
+    ``fail_fast`` names methods that must not wait that long (a proxy's timestamps and ids:
+    a read or write waiting on a stalled rootcoord would hang its client): each gets that
+    many seconds in all, retries included, then fails with a retriable SERVICE_UNAVAILABLE.
+    """
 
     def __init__(
-        self, registry: SessionRegistry, role: str, service: str, patience_s: float = 30.0
+        self,
+        registry: SessionRegistry,
+        role: str,
+        service: str,
+        patience_s: float = 30.0,
+        fail_fast: dict[str, float] | None = None,
     ) -> None:
         self._registry = registry
         self._role = role
         self._service = service
         self._patience_s = patience_s
+        self._fail_fast = dict(fail_fast or {})
         self._lock = threading.Lock()
         self._client: RpcClient | None = None
+        self._member = -1
+        registry.watch(role, self._on_members)
+
+    def _on_members(self, members: dict[int, SessionInfo]) -> None:
+        """Drop the client of a member whose session ended (a stalled or dead leader):
+        closing its channel cancels the calls waiting on it, which then retry against the
+        new leader instead of hanging until their deadline."""
+        with self._lock:
+            client = self._client
+            if client is None or self._member in members:
+                return
+            self._client = None
+        log.info("active %s left; following the failover", self._role)
+        client.close()
 
     def _current(self) -> RpcClient:
         with self._lock:
@@ -82,8 +107,8 @@ class ActiveClient:
                 members = self._registry.members(self._role)
                 if not members:
                     raise MilvusError(Code.SERVICE_NOT_READY, f"no active {self._role}")
-                newest = members[max(members)]
-                self._client = RpcClient(newest.address, self._service)
+                self._member = max(members)
+                self._client = RpcClient(members[self._member].address, self._service)
             return self._client
 
     def _reset(self, client: RpcClient) -> None:
@@ -96,16 +121,21 @@ class ActiveClient:
         if name.startswith("_"):
             raise AttributeError(name)
 
+        budget = self._fail_fast.get(name)
+
         def call(*args: Any, **kwargs: Any) -> Any:
-            deadline = time.monotonic() + self._patience_s
+            deadline = time.monotonic() + (budget or self._patience_s)
             while True:
                 try:
                     client = self._current()
-                    return getattr(client, name)(*args, **kwargs)
+                    left = deadline - time.monotonic() if budget else None
+                    return client.invoke(name, args, kwargs, max(left, 0.05) if left else None)
                 except MilvusError as exc:
                     if exc.code not in (Code.SERVICE_UNAVAILABLE, Code.SERVICE_NOT_READY):
                         raise
                     if time.monotonic() > deadline:
+                        if budget:
+                            raise self._unavailable(name, budget) from exc
                         raise
                     if self._client is not None:
                         self._reset(self._client)
@@ -113,3 +143,10 @@ class ActiveClient:
                     time.sleep(0.2)
 
         return call
+
+    def _unavailable(self, method: str, budget: float) -> MilvusError:
+        return MilvusError(
+            Code.SERVICE_UNAVAILABLE,
+            f"the {self._role} did not answer {method} within {budget:g} s (stalled, or a "
+            "standby is taking over): retry",
+        )

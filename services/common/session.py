@@ -69,6 +69,18 @@ class SessionRegistry:
         with contextlib.suppress(NoNodeError):
             self._zk.delete(self._node_path(info.role, info.id))
 
+    def evict(self, pid: int, since: float) -> list[SessionInfo]:
+        """Delete the sessions process ``pid`` registered after ``since`` (when it started):
+        a supervisor that saw it exit frees them without waiting for the session timeout."""
+        evicted = []
+        with contextlib.suppress(NoNodeError):
+            for role in self._zk.get_children(self._base):
+                for info in self.members(role).values():
+                    if info.pid == pid and info.started_at >= since:
+                        self.unregister(info)
+                        evicted.append(info)
+        return evicted
+
     def members(self, role: str) -> dict[int, SessionInfo]:
         role_path = posixpath.join(self._base, role)
         try:

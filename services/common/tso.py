@@ -90,6 +90,11 @@ class TSOAllocator:
             self._require_ready()
             return timestamp.compose(self._physical, max(self._logical - 1, 0))
 
+    def fence(self) -> None:
+        """Hand out no more stamps (leadership lost): another TSO may already be active."""
+        with self._lock:
+            self._ready = False
+
     def _persist_bound(self, bound_ms: int) -> None:
         value = str(bound_ms).encode()
         if not self._kv.compare_and_set(self._key, self._saved, value):

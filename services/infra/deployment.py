@@ -1,9 +1,10 @@
 """``vectide up|down|status``: the infrastructure plus Vectide's own processes, in background.
 
-Standalone mode is one process; cluster mode is one rootcoord, N query nodes and M proxies
-(the first proxy on ``service.proxy_port``, the next ones on the following ports). ``up``
-returns once every proxy answers the Milvus API. What was started is recorded in
-``{run_dir}/deployment.json`` so ``status`` and ``down`` know it.
+Standalone mode is one process; cluster mode is an active and a standby rootcoord, N query
+nodes and M proxies (the first proxy on ``service.proxy_port``, the next ones on the
+following ports). ``up`` starts a supervisor (services/infra/supervisor.py) that starts the
+roles and restarts any that exits, and returns once every role is ready. What was started is
+recorded in ``{run_dir}/deployment.json`` so ``status``, ``down`` and the supervisor know it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import urllib.request
 from dataclasses import asdict, dataclass
 
 import grpc
@@ -24,9 +26,13 @@ from services.infra.components import Endpoint, InfraError
 from services.infra.manager import InfraManager, Progress
 from services.infra.process import ManagedProcess
 from services.infra.spark import master_state, master_url, spark_components
+from services.infra.supervisor import MARKER as SUPERVISOR_MARKER
+from services.infra.supervisor import STATE_FILE as SUPERVISOR_STATE
+from services.infra.supervisor import SessionEvictor, SupervisedRole, Supervisor
+from services.infra.supervisor import read_state as read_supervisor_state
 
 #: On one host every process needs its own /metrics and /healthz port: the role's offset
-#: from ``service.metrics_port`` plus its index (standalone keeps 9091, the rootcoord 9191,
+#: from ``service.metrics_port`` plus its index (standalone keeps 9091, rootcoords 9191..,
 #: query nodes 9201.., proxies 9221.., the data node 9241, ingest workers 9251..). In
 #: Kubernetes every pod uses ``service.metrics_port`` itself.
 METRICS_PORT_OFFSETS = {
@@ -74,6 +80,11 @@ class RoleStatus:
     metrics: str = "-"
     #: Milvus's RESTful API v2 base URL (proxies and standalone)
     rest: str = "-"
+    #: times the supervisor started it again, and why it last exited ("signal SIGKILL")
+    restarts: int = 0
+    last_exit: str = ""
+    #: rootcoords: "active" (holds the rootcoord session clients resolve) or "standby"
+    state: str = ""
 
 
 def plan(
@@ -83,10 +94,12 @@ def plan(
     proxies: int,
     datanode: bool = True,
     ingest: int = 1,
+    rootcoords: int = 2,
 ) -> list[RoleProcess]:
     """The processes of a deployment. Standalone runs the ingest role inside its process;
-    a cluster runs ``ingest`` replicas of it, which split the mapped topics' partitions."""
-    roles = _plan(config, mode, querynodes, proxies, datanode, ingest)
+    a cluster runs ``ingest`` replicas of it, which split the mapped topics' partitions,
+    and ``rootcoords`` rootcoords: the first started leads, the others wait as standby."""
+    roles = _plan(config, mode, querynodes, proxies, datanode, ingest, rootcoords)
     seen: dict[str, int] = {}
     for role in roles:  # the i-th process of a role takes the role's base port + i
         role.metrics_port = metrics_port(config, role.role, seen.get(role.role, 0))
@@ -96,7 +109,13 @@ def plan(
 
 
 def _plan(
-    config: Config, mode: str, querynodes: int, proxies: int, datanode: bool, ingest: int
+    config: Config,
+    mode: str,
+    querynodes: int,
+    proxies: int,
+    datanode: bool,
+    ingest: int,
+    rootcoords: int,
 ) -> list[RoleProcess]:
     svc = config.service
     extra = [RoleProcess("datanode", "datanode", 0, ["run", "datanode"])] if datanode else []
@@ -114,14 +133,13 @@ def _plan(
         ]
     if mode != "cluster":
         raise InfraError(f"unknown mode {mode!r}: standalone or cluster")
-    roles = [
-        RoleProcess(
-            "rootcoord",
-            "rootcoord",
-            svc.rootcoord_port,
-            ["run", "rootcoord", "--port", str(svc.rootcoord_port)],
+    roles = []
+    for i in range(max(1, rootcoords)):  # the standby serves its port once it leads
+        port = svc.rootcoord_port + i
+        name = "rootcoord" if i == 0 else f"rootcoord-{i}"
+        roles.append(
+            RoleProcess(name, "rootcoord", port, ["run", "rootcoord", "--port", str(port)])
         )
-    ]
     for i in range(querynodes):
         port = svc.querynode_port + i
         roles.append(
@@ -163,38 +181,75 @@ class DeploymentManager:
         proxies: int = 1,
         datanode: bool = True,
         ingest: int = 1,
+        rootcoords: int = 2,
     ) -> list[RoleStatus]:
         self.infra.up()
-        roles = plan(self.config, mode, querynodes, proxies, datanode, ingest)
-        running = {r.name for r in self._recorded() if self._process(r).pid() is not None}
-        if running and running != {r.name for r in roles}:
-            raise InfraError(
-                f"a different deployment is running ({', '.join(sorted(running))}): "
-                "run `vectide down` first"
-            )
+        roles = plan(self.config, mode, querynodes, proxies, datanode, ingest, rootcoords)
+        self._check_no_other_deployment(roles)
         self._state_file.parent.mkdir(parents=True, exist_ok=True)
         self._state_file.write_text(json.dumps([asdict(r) for r in roles], indent=2))
         env = self.config.to_env()
         if mode == "cluster" and datanode:
             self.spark.up()  # the data node submits to it instead of running local[N]
             env["VECTIDE_DATA_SPARK_MASTER"] = master_url(self.config)
+        supervised = self.config.supervisor.enabled
+        if supervised:  # it starts the roles in order, each once the previous one is ready
+            self._start_supervisor(env)
         for role in roles:
             proc = self._process(role)
-            if proc.pid() is None:
+            if not supervised and proc.pid() is None:
                 argv = [sys.executable, "-m", "services.cli", *role.args]
                 pid = proc.start(argv, env=env)
                 self._progress(f"{role.name}: started pid {pid} on port {role.port}")
             self._wait(role, proc)
         return self.status()
 
+    def _check_no_other_deployment(self, roles: list[RoleProcess]) -> None:
+        recorded = self._recorded()
+        running = {r.name for r in recorded if self._process(r).pid() is not None}
+        if self.supervisor.pid() is not None:  # it may be restarting every role right now
+            running |= {r.name for r in recorded}
+        if running and running != {r.name for r in roles}:
+            raise InfraError(
+                f"a different deployment is running ({', '.join(sorted(running))}): "
+                "run `vectide down` first"
+            )
+
+    @property
+    def supervisor(self) -> ManagedProcess:
+        return ManagedProcess("supervisor", self.config.run_dir, SUPERVISOR_MARKER)
+
+    def _start_supervisor(self, env: dict[str, str]) -> None:
+        if self.supervisor.pid() is not None:
+            return
+        (self.config.run_dir / SUPERVISOR_STATE).unlink(missing_ok=True)
+        argv = [sys.executable, "-m", "services.cli", "supervise"]
+        pid = self.supervisor.start(argv, env=env)
+        self._progress(f"supervisor: started pid {pid}; it starts and restarts the roles")
+
+    def supervise(self) -> None:
+        """Run the recorded deployment's roles until SIGTERM (``vectide supervise``)."""
+        roles = {r.name: r for r in self._recorded()}
+        if not roles:
+            raise InfraError("no deployment recorded: run `vectide up`")
+        supervised = {
+            name: SupervisedRole([sys.executable, "-m", "services.cli", *r.args], " ".join(r.args))
+            for name, r in roles.items()
+        }
+        evictor = SessionEvictor(self.config)
+        try:
+            Supervisor(
+                self.config, supervised, lambda name, pid: self._healthy(roles[name], pid), evictor
+            ).run()
+        finally:
+            evictor.close()
+
     def _wait(self, role: RoleProcess, proc: ManagedProcess) -> None:
         deadline = time.monotonic() + self.config.infra.startup_timeout_s
-        while not self._healthy(role):
-            if proc.exited_early():
-                raise InfraError(
-                    f"{role.name} exited during start-up; last log lines "
-                    f"({proc.log_file}):\n{proc.log_tail()}"
-                )
+        while not self._healthy(role, proc.pid()):
+            failure = self._start_failure(role, proc)
+            if failure:
+                raise InfraError(f"{failure}; last log lines ({proc.log_file}):\n{proc.log_tail()}")
             if time.monotonic() > deadline:
                 raise InfraError(
                     f"{role.name} did not answer on port {role.port}; log "
@@ -203,12 +258,30 @@ class DeploymentManager:
             time.sleep(0.1)
         self._progress(f"{role.name}: ready on {role.endpoint(self.config.service.host)}")
 
-    def _healthy(self, role: RoleProcess) -> bool:
+    def _start_failure(self, role: RoleProcess, proc: ManagedProcess) -> str:
+        """Why ``role`` will not come up by itself ("" while it may still)."""
+        if not self.config.supervisor.enabled:
+            return f"{role.name} exited during start-up" if proc.exited_early() else ""
+        if self.supervisor.pid() is None:
+            return f"the supervisor exited (log {self.supervisor.log_file})"
+        record = read_supervisor_state(self.config.run_dir).get(role.name, {})
+        if record.get("restarts") or record.get("last_exit"):
+            return (
+                f"{role.name} exited during start-up ({record.get('last_exit')}); the "
+                "supervisor keeps restarting it until `vectide down`"
+            )
+        return ""
+
+    def _healthy(self, role: RoleProcess, pid: int | None) -> bool:
+        """Ready: the proxy answers the Milvus API, a rootcoord's /healthz says active or
+        standby, the data node and ingest workers registered their sessions."""
         host = self.config.service.host
         if role.role in ("proxy", "standalone"):
             return milvus_answers(role.endpoint(host))
         if role.role in ("datanode", "ingest"):  # no port: up once its session registered
-            return self._has_session(role.role, self._process(role).pid())
+            return self._has_session(role.role, pid)
+        if role.role == "rootcoord" and role.metrics_port:
+            return http_ok(f"http://{host}:{role.metrics_port}/healthz")
         return Endpoint(host, role.port).accepts()
 
     def _has_session(self, role: str, pid: int | None) -> bool:
@@ -228,23 +301,48 @@ class DeploymentManager:
 
     def status(self) -> list[RoleStatus]:
         host = self.config.service.host
+        supervised = read_supervisor_state(self.config.run_dir)
+        recorded = self._recorded()
+        leaders = set()
+        if any(r.role == "rootcoord" for r in recorded):
+            leaders = {m.pid for m in self._members("rootcoord")}
         out = []
-        for r in self._recorded():
+        for r in recorded:
             pid = self._process(r).pid()
             metrics = r.metrics_endpoint(host)
-            healthy = self._healthy(r)
-            rest = r.rest_endpoint(host)
-            out.append(RoleStatus(r.name, r.role, r.endpoint(host), pid, healthy, metrics, rest))
+            record = supervised.get(r.name, {})
+            state = ("active" if pid in leaders else "standby") if r.role == "rootcoord" else ""
+            out.append(
+                RoleStatus(
+                    r.name,
+                    r.role,
+                    r.endpoint(host),
+                    pid,
+                    self._healthy(r, pid),
+                    metrics,
+                    r.rest_endpoint(host),
+                    int(record.get("restarts", 0)),
+                    str(record.get("last_exit", "")),
+                    state if pid else "",
+                )
+            )
             if r.role == "standalone":  # the ingest role lives in the standalone process
                 healthy = self._has_session("ingest", pid)
                 out.append(RoleStatus("ingest", "ingest", "-", pid, healthy, metrics))
         return out
 
+    def supervisor_status(self) -> dict[str, object]:
+        """The supervisor's pid (None: not running) and whether this deployment wants one."""
+        return {"pid": self.supervisor.pid(), "enabled": self.config.supervisor.enabled}
+
     def down(self, infra: bool = True) -> None:
+        if self.supervisor.stop():  # first: nothing it stops below may be started again
+            self._progress("supervisor: stopped")
         for role in reversed(self._recorded()):
             if self._process(role).stop():
                 self._progress(f"{role.name}: stopped")
         self._state_file.unlink(missing_ok=True)
+        (self.config.run_dir / SUPERVISOR_STATE).unlink(missing_ok=True)
         self.spark.down()
         if infra:
             self.infra.down()
@@ -265,6 +363,15 @@ class DeploymentManager:
             "workers": len([w for w in (state or {}).get("workers", []) if w["state"] == "ALIVE"]),
             "driver_ui": ui or None,
         }
+
+
+def http_ok(url: str, timeout_s: float = 1.0) -> bool:
+    """True when ``url`` answers 200 (a role's /healthz)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as reply:
+            return reply.status == 200
+    except (OSError, ValueError):
+        return False
 
 
 def milvus_answers(endpoint: str, timeout_s: float = 2.0) -> bool:

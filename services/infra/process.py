@@ -44,6 +44,13 @@ class ManagedProcess:
     def start(
         self, argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None
     ) -> int:
+        return self.spawn(argv, env, cwd).pid
+
+    def spawn(
+        self, argv: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start the process and keep its handle: a parent that polls it learns its exit
+        status or signal (the supervisor's restart reasons)."""
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as log:
@@ -57,7 +64,7 @@ class ManagedProcess:
                 start_new_session=True,  # own process group: stopped as one, immune to ^C
             )
         self.pid_file.write_text(f"{proc.pid}\n")
-        return proc.pid
+        return proc
 
     def exited_early(self) -> bool:
         """True once a started process has died (reaps it if it is our child)."""
@@ -65,7 +72,7 @@ class ManagedProcess:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
             return True
-        return not _alive(pid)
+        return not alive(pid)
 
     def stop(self, timeout_s: float = 15.0) -> bool:
         """Stop the process group; True if something was running."""
@@ -74,11 +81,11 @@ class ManagedProcess:
             return False
         _signal_group(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and _alive(pid):
+        while time.monotonic() < deadline and alive(pid):
             time.sleep(0.05)
-        if _alive(pid):
+        if alive(pid):
             _signal_group(pid, signal.SIGKILL)
-            while _alive(pid):
+            while alive(pid):
                 time.sleep(0.05)
         self.pid_file.unlink(missing_ok=True)
         return True
@@ -90,7 +97,7 @@ class ManagedProcess:
             return ""
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         waited, _ = os.waitpid(pid, os.WNOHANG)
         if waited == pid:
@@ -110,7 +117,7 @@ def _alive(pid: int) -> bool:
 
 
 def _cmdline_contains(pid: int, marker: str) -> bool:
-    if not _alive(pid):
+    if not alive(pid):
         return False
     try:
         return marker in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
@@ -122,7 +129,7 @@ def _starting_child(pid: int) -> bool:
     """Our own live child: between fork and exec its command line is still ours, not the
     marker's (a start-up check in that window took it for a stranger, deleted the PID file,
     and left the process running, unowned, on its ports)."""
-    if not _alive(pid):
+    if not alive(pid):
         return False
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()

@@ -14,6 +14,7 @@ from kazoo.client import KazooClient
 from pymilvus.grpc_gen import milvus_pb2_grpc
 
 from services.common.config import Config
+from services.common.errors import Code, MilvusError
 from services.common.kv.zookeeper import ZooKeeperKV, cluster_root
 from services.common.msgstream.channels import pchannels
 from services.common.msgstream.writer import KafkaChannelWriter
@@ -138,7 +139,7 @@ class ProxyService:
             datacoord=self._datacoord,
         )
         # promise the rootcoord a timetick before taking any write
-        self.proxy.report_timetick()
+        self._first_report()
         pacer = self.proxy.report_pacer
         self._loop = Periodic(
             "proxy-timetick",
@@ -193,6 +194,20 @@ class ProxyService:
         if self._server is None:
             return Health(False, "not serving yet")
         return Health(True, f"serving on {self.address}")
+
+    def _first_report(self, patience_s: float = 30.0) -> None:
+        """The first timetick report, waiting out a coordinator failover: reports fail fast
+        (``service.coordinator_fail_fast_s``) so that writes do not hang, but a proxy that
+        starts while a standby takes over should wait for it, not exit."""
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                self.proxy.report_timetick()
+                return
+            except MilvusError as exc:
+                if exc.code != Code.SERVICE_UNAVAILABLE or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
     def stop(self) -> None:
         self._grpc_health.enter_graceful_shutdown()

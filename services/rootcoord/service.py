@@ -9,8 +9,6 @@ cores are served over RPC on one port, and the leader's session advertises it.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -19,7 +17,7 @@ from kazoo.client import KazooClient
 
 from services.common import metrics, timestamp
 from services.common.config import Config
-from services.common.election import LeaderElection
+from services.common.election import LeaderElection, process_identifier
 from services.common.kv.zookeeper import ZooKeeperKV, cluster_root
 from services.common.msgstream.kafka import ensure_topics
 from services.common.msgstream.writer import KafkaChannelWriter
@@ -77,13 +75,14 @@ class CoordinatorService:
         )
         self.querycoord = QueryCoord(kv, self.rootcoord, nodes, self.datacoord)
         self.indexes = IndexBuilder(self.datacoord, self.rootcoord, ObjectStore(config.s3))
-        identifier = f"{socket.gethostname()}:{os.getpid()}:{rpc_address or 'inproc'}"
+        identifier = f"{process_identifier()}:{rpc_address or 'inproc'}"
         self.election = LeaderElection(
             zk, root, "rootcoord", identifier, on_lost=on_lost or self._default_lost
         )
         self._rpc_address = rpc_address
         self._loops: list[Periodic] = []
         self._server = None
+        self._lost = False
         self._unregister = [
             metrics.LEADER.add_source(lambda: [(("rootcoord",), float(self.active))]),
             metrics.SEGMENTS.add_source(lambda: self._segment_samples(0)),
@@ -100,6 +99,8 @@ class CoordinatorService:
     def health(self) -> Health:
         """Active, or standby waiting for the leader lock (healthy, as Milvus's StandBy: a
         probe must not restart the standby); a leader still starting is not serving yet."""
+        if self._lost:
+            return Health(False, "leadership lost: stopped serving")
         if self.active:
             return Health(True, "active")
         if self.election.is_leader:
@@ -200,6 +201,8 @@ class CoordinatorService:
 
     def _default_lost(self) -> None:
         log.error("rootcoord lost leadership: stopping")
+        self._lost = True  # no longer serving: /healthz must say so (a probe restarts it)
+        self.rootcoord.tso.fence()  # nor may a proxy in this process get stamps from it
         self.stop()
 
     def stop(self) -> None:

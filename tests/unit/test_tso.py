@@ -114,3 +114,14 @@ def test_threads_get_unique_strictly_increasing_stamps():
 def test_count_out_of_range(count):
     with pytest.raises(ValueError):
         make().alloc(count)
+
+
+def test_a_fenced_allocator_hands_out_nothing_even_inside_its_window():
+    """A coordinator that lost leadership fences its TSO: its stamps may already repeat."""
+    tso = make()
+    tso.alloc()
+    tso.fence()
+    with pytest.raises(TSOError):
+        tso.alloc()
+    with pytest.raises(TSOError):
+        tso.update()

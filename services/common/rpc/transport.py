@@ -96,18 +96,28 @@ class RpcClient:
             raise AttributeError(name)
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            stub = self._stubs.get(name)
-            if stub is None:
-                stub = self._channel.unary_unary(f"/vectide.{self._service}/{name}")
-                self._stubs[name] = stub
-            try:
-                return codec.decode(
-                    stub(codec.encode([list(args), kwargs]), timeout=self._timeout_s)
-                )
-            except grpc.RpcError as exc:
-                raise _to_milvus_error(exc, self.address, name) from exc
+            return self.invoke(name, args, kwargs)
 
         return call
+
+    def invoke(
+        self,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        timeout_s: float | None = None,
+    ) -> Any:
+        """Call ``name`` remotely; ``timeout_s`` overrides the client's deadline."""
+        stub = self._stubs.get(name)
+        if stub is None:
+            stub = self._channel.unary_unary(f"/vectide.{self._service}/{name}")
+            self._stubs[name] = stub
+        try:
+            return codec.decode(
+                stub(codec.encode([list(args), kwargs]), timeout=timeout_s or self._timeout_s)
+            )
+        except grpc.RpcError as exc:
+            raise _to_milvus_error(exc, self.address, name) from exc
 
     def close(self) -> None:
         self._channel.close()
