@@ -21,6 +21,7 @@ from services.common.schema import (
     CollectionSchema,
     ConsistencyLevel,
 )
+from services.common.search_range import band_of
 from services.proxy.task_scheduler import Queue, Task
 
 if TYPE_CHECKING:
@@ -219,6 +220,7 @@ class SearchTask(_ReadTask):
                 f"[actual={spec.metric_type}]"
             )
         self.metric = metric
+        band_of(metric, spec.params)  # a band that cannot hold a hit is the client's error
         self.outputs = resolve_outputs(schema, spec.output_fields)
 
     def execute(self) -> None:

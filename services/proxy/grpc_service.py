@@ -28,6 +28,7 @@ from services.proxy.dql import QuerySpec, SearchSpec
 from services.proxy.grpc_admin import AdminRpcs
 from services.proxy.grpc_common import MILVUS_VERSION, db_of, ok, ref_of, rpc
 from services.proxy.grpc_rbac import RbacRpcs
+from services.proxy.search_iterator import iterator_page, mark_page, page_params
 from services.proxy.system_info import Member
 
 
@@ -355,8 +356,14 @@ class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
             params=_params(params.get("params")),
             **self._read_common(request, request.dsl, context),
         )
+        page = iterator_page({k: _loads(v) for k, v in params.items()})
+        if page is not None:
+            spec.params = page_params(page, spec.params)
         info, hits, outputs = self.proxy.search(spec)
-        return convert.search_results(info, hits, outputs, spec.limit)
+        reply = convert.search_results(info, hits, outputs, spec.limit)
+        if page is not None:
+            mark_page(reply, page, hits)
+        return reply
 
     @rpc(milvus_pb2.QueryResults)
     def Query(self, request, context):

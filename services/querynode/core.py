@@ -33,6 +33,7 @@ from services.common.msgstream.message import (
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits, merge_hits, merge_rows, pk_order, take
 from services.common.schema import CollectionInfo
+from services.common.search_range import ScoreBand, band_of, distances
 from services.datacoord.segment import LoadPlan, SegmentInfo
 from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
 from services.querynode.sealed import install_index_files, load_sealed, read_deltalogs
@@ -326,9 +327,8 @@ class QueryNode:
         self, store: ShardStore, req: ShardSearchRequest, tree: Any, snapshot: int
     ) -> SearchHits:
         mask = self._mask(store, snapshot, req.partition_ids, tree)
-        scores, rows = store.search(
-            req.anns_field, req.vectors, req.metric_type, req.topk, mask, req.search_params
-        )
+        band = band_of(req.metric_type, req.search_params)
+        scores, rows = self._search_band(store, req, mask, band)
         valid = rows >= 0  # -1 rows (fewer matches than topk) sort last in each query
         flat = rows[valid]
         return SearchHits(
@@ -338,6 +338,31 @@ class QueryNode:
             scores[valid].astype(np.float32),
             {name: take(store.raw_column(name), flat) for name in req.output_fields},
         )
+
+    @staticmethod
+    def _search_band(
+        store: ShardStore, req: ShardSearchRequest, mask: np.ndarray, band: ScoreBand | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The best ``topk`` hits per query, inside ``band`` when there is one: the search
+        goes deeper (4x each round) while a query has too few hits inside the band and the
+        store may hold more (a range's inner edge or an iterator's last page skips the best)."""
+        k, candidates = req.topk, int(mask.sum())
+        while True:
+            scores, rows = store.search(
+                req.anns_field, req.vectors, req.metric_type, k, mask, req.search_params
+            )
+            if band is None:
+                return scores, rows
+            inside = (rows >= 0) & band.keep(distances(req.metric_type, scores))
+            exhausted = (rows >= 0).sum(axis=1) < k
+            if k >= candidates or ((inside.sum(axis=1) >= req.topk) | exhausted).all():
+                break
+            k = min(k * 4, candidates)
+        first = np.argsort(~inside, axis=1, kind="stable")[:, : req.topk]  # keeps the order
+        rows = np.where(
+            np.take_along_axis(inside, first, axis=1), np.take_along_axis(rows, first, axis=1), -1
+        )
+        return np.take_along_axis(scores, first, axis=1), rows
 
     def _query_shard(self, shard: Shard, req: ShardQueryRequest, tree: Any) -> QueryRows:
         snapshot = self._snapshot(shard, req.guarantee_ts, req.wait_timeout_s)
