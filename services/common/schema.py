@@ -38,6 +38,9 @@ class FieldSchema:
     max_length: int = 0
     is_dynamic: bool = False
     description: str = ""
+    #: Milvus's partition key: kept and reported; rows stay in one partition, so a filter on
+    #: the key finds them as it would, without pruning partitions
+    is_partition_key: bool = False
 
     @property
     def is_vector(self) -> bool:

@@ -108,6 +108,7 @@ def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
                 f"field {f.name}: data type {schema_pb2.DataType.Name(f.data_type)} is not "
                 "supported by Vectide yet",
             )
+        _refuse_unsupported(f)
         params = {kv.key: kv.value for kv in f.type_params}
         fields.append(
             FieldSchema(
@@ -119,6 +120,7 @@ def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
                 dim=int(params.get("dim", 0) or 0),
                 max_length=int(params.get("max_length", 0) or 0),
                 description=f.description,
+                is_partition_key=f.is_partition_key,
             )
         )
     schema = CollectionSchema(
@@ -135,6 +137,23 @@ def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
     return schema
 
 
+def _refuse_unsupported(f: schema_pb2.FieldSchema) -> None:
+    """Schema features Vectide cannot honour yet are refused, not silently dropped: a
+    nullable field's nulls or a default value would otherwise be stored as zeros."""
+    unsupported = [
+        ("nullable", f.nullable),
+        ("default_value", f.HasField("default_value")),
+        ("clustering key", f.is_clustering_key),
+        ("function output", f.is_function_output),
+    ]
+    for what, used in unsupported:
+        if used:
+            raise MilvusError(
+                errors.Code.COLLECTION_ILLEGAL_SCHEMA,
+                f"field {f.name}: {what} is not supported by Vectide yet",
+            )
+
+
 def validate_schema(schema: CollectionSchema) -> None:
     def bad(message: str) -> MilvusError:
         return MilvusError(errors.Code.COLLECTION_ILLEGAL_SCHEMA, message)
@@ -149,6 +168,11 @@ def validate_schema(schema: CollectionSchema) -> None:
         raise bad("primary key must be Int64 or VarChar")
     if not schema.vector_fields:
         raise bad("schema does not contain vector field")
+    keys = [f for f in schema.fields if f.is_partition_key]
+    if len(keys) > 1:
+        raise bad("there are more than one partition key")
+    if keys and (keys[0].is_primary or keys[0].data_type not in PK_TYPES):
+        raise bad("the partition key must be an Int64 or VarChar field other than the primary key")
     for f in schema.fields:
         if f.auto_id and not f.is_primary:
             raise bad(f"only the primary key can be auto_id, not {f.name}")
@@ -176,6 +200,7 @@ def schema_to_proto(schema: CollectionSchema) -> schema_pb2.CollectionSchema:
             description=f.description,
             data_type=int(f.data_type),
             autoID=f.auto_id,
+            is_partition_key=f.is_partition_key,
         )
         if f.dim:
             field.type_params.add(key="dim", value=str(f.dim))

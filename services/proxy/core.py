@@ -298,6 +298,8 @@ class Proxy:
     # -- partitions --------------------------------------------------------------------------
 
     def create_partition(self, collection: str, partition: str) -> None:
+        if any(f.is_partition_key for f in self.meta.get(collection).schema.fields):
+            raise errors.invalid("disable create partition if partition key mode is used")
         self.scheduler.ddl(lambda ts: self.rootcoord.create_partition(ts, collection, partition))
         self.meta.invalidate(collection)
 
