@@ -9,10 +9,7 @@ built once by the first run (about a minute), since the project itself pins pymi
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
 import subprocess
 import sys
 import uuid
@@ -20,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.clients.install import installed_once
 from tests.infra import REPO
 
 CLIENT = REPO / "tests" / "clients" / "langchain"
@@ -27,28 +25,14 @@ TEXTS = [tuple(pair) for pair in json.loads((CLIENT / "texts.json").read_text())
 
 
 def client_python() -> Path:
-    """The pinned client's interpreter, installed once per requirements file content; built
-    in a staging folder renamed into place, so an interrupted run leaves nothing half-made."""
-    requirements = CLIENT / "requirements.txt"
-    key = hashlib.sha256(requirements.read_bytes()).hexdigest()[:16]
-    target = REPO / ".vectide" / "langchain" / key
-    python = target / "bin" / "python"
-    if python.exists():
-        return python
-    staging = target.with_name(f"{key}.tmp{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(staging)], check=True, timeout=120)
-    subprocess.run(
-        [str(staging / "bin" / "pip"), "install", "-q", "-r", str(requirements)],
-        check=True,
-        timeout=600,
-    )
-    try:
-        staging.rename(target)
-    except OSError:  # another run installed it meanwhile
-        shutil.rmtree(staging, ignore_errors=True)
-    # a venv's scripts name the folder they were made in: run its python by path only
-    return python
+    """The pinned client's interpreter, in a virtualenv built once."""
+
+    def venv(folder: Path) -> None:
+        subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=120)
+        pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "-q"]
+        subprocess.run([*pip, "-r", str(CLIENT / "requirements.txt")], check=True, timeout=600)
+
+    return installed_once("langchain", [CLIENT / "requirements.txt"], venv) / "bin" / "python"
 
 
 @pytest.fixture(scope="module")
