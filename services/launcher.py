@@ -350,7 +350,14 @@ def start_datanode(
         f"spark:{data.spark_master}",
         {"spark_master": data.spark_master, "spark_ui": ui_url()},
     )
-    return lambda: stop(query)
+
+    def stop_datanode() -> None:
+        try:
+            stop(query)
+        finally:
+            election.resign()  # a clean stop hands the lock over: no leadership loss
+
+    return stop_datanode
 
 
 def _wait_channel_epoch(config: Config, registry: SessionRegistry, timeout_s: float = 120) -> str:
