@@ -318,7 +318,11 @@ class DataNodeState:
 def start_datanode(
     config: Config, registry: SessionRegistry, state: DataNodeState | None = None
 ) -> Callable[[], None]:
-    """The Spark data node's streaming query, reporting to the active datacoord."""
+    """The Spark data node's streaming query, reporting to the active datacoord, and its
+    compaction worker (executing datacoord's merge plans in this process)."""
+    from services.common.objectstore import ObjectStore
+    from services.common.periodic import Periodic
+    from streaming.compaction import CompactionWorker
     from streaming.job import default_checkpoint_dir, run, stop, ui_url
     from streaming.wake import FlushWake
 
@@ -336,9 +340,10 @@ def start_datanode(
     epoch = _wait_channel_epoch(config, registry)
     checkpoint_dir = default_checkpoint_dir(config) / epoch
     wake = FlushWake(registry.client, root, checkpoint_dir.parent / "flush-wanted").start()
+    datacoord = ActiveClient(registry, "rootcoord", "DataCoord", patience_s=120)
     query = run(
         config,
-        ActiveClient(registry, "rootcoord", "DataCoord", patience_s=120),
+        datacoord,
         trigger_s=data.trigger_s,
         checkpoint_dir=checkpoint_dir,
         wake_file=wake.wake_file,
@@ -350,7 +355,14 @@ def start_datanode(
         f"spark:{data.spark_master}",
         {"spark_master": data.spark_master, "spark_ui": ui_url()},
     )
-    return lambda: stop(query)
+    worker = CompactionWorker(datacoord, ObjectStore(config.s3))
+    compaction = Periodic("compaction-worker", 1.0, worker.run_once).start()
+
+    def stop_all() -> None:
+        compaction.stop()
+        stop(query)
+
+    return stop_all
 
 
 def _wait_channel_epoch(config: Config, registry: SessionRegistry, timeout_s: float = 120) -> str:
