@@ -35,14 +35,8 @@ def deployment(infra):
     config.data.gc_interval_s = 1.0
     config.data.gc_delay_s = 4.0
     config.service.rootcoord_port = free_port()
-    holder = Persistent(config)
-    holder.start()
-    holder.datanode.start()
-    try:
+    with Persistent(config).running() as holder:
         yield holder
-    finally:
-        holder.stop()
-        holder.datanode.stop()
 
 
 def vectors_of(ids: np.ndarray) -> np.ndarray:
