@@ -319,11 +319,13 @@ def start_datanode(
     config: Config, registry: SessionRegistry, state: DataNodeState | None = None
 ) -> Callable[[], None]:
     """The Spark data node's streaming query, reporting to the active datacoord, and its
-    compaction worker (executing datacoord's merge plans in this process)."""
-    from services.common.objectstore import ObjectStore
+    compaction worker (datacoord's merge plans, as Spark jobs of the same application)."""
+    from pyspark.sql import SparkSession
+
     from services.common.periodic import Periodic
-    from streaming.compaction import CompactionWorker
+    from streaming.compaction import CompactionWorker, SparkCompactions
     from streaming.job import default_checkpoint_dir, run, stop, ui_url
+    from streaming.source import s3_options
     from streaming.wake import FlushWake
 
     state = state or DataNodeState()
@@ -355,7 +357,8 @@ def start_datanode(
         f"spark:{data.spark_master}",
         {"spark_master": data.spark_master, "spark_ui": ui_url()},
     )
-    worker = CompactionWorker(datacoord, ObjectStore(config.s3))
+    spark = SparkSession.getActiveSession()  # run() made it in this thread
+    worker = CompactionWorker(datacoord, SparkCompactions(spark, s3_options(config.s3)))
     compaction = Periodic("compaction-worker", 1.0, worker.run_once).start()
 
     def stop_all() -> None:

@@ -7,15 +7,18 @@ survivors keep their insert timestamps, so reads at any later snapshot see what 
 before. Columns are filtered and rewritten as Arrow arrays, whatever the field's type.
 
 The object names derive from the plan (``compaction-{plan id}``): running a plan again
-overwrites the same objects. ``CompactionWorker`` runs in the data node process: it asks
-datacoord for plans and reports each result.
+overwrites the same objects. ``CompactionWorker`` runs in the data node's driver: it asks
+datacoord for plans, has each executed (``SparkCompactions``: a one-task Spark job, so an
+executor reads and writes S3 and the driver only receives the new binlog's record), and
+reports the result.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -91,19 +94,49 @@ def compact(plan: CompactionPlan, store: binlog.Store) -> Binlog | None:
     return Binlog(log_id, rows, paths, stats_key, int(stamps.min()), int(stamps.max()))
 
 
+def run_on_executor(task: tuple[CompactionPlan, dict[str, str]]) -> Binlog | None:
+    """A Spark task: execute the plan with this Python worker's S3 client."""
+    from streaming.source import object_store
+
+    plan, s3_options = task
+    return compact(plan, object_store(s3_options))
+
+
+class SparkCompactions:
+    """Executes a plan as a one-task Spark job on the data node's application (alongside
+    the streaming query's batches)."""
+
+    def __init__(self, spark: Any, s3_options: dict[str, str]) -> None:
+        self._spark = spark
+        self._s3_options = s3_options
+
+    def __call__(self, plan: CompactionPlan) -> Binlog | None:
+        context = self._spark.sparkContext
+        context.setJobDescription(f"compaction plan {plan.plan_id}")
+        [result] = context.parallelize([(plan, self._s3_options)], 1).map(run_on_executor).collect()
+        return result
+
+
+def in_process(store: binlog.Store) -> Callable[[CompactionPlan], Binlog | None]:
+    """Execute plans in this process (unit tests; a data node without Spark)."""
+    return lambda plan: compact(plan, store)
+
+
 class CompactionWorker:
-    """Takes plans from datacoord until none is left, executes each, reports it (a
+    """Takes plans from datacoord until none is left, has each executed, reports it (a
     periodic task of the data node)."""
 
-    def __init__(self, datacoord: CompactionSource, store: binlog.Store) -> None:
+    def __init__(
+        self, datacoord: CompactionSource, execute: Callable[[CompactionPlan], Binlog | None]
+    ) -> None:
         self._datacoord = datacoord
-        self._store = store
+        self._execute = execute
 
     def run_once(self) -> int:
         done = 0
         while (plan := self._datacoord.next_compaction()) is not None:
             try:
-                result = compact(plan, self._store)
+                result = self._execute(plan)
             except Exception as exc:
                 log.exception("compaction failed", extra={"plan": plan.plan_id})
                 self._datacoord.complete_compaction(plan.plan_id, None, f"{exc}")

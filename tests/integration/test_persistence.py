@@ -92,8 +92,8 @@ class Persistent:
     def running(self) -> Iterator[Persistent]:
         """The deployment and its data node, both stopped at the end."""
         self.start()
-        self.datanode.start()
         try:
+            self.datanode.start()
             yield self
         finally:
             self.stop()

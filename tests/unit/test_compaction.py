@@ -14,7 +14,7 @@ from services.datacoord.compaction_jobs import STATE_COMPLETED, STATE_EXECUTING,
 from services.datacoord.core import DataCoord, DataCoordConfig
 from services.datacoord.segment import Binlog, Deltalog, LoadPlan, SegmentInfo, SegmentState
 from services.querynode.core import QueryNode
-from streaming.compaction import CompactionWorker, compact
+from streaming.compaction import CompactionWorker, compact, in_process
 from streaming.flush import PK_FIELD, TS_FIELD, Record, process_batch
 from tests.fakes import DictStore
 from tests.unit.test_datanode_batch import counter
@@ -120,7 +120,7 @@ def test_merge_drops_deleted_rows_and_swaps_atomically_in_metadata():
     assert plans == 1 and datacoord.compaction_state(job_id).state == STATE_EXECUTING
     plan = datacoord.next_compaction()
     assert datacoord.next_compaction() is None  # taken: no second data node gets it
-    assert CompactionWorker(datacoord, store).run_once() == 0  # nothing left to take
+    assert CompactionWorker(datacoord, in_process(store)).run_once() == 0  # nothing left to take
     result = compact(plan, store)
     assert datacoord.complete_compaction(plan.plan_id, result)
     state = datacoord.compaction_state(job_id)
@@ -164,7 +164,7 @@ def test_an_all_deleted_merge_retires_its_sources_without_a_new_segment():
     flush_segment(datacoord, store, 1, [1], 10, 0)
     delete_batch(datacoord, store, [1], 30, 2)
     datacoord.compact(7)
-    assert CompactionWorker(datacoord, store).run_once() == 1
+    assert CompactionWorker(datacoord, in_process(store)).run_once() == 1
     assert datacoord.segment_rows(7) == []
     assert datacoord.segment(1).state == SegmentState.COMPACTED
 
@@ -183,7 +183,7 @@ def test_query_node_swaps_sources_for_the_merged_segment_without_gap_or_duplicat
     node.apply(VCH, pack(0, 35, second))
     assert query(node, 35) == [1, 3, 4, 5, 6]
     datacoord.compact(7)
-    assert CompactionWorker(datacoord, store).run_once() == 1
+    assert CompactionWorker(datacoord, in_process(store)).run_once() == 1
     merged = datacoord.segments(7, (SegmentState.FLUSHED,))[0]
     node.apply(VCH, pack(35, 40, DeleteMsg(36, 36, 0, 7, -1, VCH, np.array([3]), np.array([36]))))
     assert node.load_segment(VCH, merged)
@@ -205,7 +205,7 @@ def test_a_node_loading_after_the_swap_skips_the_sources_met_in_its_replay():
     first = flush_segment(datacoord, store, 1, [1, 2], 10, 0)
     second = flush_segment(datacoord, store, 2, [3], 20, 2)
     datacoord.compact(7)
-    CompactionWorker(datacoord, store).run_once()
+    CompactionWorker(datacoord, in_process(store)).run_once()
     [merged] = datacoord.segments(7, (SegmentState.FLUSHED,))
     node = QueryNode(1, binlogs=store)
     node.watch(collection(), VCH, LoadPlan([merged], [], replay_offset=0))

@@ -10,7 +10,7 @@ from services.datacoord.core import DataCoord, DataCoordConfig
 from services.datacoord.garbage import needless_deltalogs, plan_gc, segment_objects
 from services.datacoord.gc import GarbageCollector
 from services.datacoord.segment import Binlog, Deltalog, SegmentInfo, SegmentState
-from streaming.compaction import CompactionWorker
+from streaming.compaction import CompactionWorker, in_process
 from tests.fakes import DictStore
 from tests.unit.test_compaction import delete_batch, flush_segment
 from tests.unit.test_datanode_batch import counter
@@ -114,7 +114,7 @@ def test_collector_removes_compacted_away_files_only_after_the_delay_and_release
     delete_batch(datacoord, store, [2], 30, 4)
     before = set(store.objects)
     datacoord.compact(7)
-    CompactionWorker(datacoord, store).run_once()
+    CompactionWorker(datacoord, in_process(store)).run_once()
     [merged] = datacoord.segments(7, (SegmentState.FLUSHED,))
     gc = GarbageCollector(datacoord, store, holders, lambda: {(7, 1)}, delay_s=60)
     holders.held = {1, 2}  # a query node still serves the sources
