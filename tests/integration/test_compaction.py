@@ -33,7 +33,7 @@ def deployment(infra):
     config.data.trigger_s = 1.0
     config.data.compaction_enabled = False  # this module triggers it; the churn test enables it
     config.data.gc_interval_s = 1.0
-    config.data.gc_delay_s = 4.0
+    config.data.gc_delay_s = 15.0
     config.service.rootcoord_port = free_port()
     with Persistent(config).running() as holder:
         yield holder
@@ -120,6 +120,16 @@ def test_compaction_merges_purges_deletes_and_gc_frees_the_old_files(deployment)
     rounds = [0]
     stop = threading.Event()
 
+    def old_files() -> list[str]:
+        old = {s.segment_id for s in before}
+        prefixes = ("insert_log", "stats_log")
+        return [
+            k
+            for p in prefixes
+            for k in store.list(f"{p}/{collection_id}/")
+            if int(k.split("/")[3]) in old
+        ]
+
     def reader() -> None:
         while not stop.is_set():
             try:
@@ -138,6 +148,7 @@ def test_compaction_merges_purges_deletes_and_gc_frees_the_old_files(deployment)
         wait_for(
             lambda: client.get_compaction_state(job_id) == "Completed", 120, "compaction state"
         )
+        assert old_files(), "removed before the delay (15 s after the swap)"
         wait_for(lambda: len(client.list_persistent_segments(name)) == 1, 30, "one segment")
         # the query node swaps through the handoff loop: reads go on meanwhile
         served = lambda: [s.segment_id for s in client.list_loaded_segments(name)]  # noqa: E731
@@ -158,17 +169,6 @@ def test_compaction_merges_purges_deletes_and_gc_frees_the_old_files(deployment)
     assert segment_pks(store, collection_id, after.segment_id) == sorted(live)
 
     # after the GC delay, nothing of the old segments is left on S3; the new one stays
-    def old_files() -> list[str]:
-        old = {s.segment_id for s in before}
-        prefixes = ("insert_log", "stats_log")
-        return [
-            k
-            for p in prefixes
-            for k in store.list(f"{p}/{collection_id}/")
-            if int(k.split("/")[3]) in old
-        ]
-
-    assert old_files(), "removed before the delay"
     wait_for(lambda: not old_files(), 60, "garbage collection of the old segments")
     assert segment_pks(store, collection_id, after.segment_id) == sorted(live)
     assert observed(client, name) == want

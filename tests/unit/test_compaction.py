@@ -212,3 +212,23 @@ def test_a_node_loading_after_the_swap_skips_the_sources_met_in_its_replay():
     node.apply(VCH, pack(0, 30, first, second))  # an early replay offset: sources again
     assert query(node, 30) == [1, 2, 3]
     assert datacoord.checkpoint("c-dml_0") == Position("c-dml_0", 4, 21)
+
+
+def test_jobs_forget_the_oldest_finished_ones_and_the_binlog_lists_of_finished_plans():
+    from services.datacoord.compaction import CompactionPlan
+    from services.datacoord.compaction_jobs import CompactionJobs, PlanState
+
+    jobs = CompactionJobs(timeout_s=5, keep_jobs=2)
+    for job_id in (1, 2, 3):
+        jobs.add(job_id, [CompactionPlan(job_id * 10, job_id, 7, 1, VCH, 99, [segment(job_id, 5)])])
+        plan = jobs.take(now=100.0)
+        jobs.finish(plan.plan_id, PlanState.COMPLETED)
+    jobs.add(4, [CompactionPlan(40, 4, 7, 1, VCH, 98, [segment(4, 5)])])
+    assert jobs.state(1).state == STATE_UNDEFINED  # forgotten: only two finished are kept
+    assert jobs.merges(3) == [([3], 99)]
+    assert jobs._tasks[30].plan.sources == []
+    assert jobs.busy_segments() == {4}
+    assert jobs.take(now=100.0).plan_id == 40
+    assert jobs.take(now=106.0) is None  # the running plan timed out meanwhile
+    assert (jobs.state(4).state, jobs.state(4).timeout) == (STATE_COMPLETED, 1)
+    assert jobs.busy_segments() == frozenset()
