@@ -41,6 +41,10 @@ from services.querynode.tsafe import TSafe
 
 log = logging.getLogger(__name__)
 
+#: how long a handoff of a compacted segment waits for the shard to reach the deletes the
+#: segment was written with (then it fails, and querycoord retries it)
+SWAP_WAIT_S = 5.0
+
 
 class ChannelSubscriber(Protocol):
     def subscribe(self, vchannel: str, pchannel: str, start_offset: int) -> None:
@@ -166,6 +170,16 @@ class QueryNode:
             )
         if segment.segment_id in shard.covered:
             return False  # a compacted segment loaded already serves its rows
+        if (
+            segment.compacted_from
+            and shard.tsafe.wait(segment.deletes_applied_ts, SWAP_WAIT_S) is None
+        ):
+            # its deleted rows are gone: a read older than those deletes must not meet it
+            raise MilvusError(
+                Code.TIMETICK_LAG,
+                f"shard {vchannel} has not reached the deletes segment {segment.segment_id} "
+                "was compacted with yet",
+            )
         sealed = self._load(shard.collection, segment)
         with shard.lock:
             replaced = [shard.sealed.pop(s) for s in segment.compacted_from if s in shard.sealed]

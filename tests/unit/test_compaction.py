@@ -232,3 +232,29 @@ def test_jobs_forget_the_oldest_finished_ones_and_the_binlog_lists_of_finished_p
     assert jobs.take(now=106.0) is None  # the running plan timed out meanwhile
     assert (jobs.state(4).state, jobs.state(4).timeout) == (STATE_COMPLETED, 1)
     assert jobs.busy_segments() == frozenset()
+
+
+def test_a_lagging_node_swaps_only_once_it_reached_the_deletes_the_merge_applied(monkeypatch):
+    import pytest
+
+    from services.common.errors import MilvusError
+    from services.querynode import core
+
+    monkeypatch.setattr(core, "SWAP_WAIT_S", 0.05)
+    store = DictStore()
+    datacoord = DataCoord(MemoryKV(), counter(10_000), counter(), DataCoordConfig(1000))
+    first = flush_segment(datacoord, store, 1, [1, 2], 10, 0)
+    second = flush_segment(datacoord, store, 2, [3], 20, 2)
+    delete_batch(datacoord, store, [1], 30, 4)
+    datacoord.compact(7)
+    CompactionWorker(datacoord, in_process(store)).run_once()
+    [merged] = datacoord.segments(7, (SegmentState.FLUSHED,))
+    node = QueryNode(1, binlogs=store)
+    node.watch(collection(), VCH)
+    node.apply(VCH, pack(0, 25, first, second))  # the delete at 30 not seen yet
+    with pytest.raises(MilvusError, match="not reached the deletes"):
+        node.load_segment(VCH, merged)
+    assert query(node, 25) == [1, 2, 3]  # as of 25, row 1 still exists
+    node.apply(VCH, pack(25, 31, DeleteMsg(30, 30, 0, 7, -1, VCH, np.array([1]), np.array([30]))))
+    assert node.load_segment(VCH, merged)
+    assert query(node, 31) == [2, 3]
