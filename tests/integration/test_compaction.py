@@ -22,6 +22,9 @@ from services.common.objectstore import ObjectStore
 from tests.integration.conftest import free_port, isolated
 from tests.integration.test_persistence import Persistent
 
+#: the module's fixture starts a Spark data node: minutes on a loaded 2-core box
+pytestmark = pytest.mark.timeout(600)
+
 DIM = 8
 ROWS_PER_FLUSH = 150
 FLUSHES = 5

@@ -17,7 +17,7 @@ from tests.integration.conftest import free_port, isolated
 from tests.integration.test_compaction import QUERIES, wait_for
 from tests.integration.test_persistence import Persistent
 
-pytestmark = pytest.mark.heavy
+pytestmark = [pytest.mark.heavy, pytest.mark.timeout(900)]
 
 DIM = 8
 ROUNDS = 12
