@@ -51,6 +51,12 @@ def vectors_of(ids: np.ndarray) -> np.ndarray:
 
 def make_collection(client: MilvusClient) -> str:
     name = f"k_{uuid.uuid4().hex[:6]}"
+    create(client, name)
+    return name
+
+
+def create(client: MilvusClient, name: str) -> None:
+    """One shard, exact (FLAT) search, Strong reads: results are deterministic."""
     schema = client.create_schema(auto_id=False)
     schema.add_field("id", DataType.INT64, is_primary=True)
     schema.add_field("vec", DataType.FLOAT_VECTOR, dim=DIM)
@@ -59,7 +65,6 @@ def make_collection(client: MilvusClient) -> str:
     client.create_collection(
         name, schema=schema, index_params=index, consistency_level="Strong", num_shards=1
     )
-    return name
 
 
 def insert_ids(client: MilvusClient, name: str, ids: np.ndarray) -> None:

@@ -10,16 +10,15 @@ import uuid
 
 import numpy as np
 import pytest
-from pymilvus import DataType, MilvusClient
+from pymilvus import MilvusClient
 
 from services.common.objectstore import ObjectStore
 from tests.integration.conftest import free_port, isolated
-from tests.integration.test_compaction import QUERIES, wait_for
+from tests.integration.test_compaction import DIM, QUERIES, create, wait_for
 from tests.integration.test_persistence import Persistent
 
 pytestmark = [pytest.mark.heavy, pytest.mark.timeout(900)]
 
-DIM = 8
 ROUNDS = 12
 
 
@@ -35,17 +34,6 @@ def churn(infra, tmp_path_factory):
     with Persistent(config).running() as holder:
         yield holder, lite
     lite.close()
-
-
-def create(client: MilvusClient, name: str) -> None:
-    schema = client.create_schema(auto_id=False)
-    schema.add_field("id", DataType.INT64, is_primary=True)
-    schema.add_field("vec", DataType.FLOAT_VECTOR, dim=DIM)
-    index = client.prepare_index_params()
-    index.add_index("vec", index_type="FLAT", metric_type="L2")
-    client.create_collection(
-        name, schema=schema, index_params=index, consistency_level="Strong", num_shards=1
-    )
 
 
 def results(client: MilvusClient, name: str) -> tuple[list[int], list[list[int]]]:
