@@ -318,8 +318,14 @@ class DataNodeState:
 def start_datanode(
     config: Config, registry: SessionRegistry, state: DataNodeState | None = None
 ) -> Callable[[], None]:
-    """The Spark data node's streaming query, reporting to the active datacoord."""
+    """The Spark data node's streaming query, reporting to the active datacoord, and its
+    compaction worker (datacoord's merge plans, as Spark jobs of the same application)."""
+    from pyspark.sql import SparkSession
+
+    from services.common.periodic import Periodic
+    from streaming.compaction import CompactionWorker, SparkCompactions
     from streaming.job import default_checkpoint_dir, run, stop, ui_url
+    from streaming.source import s3_options
     from streaming.wake import FlushWake
 
     state = state or DataNodeState()
@@ -336,9 +342,10 @@ def start_datanode(
     epoch = _wait_channel_epoch(config, registry)
     checkpoint_dir = default_checkpoint_dir(config) / epoch
     wake = FlushWake(registry.client, root, checkpoint_dir.parent / "flush-wanted").start()
+    datacoord = ActiveClient(registry, "rootcoord", "DataCoord", patience_s=120)
     query = run(
         config,
-        ActiveClient(registry, "rootcoord", "DataCoord", patience_s=120),
+        datacoord,
         trigger_s=data.trigger_s,
         checkpoint_dir=checkpoint_dir,
         wake_file=wake.wake_file,
@@ -350,8 +357,12 @@ def start_datanode(
         f"spark:{data.spark_master}",
         {"spark_master": data.spark_master, "spark_ui": ui_url()},
     )
+    spark = SparkSession.getActiveSession()  # run() made it in this thread
+    worker = CompactionWorker(datacoord, SparkCompactions(spark, s3_options(config.s3)))
+    compaction = Periodic("compaction-worker", 1.0, worker.run_once).start()
 
     def stop_datanode() -> None:
+        compaction.stop()
         try:
             stop(query)
         finally:

@@ -64,14 +64,25 @@ def _arrow(values: Any, data_type: DataType, dim: int) -> pa.Array:
 
 
 def encode_column(values: Any, data_type: DataType, dim: int = 0) -> bytes:
-    table = pa.table({"v": _arrow(values, data_type, dim)})
+    return encode_arrow(_arrow(values, data_type, dim))
+
+
+def encode_arrow(column: pa.Array) -> bytes:
+    """A binlog file of one column, as Arrow holds it (vectors uncompressed: noise to zstd)."""
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd" if data_type != DataType.FLOAT_VECTOR else "none")
+    vectors = pa.types.is_fixed_size_list(column.type)
+    pq.write_table(pa.table({"v": column}), buf, compression="none" if vectors else "zstd")
     return buf.getvalue()
 
 
+def decode_arrow(raw: bytes) -> pa.Array:
+    """A binlog file's column as Arrow: compaction filters and rewrites it without knowing
+    the field's type."""
+    return pq.read_table(io.BytesIO(raw)).column("v").combine_chunks()
+
+
 def decode_column(raw: bytes, data_type: DataType, dim: int = 0) -> np.ndarray | list[str]:
-    column = pq.read_table(io.BytesIO(raw)).column("v").combine_chunks()
+    column = decode_arrow(raw)
     if data_type == DataType.FLOAT_VECTOR:
         return column.flatten().to_numpy().astype(np.float32).reshape(-1, dim)
     if data_type in FIXED_DTYPES:

@@ -207,6 +207,23 @@ class DataConfig:
     #: (a Spark batch each time). A flush or a seal runs a batch at once whatever this says;
     #: a restarted query node replays at most this much of an idle channel.
     idle_checkpoint_s: float = 30.0
+    #: Automatic compaction: every ``compaction_interval_s`` datacoord plans merges of small
+    #: flushed segments of a shard and rewrites of segments with many deletes (docs/compaction.md).
+    compaction_enabled: bool = True
+    compaction_interval_s: float = 60.0
+    #: Automatic merges take segments below this share of ``segment_max_rows`` (Milvus: 0.5).
+    compaction_small_fraction: float = 0.5
+    #: A segment is rewritten without its deleted rows once deletes may reach this share.
+    compaction_delete_ratio: float = 0.2
+    #: A compaction plan with no result after this long is given up (state Timeout).
+    compaction_timeout_s: float = 600.0
+    #: Garbage collection: every ``gc_interval_s`` the coordinator removes S3 objects (binlogs,
+    #: deltalogs, stats logs, index files) and segment records nothing live needs.
+    gc_enabled: bool = True
+    gc_interval_s: float = 60.0
+    #: Safety delay: a dropped or compacted segment's files stay this long after it was retired
+    #: (and while a query node still serves it); unrecorded objects are kept until this old.
+    gc_delay_s: float = 3600.0
 
 
 @dataclass

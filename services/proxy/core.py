@@ -30,6 +30,7 @@ from services.common.schema import (
     DatabaseInfo,
     IndexInfo,
 )
+from services.datacoord.compaction_jobs import JobState
 from services.proxy.channels_time_ticker import ChannelsTimeTicker
 from services.proxy.dml import DeleteTask, InsertTask, MutationResult
 from services.proxy.dql import Outputs, QuerySpec, QueryTask, SearchSpec, SearchTask
@@ -109,6 +110,10 @@ class DataCoordPort(Protocol):
     def index_progress(
         self, collection_id: int, index_id: int, needs_files: bool
     ) -> tuple[int, int, int]: ...
+    # compaction (services/proxy/grpc_compaction.py)
+    def compact(self, collection_id: int) -> tuple[int, int]: ...
+    def compaction_state(self, job_id: int) -> JobState: ...
+    def compaction_plans(self, job_id: int) -> list[tuple[list[int], int]]: ...
 
 
 class QueryNodePort(Protocol):

@@ -2,8 +2,9 @@
 calls the proxy core and packs the answer; every error becomes a Milvus status.
 
 Databases, aliases and the cluster RPCs live in grpc_admin.py, users, roles and grants in
-grpc_rbac.py (mixins). RPCs listed in none answer with pymilvus's base class
-(UNIMPLEMENTED), which pymilvus reports as an error, never as silent success.
+grpc_rbac.py, compaction in grpc_compaction.py (mixins). RPCs listed in none answer with
+pymilvus's base class (UNIMPLEMENTED), which pymilvus reports as an error, never as silent
+success.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from services.proxy.core import Proxy
 from services.proxy.dql import QuerySpec, SearchSpec
 from services.proxy.grpc_admin import AdminRpcs
 from services.proxy.grpc_common import MILVUS_VERSION, db_of, ok, ref_of, rpc
+from services.proxy.grpc_compaction import CompactionRpcs
 from services.proxy.grpc_rbac import RbacRpcs
 from services.proxy.search_iterator import iterator_page, mark_page, page_params
 from services.proxy.system_info import Member
 
 
-class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
+class MilvusService(AdminRpcs, RbacRpcs, CompactionRpcs, milvus_pb2_grpc.MilvusServiceServicer):
     def __init__(
         self,
         proxy: Proxy,
