@@ -13,6 +13,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from kazoo.client import KazooClient
 from pymilvus.grpc_gen import milvus_pb2_grpc
 
+from services.common import tls
 from services.common.config import Config
 from services.common.errors import Code, MilvusError
 from services.common.kv.zookeeper import ZooKeeperKV, cluster_root
@@ -90,6 +91,9 @@ class ProxyService:
         #: who may call what (None: authorization off), for every front-end of this proxy
         #: (the gRPC interceptor and the REST API admit calls through it)
         self.guard: Guard | None = None
+        #: the client ports' TLS (``security.tls_mode``; None: plain)
+        self._tls = tls.client_files(config.security)
+        self._mutual_tls = config.security.tls_mode == tls.MUTUAL
 
     def _security(self) -> Rbac:
         """Set up :attr:`guard` and return the user and role store's operations.
@@ -116,7 +120,8 @@ class ProxyService:
             max_receive=MAX_REQUEST_BYTES,
             max_send=MAX_REPLY_BYTES,
         )
-        if server.add_insecure_port(self.config.service.listen_address(self.address)) == 0:
+        listen = self.config.service.listen_address(self.address)
+        if tls.add_port(server, listen, self._tls, mutual=self._mutual_tls) == 0:
             raise OSError(f"cannot listen on {self.address}: is another proxy running?")
         info = self.registry.register("proxy", self.address)
         rootcoord, querycoord, nodes = self._ports
@@ -167,7 +172,9 @@ class ProxyService:
         message naming the knob, as a taken gRPC port does."""
         host = self.config.service.bind_host or self.address.rsplit(":", 1)[0]
         try:
-            self._rest = RestServer(RestApi(milvus, self.guard), host, self.http_port).start()
+            context = tls.http_context(self._tls, self._mutual_tls) if self._tls else None
+            api = RestApi(milvus, self.guard)
+            self._rest = RestServer(api, host, self.http_port, ssl_context=context).start()
         except OSError as exc:
             self.stop()
             raise OSError(
