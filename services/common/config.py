@@ -320,7 +320,7 @@ class QuotaConfig:
     max_expr_length: int = 65536
     #: Deepest nesting of a filter expression (brackets, ``not``, arithmetic): deeper ones
     #: are refused before they reach a query node's recursive evaluator.
-    max_expr_depth: int = 64
+    max_expr_depth: int = 32
     #: Most collections in the cluster (``quotaAndLimits.limits.maxCollectionNum``).
     max_collections: int = 65536
     #: Per-user rate limits on (``quotaAndLimits.enabled``); off by default. Each user (or

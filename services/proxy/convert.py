@@ -152,8 +152,8 @@ def validate_schema(schema: CollectionSchema) -> None:
     for f in schema.fields:
         if f.auto_id and not f.is_primary:
             raise bad(f"only the primary key can be auto_id, not {f.name}")
-        if f.is_vector and not 1 <= f.dim <= 32768:
-            raise bad(f"vector field {f.name} needs a dim in [1, 32768]")
+        if f.is_vector and f.dim < 1:  # the upper bound is quota.max_dim (Proxy)
+            raise bad(f"vector field {f.name} needs a dim of 1 or more")
         if f.data_type == DataType.VARCHAR and not 1 <= f.max_length <= 65535:
             raise bad(f"varchar field {f.name} needs max_length in [1, 65535]")
         if f.name == DYNAMIC_FIELD or not f.name:

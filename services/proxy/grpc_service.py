@@ -18,16 +18,19 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc, schema_pb
 
 from services import __version__
 from services.common import errors, timestamp
+from services.common.config import QuotaConfig
 from services.common.errors import MilvusError
 from services.common.names import qualified, split
 from services.common.schema import ConsistencyLevel
 from services.common.security.rbac import Rbac
-from services.proxy import convert
+from services.proxy import convert, limits
 from services.proxy.core import Proxy
 from services.proxy.dql import QuerySpec, SearchSpec
 from services.proxy.grpc_admin import AdminRpcs
+from services.proxy.grpc_auth import CURRENT_USER
 from services.proxy.grpc_common import MILVUS_VERSION, db_of, ok, ref_of, rpc
 from services.proxy.grpc_rbac import RbacRpcs
+from services.proxy.limits import RateLimiter
 from services.proxy.search_iterator import iterator_page, mark_page, page_params
 from services.proxy.system_info import Member
 
@@ -39,9 +42,12 @@ class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
         deploy_mode: str = "STANDALONE",
         members: Callable[[], list[Member]] | None = None,
         rbac: Rbac | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.proxy = proxy
         self.rbac = rbac
+        #: per-user rates of DML, search and query (``quota.*``; unmetered by default)
+        self._limiter = limiter or RateLimiter(QuotaConfig())
         self._deploy_mode = deploy_mode
         #: the live processes (their sessions), for GetMetrics' system topology
         self._members = members or (lambda: [Member("proxy", proxy.server_id, "")])
@@ -292,18 +298,21 @@ class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
 
     @rpc(milvus_pb2.MutationResult)
     def Insert(self, request, context):
+        self._charge(limits.DML, request.ByteSize())
         name, columns, num_rows = self._columns(request, context)
         result = self.proxy.insert(name, request.partition_name, columns, num_rows)
         return self._mutation(result)
 
     @rpc(milvus_pb2.MutationResult)
     def Upsert(self, request, context):
+        self._charge(limits.DML, request.ByteSize())
         name, columns, num_rows = self._columns(request, context)
         result = self.proxy.upsert(name, request.partition_name, columns, num_rows)
         return self._mutation(result)
 
     @rpc(milvus_pb2.MutationResult)
     def Delete(self, request, context):
+        self._charge(limits.DML, request.ByteSize())
         result = self.proxy.delete(
             ref_of(request, context),
             request.partition_name,
@@ -311,6 +320,10 @@ class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
             template_values(request.expr_template_values),
         )
         return self._mutation(result)
+
+    def _charge(self, kind: str, amount: float) -> None:
+        """Meter the caller (the authenticated user, else ``anonymous``) for ``kind``."""
+        self._limiter.charge(CURRENT_USER.get() or "anonymous", kind, amount)
 
     @staticmethod
     def _mutation(result: Any) -> milvus_pb2.MutationResult:
@@ -359,6 +372,7 @@ class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
         page = iterator_page({k: _loads(v) for k, v in params.items()})
         if page is not None:
             spec.params = page_params(page, spec.params)
+        self._charge(limits.SEARCH, len(spec.vectors))
         info, hits, outputs = self.proxy.search(spec)
         reply = convert.search_results(info, hits, outputs, spec.limit)
         if page is not None:
@@ -367,6 +381,7 @@ class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
 
     @rpc(milvus_pb2.QueryResults)
     def Query(self, request, context):
+        self._charge(limits.QUERY, 1)
         params = {kv.key: kv.value for kv in request.query_params}
         limit = params.get("limit")
         spec = QuerySpec(

@@ -39,6 +39,7 @@ from services.proxy.core import (
 from services.proxy.grpc_auth import PRIVILEGE_NAMES, AuthInterceptor
 from services.proxy.grpc_service import MilvusService
 from services.proxy.interceptor import MILVUS_SERVICE, MetricsInterceptor
+from services.proxy.limits import RateLimiter
 from services.proxy.rest import RestServer
 from services.proxy.rest_api import RestApi
 from services.proxy.system_info import MILVUS_ROLES, Member
@@ -140,6 +141,7 @@ class ProxyService:
                 self.config.service.default_shards,
                 self.config.time.timetick_interval_ms,
                 self.config.time.idle_timetick_interval_ms,
+                self.config.quota,
             ),
             datacoord=self._datacoord,
         )
@@ -152,7 +154,8 @@ class ProxyService:
             self.proxy.report_timetick,
         ).start()
         self.proxy.ticker.on_done = self._loop.wake
-        milvus = MilvusService(self.proxy, self._deploy_mode, self._members, rbac)
+        limiter = RateLimiter(self.config.quota)
+        milvus = MilvusService(self.proxy, self._deploy_mode, self._members, rbac, limiter)
         milvus_pb2_grpc.add_MilvusServiceServicer_to_server(milvus, server)
         server.add_generic_rpc_handlers(
             (generic_handler("Proxy", self.proxy, rpc_types.PROXY_METHODS),)
