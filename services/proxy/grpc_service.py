@@ -21,7 +21,6 @@ from services.common import errors, timestamp
 from services.common.config import QuotaConfig
 from services.common.errors import MilvusError
 from services.common.names import qualified, split
-from services.common.schema import ConsistencyLevel
 from services.common.security.rbac import Rbac
 from services.proxy import convert, limits
 from services.proxy.core import Proxy
@@ -87,7 +86,7 @@ class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
     @rpc(common_pb2.Status)
     def CreateCollection(self, request, context):
         schema = convert.schema_from_proto(request.schema, request.collection_name)
-        level = ConsistencyLevel(request.consistency_level)
+        level = convert.consistency_level(request.consistency_level)
         self.proxy.create_collection(
             schema,
             request.shards_num,
@@ -185,7 +184,10 @@ class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
         params: dict[str, Any] = {}
         for kv in request.extra_params:
             if kv.key == "params":
-                params.update(json.loads(kv.value or "{}"))
+                extra = convert.json_param(kv.value or "{}", "index params")
+                if not isinstance(extra, dict):
+                    raise errors.invalid(f"index params must be a JSON object, got {kv.value!r}")
+                params.update(extra)
             else:
                 params[kv.key] = kv.value
         self.proxy.create_index(
@@ -363,9 +365,11 @@ class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
             vectors=convert.read_vectors(request.placeholder_group, field.dim),
             anns_field=field.name,
             metric_type=str(_loads(params.get("metric_type", '""')) or ""),
-            limit=int(_loads(params.get("topk", "10"))),
-            offset=int(_loads(params.get("offset", "0")) or 0),
-            round_decimal=int(_loads(params.get("round_decimal", "-1"))),
+            limit=convert.int_param(_loads(params.get("topk", "10")), "topk"),
+            offset=convert.int_param(_loads(params.get("offset", "0")) or 0, "offset"),
+            round_decimal=convert.int_param(
+                _loads(params.get("round_decimal", "-1")), "round_decimal"
+            ),
             params=_params(params.get("params")),
             **self._read_common(request, request.dsl, context),
         )
@@ -385,8 +389,8 @@ class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
         params = {kv.key: kv.value for kv in request.query_params}
         limit = params.get("limit")
         spec = QuerySpec(
-            limit=int(limit) if limit not in (None, "") else None,
-            offset=int(params.get("offset") or 0),
+            limit=convert.int_param(limit, "limit") if limit not in (None, "") else None,
+            offset=convert.int_param(params.get("offset") or 0, "offset"),
             **self._read_common(request, request.expr, context),
         )
         info, rows, outputs = self.proxy.query(spec)
@@ -401,7 +405,7 @@ class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
             "output_fields": list(request.output_fields),
             "guarantee_ts": request.guarantee_timestamp,
             "use_default_consistency": request.use_default_consistency,
-            "consistency_level": ConsistencyLevel(request.consistency_level),
+            "consistency_level": convert.consistency_level(request.consistency_level),
             "deadline_s": context.time_remaining() if context is not None else None,
         }
 
@@ -503,5 +507,5 @@ def _template_array(a: schema_pb2.TemplateArrayValue) -> list[Any]:
     if kind == "array_data":
         return [_template_array(x) for x in data]
     if kind == "json_data":
-        return [json.loads(x) for x in data]
+        return [convert.json_param(x, "a JSON template value") for x in data]
     return list(np.asarray(data).tolist()) if kind != "string_data" else list(data)
