@@ -266,6 +266,7 @@ def _field_values(fd: schema_pb2.FieldData, field: FieldSchema) -> np.ndarray | 
         flat = _read_packed_floats(fd.vectors.float_vector)
         if len(flat) % dim:
             raise errors.invalid(f"vector field {field.name}: data is not a multiple of dim")
+        check_finite(flat, f"vector field {field.name}")
         return flat.reshape(-1, dim)
     s = fd.scalars
     if t == DataType.BOOL:
