@@ -63,8 +63,10 @@ class RoleProcess:
     def endpoint(self, host: str) -> str:
         return f"{host}:{self.port}" if self.port else "-"
 
-    def rest_endpoint(self, host: str) -> str:
-        return f"http://{host}:{self.http_port}/v2/vectordb" if self.http_port else "-"
+    def rest_endpoint(self, host: str, tls_on: bool = False) -> str:
+        """The REST base URL; https when ``security.tls_mode`` is on."""
+        scheme = "https" if tls_on else "http"
+        return f"{scheme}://{host}:{self.http_port}/v2/vectordb" if self.http_port else "-"
 
     def metrics_endpoint(self, host: str) -> str:
         return f"http://{host}:{self.metrics_port}/metrics" if self.metrics_port else "-"
@@ -321,7 +323,7 @@ class DeploymentManager:
                     pid,
                     self._healthy(r, pid),
                     metrics,
-                    r.rest_endpoint(host),
+                    r.rest_endpoint(host, self.config.security.tls_mode != tls.OFF),
                     int(record.get("restarts", 0)),
                     str(record.get("last_exit", "")),
                     state if pid else "",

@@ -293,12 +293,13 @@ def _field_values(fd: schema_pb2.FieldData, field: FieldSchema) -> np.ndarray | 
             )
         return values
     if t == DataType.JSON:
-        texts = [raw.decode() for raw in s.json_data.data]
-        for text in texts:
-            try:
-                json.loads(text)
+        texts = []
+        for raw in s.json_data.data:
+            try:  # not UTF-8 is a ValueError too (UnicodeDecodeError)
+                texts.append(raw.decode())
+                json.loads(texts[-1])
             except ValueError as exc:
-                raise errors.invalid(f"field {field.name}: invalid JSON {text[:40]!r}") from exc
+                raise errors.invalid(f"field {field.name}: invalid JSON {raw[:40]!r}") from exc
         return texts
     raise errors.invalid(f"field {field.name}: unsupported type {t.name}")
 

@@ -162,6 +162,25 @@ CASES = {
         INVALID,
         "999",
     ),
+    "dynamic field JSON that is not UTF-8": (
+        "Insert",
+        _insert(
+            [
+                *_row(),
+                schema_pb2.FieldData(
+                    type=schema_pb2.DataType.JSON,
+                    field_name="$meta",
+                    is_dynamic=True,
+                    scalars=schema_pb2.ScalarField(
+                        json_data=schema_pb2.JSONArray(data=[b"\xbc\xff"])
+                    ),
+                ),
+            ],
+            1,
+        ),
+        INVALID,
+        "JSON",
+    ),
     "num_rows far over the data": ("Insert", _insert(_row(), 2**32 - 1), INVALID, "rows"),
     "vector dim 100,000": (
         "CreateCollection",

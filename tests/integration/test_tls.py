@@ -174,6 +174,7 @@ def test_cluster_roles_talk_mutual_tls(infra, certs):
         roles = manager.status()
         assert all(r.healthy for r in roles), roles
         proxy = next(r for r in roles if r.role == "proxy")
+        assert proxy.rest.startswith("https://"), proxy.rest
         client = MilvusClient(
             uri=f"https://{proxy.endpoint}",
             client_pem_path=str(certs.client_cert),
