@@ -103,7 +103,7 @@ class Traffic:
 
     uri: str
     batch: int = 20
-    written: list[int] = field(default_factory=list)
+    written: list[int] = field(default_factory=list, repr=False)
     problems: list[str] = field(default_factory=list)
     reads: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
