@@ -2,7 +2,7 @@
 BIN := .venv/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup run down status test test-unit test-integration test-heavy lint clean bench
+.PHONY: setup run down status test test-unit test-integration test-heavy test-fuzz lint clean bench
 
 setup:
 	@bash scripts/setup.sh
@@ -34,6 +34,12 @@ test-integration: setup
 
 test-heavy: setup
 	$(BIN)/pytest -m heavy $(PYTEST_ARGS)
+
+## The fuzz suite alone with 10,000 generated requests (`make test` runs it with 1,000);
+## FUZZ_REQUESTS=N for more.
+FUZZ_REQUESTS ?= 10000
+test-fuzz: setup
+	VECTIDE_FUZZ_REQUESTS=$(FUZZ_REQUESTS) $(BIN)/pytest tests/fuzz -m fuzz $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

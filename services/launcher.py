@@ -24,6 +24,7 @@ from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zook
 from services.common.metrics import LEADER
 from services.common.msgstream.kafka import use_security
 from services.common.observability import OBSERVABILITY, Health, HealthCheck
+from services.common.rpc.transport import use_tls
 from services.common.session import SessionRegistry
 from services.ingest.proxy_writer import LocalWriter, RemoteWriter
 from services.ingest.service import IngestService
@@ -161,6 +162,7 @@ def start_standalone(
     coordinator's leadership is lost, so the supervisor starts a whole process again;
     otherwise (in-process tests) the coordinator stops and /healthz reports it."""
     use_security(config.kafka)
+    use_tls(config.security)
     zk = connect_zookeeper(config.zookeeper)
     deployment = Deployment(zk)
     if exit_on_lost:
@@ -226,6 +228,7 @@ def start_role(
     /healthz answer from the start: a standby rootcoord or data node blocks in its election.
     """
     use_security(config.kafka)
+    use_tls(config.security)
     zk = connect_zookeeper(config.zookeeper)
     deployment = Deployment(zk)
     deployment.watch_session()

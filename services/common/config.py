@@ -300,12 +300,61 @@ class SecurityConfig:
     #: The audit log (DDL and permission changes: who, what, when) goes to this file, one
     #: ``key=value`` line per event; empty = the process log (stderr), logger ``vectide.audit``.
     audit_log_file: str = ""
+    #: TLS on the proxy's client ports, gRPC and REST (Milvus's ``common.security.tlsMode``):
+    #: 0 off, 1 one-way (the server shows ``tls_cert_file``), 2 mutual (clients must also
+    #: show a certificate signed by ``tls_ca_file``).
+    tls_mode: int = 0
+    #: PEM certificate (chain) the servers present, and its private key.
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    #: PEM CA that signs client certificates (mode 2), and that Vectide's own clients (the
+    #: readiness probe, ``vectide status``, internal RPCs) trust for the servers' certificates.
+    tls_ca_file: str = ""
+    #: The name Vectide's own clients expect in the servers' certificate; empty = the host
+    #: they dial (an IP address must then be in the certificate's subjectAltName).
+    tls_server_name: str = ""
+    #: Mutual TLS on the internal RPC ports between roles (cluster mode) with the same
+    #: certificate, key and CA: every role presents ``tls_cert_file`` and verifies its peer.
+    internal_tls: bool = False
 
     def initial_root_password(self) -> str:
         """The password root starts with: the secret file's content, else ``root_password``."""
         if self.root_password_file:
             return Path(self.root_password_file).read_text().strip()
         return self.root_password
+
+
+@dataclass
+class QuotaConfig:
+    """Resource limits of the Milvus API and per-user rate limits (Milvus's
+    ``quotaAndLimits`` and ``proxy`` keys); a request over a limit fails with a Milvus
+    status naming the key."""
+
+    #: Largest ``limit`` (+ ``offset``) of a search (``quotaAndLimits.limits.topK``).
+    max_topk: int = 16384
+    #: Most query vectors in one search (``quotaAndLimits.limits.nq``).
+    max_nq: int = 16384
+    #: Largest dimension of a vector field (``proxy.maxDimension``).
+    max_dim: int = 32768
+    #: Longest filter expression, in characters (Milvus bounds it by the request size only;
+    #: a bound here keeps the parser's work per request small).
+    max_expr_length: int = 65536
+    #: Deepest nesting of a filter expression (brackets, ``not``, arithmetic): deeper ones
+    #: are refused before they reach a query node's recursive evaluator.
+    max_expr_depth: int = 32
+    #: Most collections in the cluster (``quotaAndLimits.limits.maxCollectionNum``).
+    max_collections: int = 65536
+    #: Per-user rate limits on (``quotaAndLimits.enabled``); off by default. Each user (or
+    #: ``anonymous`` while authorization is off) gets its own token bucket per kind, refilled
+    #: at the rate below and holding one second's worth; 0 = no limit for that kind.
+    rate_limit_enabled: bool = False
+    #: Insert, upsert and delete request bytes per second (``quotaAndLimits.dml.insertRate``
+    #: is in MB/s too).
+    dml_rate_mb: float = 0.0
+    #: Search query vectors per second (``quotaAndLimits.dql.searchRate``, in vps).
+    search_rate_vps: float = 0.0
+    #: Query requests per second (``quotaAndLimits.dql.queryRate``, in qps).
+    query_rate_qps: float = 0.0
 
 
 @dataclass
@@ -322,6 +371,7 @@ class Config:
     ingest: IngestConfig = field(default_factory=IngestConfig)
     service: ServiceConfig = field(default_factory=ServiceConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
+    quota: QuotaConfig = field(default_factory=QuotaConfig)
 
     @property
     def run_dir(self) -> Path:

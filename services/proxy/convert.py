@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+from google.protobuf.message import DecodeError
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
 from services.common import errors, timestamp
@@ -22,6 +23,7 @@ from services.common.schema import (
     FIRST_FIELD_ID,
     CollectionInfo,
     CollectionSchema,
+    ConsistencyLevel,
     FieldSchema,
 )
 from services.proxy.dql import Outputs
@@ -94,8 +96,33 @@ def _packed_float_array(values: np.ndarray) -> schema_pb2.FloatArray:
 # -- schema ---------------------------------------------------------------------------------
 
 
+def parse_proto(message_type: Any, raw: bytes, what: str) -> Any:
+    """A message embedded as bytes in a request (a schema, a placeholder group): bytes that
+    do not parse are the client's error."""
+    try:
+        return message_type.FromString(raw)
+    except DecodeError as exc:
+        raise errors.invalid(f"{what} is not a valid {message_type.DESCRIPTOR.name}") from exc
+
+
+def int_param(value: Any, name: str) -> int:
+    """A request parameter that must be an integer (``dim``, ``topk``, ``limit``, ...)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise errors.invalid(f"{name} must be an integer, got {str(value)[:40]!r}") from None
+
+
+def json_param(text: str, name: str) -> Any:
+    """A request parameter holding JSON (an index's ``params``, a JSON template value)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise errors.invalid(f"{name} is not valid JSON: {text[:40]!r}") from None
+
+
 def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
-    proto = schema_pb2.CollectionSchema.FromString(raw)
+    proto = parse_proto(schema_pb2.CollectionSchema, raw, "schema")
     if proto.name and proto.name != collection_name:
         raise errors.invalid(
             f"schema name {proto.name} differs from collection name {collection_name}"
@@ -105,7 +132,7 @@ def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
         if f.data_type not in SUPPORTED:
             raise MilvusError(
                 errors.Code.COLLECTION_ILLEGAL_SCHEMA,
-                f"field {f.name}: data type {schema_pb2.DataType.Name(f.data_type)} is not "
+                f"field {f.name}: data type {_enum_name(schema_pb2.DataType, f.data_type)} is not "
                 "supported by Vectide yet",
             )
         _refuse_unsupported(f)
@@ -117,8 +144,8 @@ def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
                 data_type=DataType(f.data_type),
                 is_primary=f.is_primary_key,
                 auto_id=f.autoID,
-                dim=int(params.get("dim", 0) or 0),
-                max_length=int(params.get("max_length", 0) or 0),
+                dim=int_param(params.get("dim", 0) or 0, "dim"),
+                max_length=int_param(params.get("max_length", 0) or 0, "max_length"),
                 description=f.description,
                 is_partition_key=f.is_partition_key,
             )
@@ -176,8 +203,8 @@ def validate_schema(schema: CollectionSchema) -> None:
     for f in schema.fields:
         if f.auto_id and not f.is_primary:
             raise bad(f"only the primary key can be auto_id, not {f.name}")
-        if f.is_vector and not 1 <= f.dim <= 32768:
-            raise bad(f"vector field {f.name} needs a dim in [1, 32768]")
+        if f.is_vector and f.dim < 1:  # the upper bound is quota.max_dim (Proxy)
+            raise bad(f"vector field {f.name} needs a dim of 1 or more")
         if f.data_type == DataType.VARCHAR and not 1 <= f.max_length <= 65535:
             raise bad(f"varchar field {f.name} needs max_length in [1, 65535]")
         if f.name == DYNAMIC_FIELD or not f.name:
@@ -246,7 +273,7 @@ def columns_from_fields_data(
         if fd.type and fd.type != field.data_type:
             raise errors.invalid(
                 f"field {name}: expected {field.data_type.name}, got "
-                f"{schema_pb2.DataType.Name(fd.type)}"
+                f"{_enum_name(schema_pb2.DataType, fd.type)}"
             )
         data = _field_values(fd, field)
         if len(data) != num_rows:
@@ -264,6 +291,7 @@ def _field_values(fd: schema_pb2.FieldData, field: FieldSchema) -> np.ndarray | 
         flat = _read_packed_floats(fd.vectors.float_vector)
         if len(flat) % dim:
             raise errors.invalid(f"vector field {field.name}: data is not a multiple of dim")
+        check_finite(flat, f"vector field {field.name}")
         return flat.reshape(-1, dim)
     s = fd.scalars
     if t == DataType.BOOL:
@@ -290,12 +318,13 @@ def _field_values(fd: schema_pb2.FieldData, field: FieldSchema) -> np.ndarray | 
             )
         return values
     if t == DataType.JSON:
-        texts = [raw.decode() for raw in s.json_data.data]
-        for text in texts:
-            try:
-                json.loads(text)
+        texts = []
+        for raw in s.json_data.data:
+            try:  # not UTF-8 is a ValueError too (UnicodeDecodeError)
+                texts.append(raw.decode())
+                json.loads(texts[-1])
             except ValueError as exc:
-                raise errors.invalid(f"field {field.name}: invalid JSON {text[:40]!r}") from exc
+                raise errors.invalid(f"field {field.name}: invalid JSON {raw[:40]!r}") from exc
         return texts
     raise errors.invalid(f"field {field.name}: unsupported type {t.name}")
 
@@ -395,17 +424,42 @@ def _columns(
 
 
 def read_vectors(placeholder_group: bytes, dim: int) -> np.ndarray:
-    group = common_pb2.PlaceholderGroup.FromString(placeholder_group)
+    group = parse_proto(common_pb2.PlaceholderGroup, placeholder_group, "placeholder_group")
     if not group.placeholders:
         raise errors.invalid("search request carries no vectors")
     holder = group.placeholders[0]
     if holder.type != common_pb2.PlaceholderType.FloatVector:
-        kind = common_pb2.PlaceholderType.Name(holder.type)
+        kind = _enum_name(common_pb2.PlaceholderType, holder.type)
         raise errors.invalid(f"only float vectors can be searched, got {kind}")
-    rows = [np.frombuffer(v, dtype="<f4") for v in holder.values]
-    if any(len(r) != dim for r in rows):
+    if any(len(v) != dim * 4 for v in holder.values):
         raise errors.invalid(f"query vector dim does not match the field's dim {dim}")
-    return np.vstack(rows) if rows else np.empty((0, dim), dtype=np.float32)
+    rows = [np.frombuffer(v, dtype="<f4") for v in holder.values]
+    vectors = np.vstack(rows) if rows else np.empty((0, dim), dtype=np.float32)
+    check_finite(vectors, "query vector")
+    return vectors
+
+
+def check_finite(vectors: np.ndarray, what: str) -> None:
+    """Milvus refuses NaN and infinite components (typeutil.VerifyFloats): they make every
+    distance NaN, and an index built over them answers nothing useful."""
+    if vectors.size and not np.isfinite(vectors).all():
+        raise errors.invalid(f"{what} contains NaN or infinity")
+
+
+def consistency_level(value: int) -> ConsistencyLevel:
+    """A request's consistency level; an unknown value is the client's error."""
+    try:
+        return ConsistencyLevel(value)
+    except ValueError:
+        raise errors.invalid(f"unknown consistency level {value}") from None
+
+
+def _enum_name(enum: Any, value: int) -> str:
+    """A protobuf enum value's name, or the number when the client sent an unknown one."""
+    try:
+        return enum.Name(value)
+    except ValueError:
+        return str(value)
 
 
 def kv_pairs(pairs: Iterable[common_pb2.KeyValuePair]) -> dict[str, str]:

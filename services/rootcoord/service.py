@@ -26,7 +26,7 @@ from services.common.observability import Health, Sample
 from services.common.pacer import Pacer
 from services.common.periodic import Periodic
 from services.common.rpc import types as rpc_types
-from services.common.rpc.transport import generic_handler, new_server
+from services.common.rpc.transport import add_port, generic_handler, new_server
 from services.common.session import SessionRegistry
 from services.datacoord.compaction import CompactionPolicy
 from services.datacoord.core import DataCoord, DataCoordConfig
@@ -225,7 +225,7 @@ class CoordinatorService:
                 generic_handler("DataCoord", self.datacoord, rpc_types.DATACOORD_METHODS),
             )
         )
-        if server.add_insecure_port(self.config.service.listen_address(address)) == 0:
+        if add_port(server, self.config.service.listen_address(address)) == 0:
             raise OSError(f"cannot listen on {address}")
         server.start()
         self._server = server

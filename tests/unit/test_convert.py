@@ -28,7 +28,7 @@ def test_schema_gets_field_ids_and_a_hidden_dynamic_field():
     assert [f.name for f in back.fields] == ["id", "v", "t"]  # $meta stays hidden
 
 
-@pytest.mark.parametrize("dim", [0, 40000])
+@pytest.mark.parametrize("dim", [0, -3])  # the upper bound: quota.max_dim (test_limits.py)
 def test_bad_dimension_is_an_illegal_schema(dim):
     with pytest.raises(MilvusError) as bad:
         convert.schema_from_proto(proto_schema(dim=dim), "c")
