@@ -10,7 +10,11 @@ import uuid
 import numpy as np
 import pytest
 from pymilvus import DataType, MilvusClient, MilvusException
+from pymilvus.grpc_gen.common_pb2 import SegmentState
 
+from services.common import binlog
+from services.common.msgstream.message import DataType as Dt
+from services.common.objectstore import ObjectStore
 from tests.integration.conftest import free_port, isolated
 from tests.integration.test_persistence import Persistent
 
@@ -144,6 +148,18 @@ def _diff(got: list, want: list) -> tuple[list, list]:
     return [x for x in got if x not in want], [x for x in want if x not in got]
 
 
+def _binlog_nulls(config, collection_id: int) -> int:
+    """Parquet nulls in the binlogs of field ``n`` (the third field: id 102)."""
+    store = ObjectStore(config.s3)
+    keys = [k for k in store.list(f"insert_log/{collection_id}/") if "/102/" in k]
+    assert keys
+    total = 0
+    for key in keys:
+        _, valid = binlog.read_column(store.get(key), Dt.INT32)
+        total += 0 if valid is None else int((~valid).sum())
+    return total
+
+
 def test_nulls_and_defaults_match_milvus_through_flush_and_reload(deployment, clients):
     name = f"nul_{uuid.uuid4().hex[:6]}"
     for client in clients:
@@ -164,10 +180,15 @@ def test_nulls_and_defaults_match_milvus_through_flush_and_reload(deployment, cl
     _same_everywhere(clients, name)
 
     ours.flush(name)  # sealed segments from S3 binlogs after the reload
+    assert _binlog_nulls(deployment.config, ours.describe_collection(name)["collection_id"]) > 10
     ours.insert(name, _rows(60, 20))  # and growing rows beside them
     lite.insert(name, _rows(60, 20))
     ours.release_collection(name)
     ours.load_collection(name)
+    sealed = [
+        s for s in ours.list_loaded_segments(name) if s.num_rows and s.state == SegmentState.Flushed
+    ]
+    assert sealed, "the reload serves the flushed rows from a sealed segment"
     _same_everywhere(clients, name)
     assert len(_query(ours, name, "n is null")) > 10
 
