@@ -16,6 +16,7 @@ from services.common.rpc import codec as rpc
 from services.common.rpc import types as _types  # noqa: F401  (registers the RPC types)
 from services.common.schema import CollectionSchema, FieldSchema
 from services.proxy import convert
+from services.proxy.rest_body import full_schema
 from services.querynode.segment import ShardStore
 from tests.unit.test_expr import FakeSource
 
@@ -260,3 +261,23 @@ def source() -> FakeSource:
 )
 def test_filters_follow_three_valued_logic_over_nulls(expr, rows):
     assert np.flatnonzero(evaluate(parse(expr), source())).tolist() == rows
+
+
+# -- REST ----------------------------------------------------------------------------------
+
+
+def rest_body(**extra) -> dict:
+    fields = [
+        {"fieldName": "id", "dataType": "Int64", "isPrimary": True},
+        {"fieldName": "v", "dataType": "FloatVector", "elementTypeParams": {"dim": 2}},
+        {"fieldName": "x", "dataType": "Int32", **extra},
+    ]
+    return {"schema": {"fields": fields}}
+
+
+def test_rest_default_values_and_nullable_reach_the_schema():
+    proto = full_schema(rest_body(defaultValue=7, nullable=True), "c")
+    schema = convert.schema_from_proto(proto.SerializeToString(), "c")
+    assert schema.field("x").default_value == 7 and schema.field("x").nullable
+    with pytest.raises(MilvusError, match="bad defaultValue"):
+        full_schema(rest_body(defaultValue="seven"), "c")
