@@ -14,7 +14,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
-from services.common import errors, timestamp
+from services.common import errors, nullable, timestamp
 from services.common.errors import MilvusError
 from services.common.msgstream.message import DataType, FieldColumn
 from services.common.results import QueryRows, SearchHits
@@ -26,6 +26,7 @@ from services.common.schema import (
     ConsistencyLevel,
     FieldSchema,
 )
+from services.proxy.default_values import default_from_proto, default_to_proto
 from services.proxy.dql import Outputs
 
 SUPPORTED = {t.value for t in DataType}
@@ -148,6 +149,8 @@ def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
                 max_length=int_param(params.get("max_length", 0) or 0, "max_length"),
                 description=f.description,
                 is_partition_key=f.is_partition_key,
+                nullable=f.nullable,
+                default_value=default_from_proto(f),
             )
         )
     schema = CollectionSchema(
@@ -165,11 +168,8 @@ def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
 
 
 def _refuse_unsupported(f: schema_pb2.FieldSchema) -> None:
-    """Schema features Vectide cannot honour yet are refused, not silently dropped: a
-    nullable field's nulls or a default value would otherwise be stored as zeros."""
+    """Schema features Vectide cannot honour yet are refused, not silently dropped."""
     unsupported = [
-        ("nullable", f.nullable),
-        ("default_value", f.HasField("default_value")),
         ("clustering key", f.is_clustering_key),
         ("function output", f.is_function_output),
     ]
@@ -209,6 +209,7 @@ def validate_schema(schema: CollectionSchema) -> None:
             raise bad(f"varchar field {f.name} needs max_length in [1, 65535]")
         if f.name == DYNAMIC_FIELD or not f.name:
             raise bad(f"invalid field name {f.name!r}")
+        nullable.check_field(f)
 
 
 def schema_to_proto(schema: CollectionSchema) -> schema_pb2.CollectionSchema:
@@ -228,7 +229,11 @@ def schema_to_proto(schema: CollectionSchema) -> schema_pb2.CollectionSchema:
             data_type=int(f.data_type),
             autoID=f.auto_id,
             is_partition_key=f.is_partition_key,
+            nullable=f.nullable,
         )
+        default = default_to_proto(f)
+        if default is not None:
+            field.default_value.CopyFrom(default)
         if f.dim:
             field.type_params.add(key="dim", value=str(f.dim))
         if f.max_length:
@@ -275,11 +280,31 @@ def columns_from_fields_data(
                 f"field {name}: expected {field.data_type.name}, got "
                 f"{_enum_name(schema_pb2.DataType, fd.type)}"
             )
-        data = _field_values(fd, field)
-        if len(data) != num_rows:
-            raise errors.invalid(f"field {name}: {len(data)} values for {num_rows} rows")
-        out[name] = FieldColumn(field.field_id, name, field.data_type, data, field.dim)
+        data, valid = _with_validity(fd, field, _field_values(fd, field), num_rows)
+        column = FieldColumn(field.field_id, name, field.data_type, data, field.dim, valid)
+        out[name] = nullable.settle(field, column)
     return out
+
+
+def _with_validity(
+    fd: schema_pb2.FieldData, field: FieldSchema, data: Any, num_rows: int
+) -> tuple[Any, np.ndarray | None]:
+    """Values one per row, and the validity mask when the client sent ``valid_data``:
+    pymilvus sends only the valid rows' values; a full-length column is accepted too."""
+    if not len(fd.valid_data):
+        if len(data) != num_rows:
+            raise errors.invalid(f"field {field.name}: {len(data)} values for {num_rows} rows")
+        return data, None
+    valid = np.fromiter(fd.valid_data, dtype=bool, count=len(fd.valid_data))
+    if len(valid) != num_rows:
+        raise errors.invalid(f"field {field.name}: {len(valid)} valid_data for {num_rows} rows")
+    if len(data) == num_rows:
+        return data, valid
+    if len(data) != int(valid.sum()):
+        raise errors.invalid(
+            f"field {field.name}: {len(data)} values for {int(valid.sum())} non-null rows"
+        )
+    return nullable.spread(data, valid, field.data_type), valid
 
 
 def _field_values(fd: schema_pb2.FieldData, field: FieldSchema) -> np.ndarray | list[str]:
@@ -339,6 +364,8 @@ def field_data(field: FieldSchema, values: Any) -> schema_pb2.FieldData:
         field_id=field.field_id,
         is_dynamic=field.is_dynamic,
     )
+    if field.nullable:
+        values = _valid_data(fd, field, values)
     t = field.data_type
     if t == DataType.FLOAT_VECTOR:
         fd.vectors.dim = field.dim
@@ -358,6 +385,17 @@ def field_data(field: FieldSchema, values: Any) -> schema_pb2.FieldData:
     elif t == DataType.JSON:
         fd.scalars.json_data.data.extend(v.encode() for v in values)
     return fd
+
+
+def _valid_data(fd: schema_pb2.FieldData, field: FieldSchema, values: Any) -> Any:
+    """A nullable field's column carries ``valid_data`` (pymilvus reads a null as None) and a
+    placeholder at each null row, as Milvus returns it."""
+    if isinstance(values, np.ndarray):
+        fd.valid_data.extend([True] * len(values))
+        return values
+    filler = nullable.placeholder(field.data_type)
+    fd.valid_data.extend(v is not None for v in values)
+    return [filler if v is None else v for v in values]
 
 
 def ids_proto(pks: np.ndarray | list[str]) -> schema_pb2.IDs:

@@ -92,6 +92,9 @@ class _StoreColumns:
             return self._store.pks()
         return self._store.column(name)
 
+    def valid(self, name: str) -> np.ndarray | None:
+        return self._store.valid(name)
+
 
 class QueryNode:
     def __init__(
@@ -379,7 +382,7 @@ class QueryNode:
             valid.sum(axis=1).tolist() if len(req.vectors) else [],
             take(store.pks(), flat),
             scores[valid].astype(np.float32),
-            {name: take(store.raw_column(name), flat) for name in req.output_fields},
+            {name: store.output(name, flat) for name in req.output_fields},
         )
 
     @staticmethod
@@ -423,7 +426,7 @@ class QueryNode:
         rows = rows[pk_order(take(store.pks(), rows))[: req.limit]]
         return QueryRows(
             take(store.pks(), rows),
-            {name: take(store.raw_column(name), rows) for name in req.output_fields},
+            {name: store.output(name, rows) for name in req.output_fields},
         )
 
 

@@ -1,6 +1,5 @@
 """Schema features through unmodified pymilvus: a partition key is kept, reported and
-filtered on; features Vectide cannot honour yet (nullable fields, default values) are refused
-with a clear error instead of being dropped silently (their nulls would become zeros)."""
+filtered on. Nullable fields and default values: ``test_nullable.py``."""
 
 from __future__ import annotations
 
@@ -39,17 +38,3 @@ def test_a_partition_key_is_kept_reported_and_filtered_on(client):
             client.create_partition(name, "p1")
     finally:
         client.drop_collection(name)
-
-
-@pytest.mark.parametrize(
-    "field,refused",
-    [
-        ({"nullable": True}, "nullable is not supported"),
-        ({"default_value": 7}, "default_value is not supported"),
-    ],
-)
-def test_nullable_fields_and_default_values_are_refused_clearly(client, field, refused):
-    schema = _schema(client)
-    schema.add_field("n", DataType.INT64, **field)
-    with pytest.raises(MilvusException, match=refused):
-        client.create_collection(f"refused_{uuid.uuid4().hex[:6]}", schema=schema)
