@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
-import numpy as np
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc, schema_pb2
 
 from services import __version__
@@ -26,6 +25,7 @@ from services.common.security.rbac import Rbac
 from services.proxy import convert, limits
 from services.proxy.core import Proxy
 from services.proxy.dql import QuerySpec, SearchSpec
+from services.proxy.expr_params import template_values
 from services.proxy.grpc_admin import AdminRpcs
 from services.proxy.grpc_auth import CURRENT_USER
 from services.proxy.grpc_common import MILVUS_VERSION, db_of, ok, ref_of, rpc
@@ -487,27 +487,3 @@ def _loads(text: str | None) -> Any:
 def _params(text: str | None) -> dict[str, Any]:
     value = _loads(text)
     return value if isinstance(value, dict) else {}
-
-
-def template_values(values: Any) -> dict[str, Any]:
-    """pymilvus's expression template values (``expr_params``) as Python values."""
-    return {name: _template_value(v) for name, v in values.items()}
-
-
-def _template_value(v: schema_pb2.TemplateValue) -> Any:
-    kind = v.WhichOneof("val")
-    if kind == "array_val":
-        return _template_array(v.array_val)
-    return getattr(v, kind) if kind else None
-
-
-def _template_array(a: schema_pb2.TemplateArrayValue) -> list[Any]:
-    kind = a.WhichOneof("data")
-    if kind is None:
-        return []
-    data = getattr(a, kind).data
-    if kind == "array_data":
-        return [_template_array(x) for x in data]
-    if kind == "json_data":
-        return [convert.json_param(x, "a JSON template value") for x in data]
-    return list(np.asarray(data).tolist()) if kind != "string_data" else list(data)
