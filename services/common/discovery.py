@@ -69,6 +69,12 @@ class ActiveClient:
     ``fail_fast`` names methods that must not wait that long (a proxy's timestamps and ids:
     a read or write waiting on a stalled rootcoord would hang its client): each gets that
     many seconds in all, retries included, then fails with a retriable SERVICE_UNAVAILABLE.
+
+    A failed call is sent again, and one that failed in transport may have run: so every
+    method called through it must be idempotent (allocations, which only skip stamps or
+    ids; timetick reports; load, release, flush; the data node's batch reports) or carry a
+    request id: a DDL's stamp, with which the rootcoord answers a repeated request from its
+    ``RequestLog`` instead of running it twice.
     """
 
     def __init__(

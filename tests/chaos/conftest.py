@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from pymilvus import MilvusClient
 
-from services.common.kv.zookeeper import ZooKeeperKV, cluster_root
+from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
 from services.infra.deployment import DeploymentManager
 from services.infra.spark import master_url
 from services.ingest.mapping import IngestMapping, MappingStore
@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(scope="module")
-def chaos(infra, zk, tmp_path_factory):  # noqa: F811 - the fixtures imported above
+def chaos(infra, tmp_path_factory):  # noqa: F811 - the fixture imported above
     """The running cluster, its two collections, and the load threads (started)."""
     config = own_run_dir(isolated(infra, "x"), tmp_path_factory.mktemp("chaos"))
     base = free_block(TEST_PORTS["kafka"] + 1700, 240)  # clear of the integration tests
@@ -55,7 +55,7 @@ def chaos(infra, zk, tmp_path_factory):  # noqa: F811 - the fixtures imported ab
     load: list = []
     try:
         manager.up("cluster", querynodes=1, proxies=1, datanode=True, ingest=1, rootcoords=2)
-        topic = prepare(config, zk, uri)
+        topic = prepare(config, uri)
         writer, reader = Writer(uri, COLLECTION), Reader(uri, COLLECTION)
         feeder = Feeder(config.kafka.bootstrap_servers, topic)
         load = [writer, reader, feeder]
@@ -76,7 +76,7 @@ def chaos(infra, zk, tmp_path_factory):  # noqa: F811 - the fixtures imported ab
         manager.down(infra=False)
 
 
-def prepare(config, zk, uri: str) -> str:  # noqa: F811
+def prepare(config, uri: str) -> str:
     """Both collections (Strong by default), and the ingest mapping of a new topic."""
     client = MilvusClient(uri)
     for name in (COLLECTION, INGESTED):
@@ -86,6 +86,11 @@ def prepare(config, zk, uri: str) -> str:  # noqa: F811
     admin = AdminClient({"bootstrap.servers": config.kafka.bootstrap_servers})
     for future in admin.create_topics([NewTopic(topic, 2, 1)]).values():
         future.result(timeout=30)
-    kv = ZooKeeperKV(zk, cluster_root(config.zookeeper, config.cluster.name))
-    MappingStore(kv).add(IngestMapping("chaos", topic, INGESTED))
+    client = connect_zookeeper(config.zookeeper)
+    try:
+        kv = ZooKeeperKV(client, cluster_root(config.zookeeper, config.cluster.name))
+        MappingStore(kv).add(IngestMapping("chaos", topic, INGESTED))
+    finally:
+        client.stop()
+        client.close()
     return topic
