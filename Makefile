@@ -2,7 +2,7 @@
 BIN := .venv/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup run down status test test-unit test-integration test-heavy lint clean bench
+.PHONY: setup run down status test test-unit test-integration test-heavy test-chaos lint clean bench
 
 setup:
 	@bash scripts/setup.sh
@@ -34,6 +34,11 @@ test-integration: setup
 
 test-heavy: setup
 	$(BIN)/pytest -m heavy $(PYTEST_ARGS)
+
+## The chaos suite: kill -9 of every role, a stalled rootcoord and garbage on the channels,
+## against a supervised cluster with the Spark data node; prints recovery times (~8 min).
+test-chaos: setup
+	$(BIN)/pytest tests/chaos -m chaos -s $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

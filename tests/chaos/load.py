@@ -48,23 +48,41 @@ class LoadThread(threading.Thread):
     def __init__(self, name: str) -> None:
         super().__init__(name=name, daemon=True)
         self.tally = Tally()
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self.lock = threading.Lock()
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             self.step()
 
     def step(self) -> None:
         raise NotImplementedError
 
     def stop(self) -> Tally:
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=120)
         return self.tally
 
     def stopped(self) -> bool:
-        return self._stop.is_set()
+        return self._halt.is_set()
+
+
+class Client:
+    """A pymilvus client made again after a failure (its proxy may be a new process)."""
+
+    def __init__(self, uri: str) -> None:
+        self._uri = uri
+        self._client: MilvusClient | None = None
+
+    def get(self) -> MilvusClient:
+        if self._client is None:
+            self._client = MilvusClient(self._uri, timeout=5)
+        return self._client
+
+    def drop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
 
 class Writer(LoadThread):
@@ -72,29 +90,31 @@ class Writer(LoadThread):
 
     def __init__(self, uri: str, collection: str, pause_s: float = 0.05) -> None:
         super().__init__("chaos-writer")
-        self._uri, self._collection, self._pause_s = uri, collection, pause_s
+        self._client, self._collection, self._pause_s = Client(uri), collection, pause_s
         self._next = 0
 
     def step(self) -> None:
         pks = list(range(self._next, self._next + BATCH))
         rows = [{"id": pk, "vector": vector(pk)} for pk in pks]
-        client = MilvusClient(self._uri, timeout=5)
-        try:
-            while not self.stopped():  # an unacknowledged batch is sent again, never skipped
-                try:
-                    client.upsert(self._collection, rows, timeout=5)
-                    break
-                except Exception as exc:  # every failure is retried and counted
-                    self.tally.fail(exc, len(rows))
-                    time.sleep(0.2)
-            else:
-                return
-        finally:
-            client.close()
+        while not self.stopped():  # an unacknowledged batch is sent again, never skipped
+            try:
+                self._client.get().upsert(self._collection, rows, timeout=5)
+                break
+            except Exception as exc:  # every failure is retried and counted
+                self.tally.fail(exc, len(rows))
+                self._client.drop()
+                time.sleep(0.2)
+        else:
+            return
         with self.lock:
             self.tally.acked.update(pks)
         self._next += BATCH
         time.sleep(self._pause_s)
+
+    def stop(self) -> Tally:
+        tally = super().stop()
+        self._client.drop()
+        return tally
 
 
 class Reader(LoadThread):
@@ -102,25 +122,29 @@ class Reader(LoadThread):
 
     def __init__(self, uri: str, collection: str) -> None:
         super().__init__("chaos-reader")
-        self._uri, self._collection = uri, collection
+        self._client, self._collection = Client(uri), collection
         self.answered = 0
         self.slowest_s = 0.0
 
     def step(self) -> None:
         started = time.monotonic()
+        eventually = {"consistency_level": "Eventually", "timeout": 3}
         try:
-            client = MilvusClient(self._uri, timeout=3)
-            try:
-                client.search(self._collection, [vector(7)], limit=3, timeout=3)
-                client.query(self._collection, output_fields=["count(*)"], timeout=3)
-            finally:
-                client.close()
+            client = self._client.get()
+            client.search(self._collection, [vector(7)], limit=3, **eventually)
+            client.query(self._collection, output_fields=["count(*)"], **eventually)
             with self.lock:
                 self.answered += 1
                 self.slowest_s = max(self.slowest_s, time.monotonic() - started)
         except Exception as exc:  # counted; the suite judges the counts
             self.tally.fail(exc)
+            self._client.drop()
         time.sleep(0.2)
+
+    def stop(self) -> Tally:
+        tally = super().stop()
+        self._client.drop()
+        return tally
 
 
 class Feeder(LoadThread):
