@@ -16,7 +16,7 @@ from services.infra.deployment import DeploymentManager
 from services.infra.spark import master_url
 from services.ingest.mapping import IngestMapping, MappingStore
 from tests.chaos.load import DIM, Feeder, Reader, Writer
-from tests.infra import TEST_PORTS
+from tests.infra import REPO, TEST_PORTS
 from tests.integration.conftest import free_block, infra, isolated, zk  # noqa: F401
 from tests.integration.test_supervision import own_run_dir
 
@@ -31,9 +31,12 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(scope="module")
-def chaos(infra, tmp_path_factory):  # noqa: F811 - the fixture imported above
-    """The running cluster, its two collections, and the load threads (started)."""
-    config = own_run_dir(isolated(infra, "x"), tmp_path_factory.mktemp("chaos"))
+def chaos(infra):  # noqa: F811 - the fixture imported above
+    """The running cluster, its two collections, and the load threads (started). Its run
+    dir (logs, supervisor record) is kept under ``.vectide/chaos/`` for a post-mortem:
+    pytest's temporary directories are pruned by any other pytest run of the same user."""
+    config = isolated(infra, "x")
+    config = own_run_dir(config, REPO / ".vectide" / "chaos" / config.cluster.name)
     base = free_block(TEST_PORTS["kafka"] + 1700, 240)  # clear of the integration tests
     config.service.proxy_port = base
     config.service.http_port = base + 10
