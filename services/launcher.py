@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient, KazooState
 
@@ -25,12 +25,13 @@ from services.common.metrics import LEADER
 from services.common.msgstream.kafka import use_security
 from services.common.observability import OBSERVABILITY, Health, HealthCheck
 from services.common.session import SessionRegistry
-from services.ingest.proxy_writer import LocalWriter, RemoteWriter
-from services.ingest.service import IngestService
-from services.proxy.service import ProxyService
-from services.querynode.core import QueryNode
-from services.querynode.service import QueryNodeService
-from services.rootcoord.service import EPOCH_KEY, CoordinatorService
+
+if TYPE_CHECKING:
+    from services.querynode.core import QueryNode
+
+# Each role's modules are imported where the role starts: a restarted query node or ingest
+# worker does not load the proxy's pymilvus and pandas (seconds on a busy machine, and every
+# second of start-up is a second of recovery after a crash).
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +161,12 @@ def start_standalone(
     ``exit_on_lost`` (``vectide standalone``): exit when the ZooKeeper session or the
     coordinator's leadership is lost, so the supervisor starts a whole process again;
     otherwise (in-process tests) the coordinator stops and /healthz reports it."""
+    from services.ingest.proxy_writer import LocalWriter
+    from services.ingest.service import IngestService
+    from services.proxy.service import ProxyService
+    from services.querynode.service import QueryNodeService
+    from services.rootcoord.service import CoordinatorService
+
     use_security(config.kafka)
     zk = connect_zookeeper(config.zookeeper)
     deployment = Deployment(zk)
@@ -234,6 +241,8 @@ def start_role(
     try:
         deployment.serve_observability(config, metrics_port)
         if role == "rootcoord":
+            from services.rootcoord.service import CoordinatorService
+
             nodes = RoleClients(registry, "querynode", "QueryNode")
             proxies = RemoteProxies(RoleClients(registry, "proxy", "Proxy"))
             coord = CoordinatorService(
@@ -249,10 +258,14 @@ def start_role(
             nodes.on_change(lambda live: coord.querycoord.rebalance(live))
             deployment.stoppers.append(coord.stop)
         elif role == "querynode":
+            from services.querynode.service import QueryNodeService
+
             qn = QueryNodeService(config, zk, address(config, port or svc.querynode_port))
             deployment.observe("querynode", qn.health)
             deployment.stoppers.append(qn.start().stop)
         elif role == "proxy":
+            from services.proxy.service import ProxyService
+
             proxy_address = address(config, port or svc.proxy_port)
             fast = svc.coordinator_fail_fast_s  # reads and writes must not hang on a stall
             proxy = ProxyService(
@@ -283,6 +296,9 @@ def start_role(
             deployment.stoppers.append(LEADER.add_source(state.leader_samples))
             deployment.stoppers.append(start_datanode(config, registry, state))
         elif role == "ingest":
+            from services.ingest.proxy_writer import RemoteWriter
+            from services.ingest.service import IngestService
+
             writer = RemoteWriter(RoleClients(registry, "proxy", "Proxy"))
             ingest_service = IngestService(config, zk, writer)
             deployment.observe("ingest", ingest_service.health)
@@ -356,6 +372,8 @@ def start_datanode(
 def _wait_channel_epoch(config: Config, registry: SessionRegistry, timeout_s: float = 120) -> str:
     """The channels' epoch, once a coordinator has created them (the data node never does:
     its Spark checkpoint belongs to one epoch of the channels)."""
+    from services.rootcoord.service import EPOCH_KEY
+
     kv = ZooKeeperKV(registry.client, cluster_root(config.zookeeper, config.cluster.name))
     deadline = time.monotonic() + timeout_s
     while (epoch := kv.get(EPOCH_KEY)) is None:
