@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from services.common.errors import Code, MilvusError
+from services.common.rpc import types as _rpc_types  # noqa: F401 - registers what replies carry
 from services.common.rpc.transport import RpcClient
 from services.common.session import SessionInfo, SessionRegistry
 
