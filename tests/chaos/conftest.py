@@ -39,6 +39,7 @@ def chaos(infra):  # noqa: F811 - the fixture imported above
     config = own_run_dir(config, REPO / ".vectide" / "chaos" / config.cluster.name)
     # a busy shared box stalls processes for seconds: 4 s sessions expired under load
     config.zookeeper.session_timeout_s = 10.0
+    config.infra.startup_timeout_s = 300.0  # Spark's first start took over a minute here
     base = free_block(TEST_PORTS["kafka"] + 1700, 240)  # clear of the integration tests
     config.service.proxy_port = base
     config.service.http_port = base + 10
