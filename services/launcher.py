@@ -360,13 +360,37 @@ def start_datanode(
         wake_file=wake.wake_file,
     )
     state.query = query
+    stopping = threading.Event()
+    threading.Thread(
+        target=_exit_when_query_ends, args=(query, stopping), name="query-watch", daemon=True
+    ).start()
     # the session's address names the Spark master and the driver's UI (vectide status)
     registry.register(
         "datanode",
         f"spark:{data.spark_master}",
         {"spark_master": data.spark_master, "spark_ui": ui_url()},
     )
-    return lambda: stop(query)
+
+    def stop_query() -> None:
+        stopping.set()
+        stop(query)
+
+    return stop_query
+
+
+def _exit_when_query_ends(query: Any, stopping: threading.Event) -> None:
+    """A data node whose streaming query died (Spark lost its Python worker on a loaded
+    machine, an executor failed past its retries) persists nothing while its process lives
+    on: exit, so the supervisor starts it again and the query resumes from its checkpoint.
+    Found by the chaos suite: a flush then waited forever on a process reporting unhealthy."""
+    try:
+        query.awaitTermination()
+        reason = "streaming query stopped"
+    except Exception as exc:  # the query's own failure, as Spark reports it
+        reason = f"streaming query failed: {str(exc)[:500]}"
+    if not stopping.is_set():
+        log.error("%s; exiting", reason)
+        os._exit(4)
 
 
 def _wait_channel_epoch(config: Config, registry: SessionRegistry, timeout_s: float = 120) -> str:
