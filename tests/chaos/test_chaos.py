@@ -55,7 +55,8 @@ def strong_count(uri: str, collection: str = COLLECTION) -> int | None:
     host, port = uri.removeprefix("http://").rsplit(":", 1)
     try:
         socket.create_connection((host, int(port)), timeout=0.5).close()
-    except OSError:
+    except OSError as exc:
+        LAST_ERROR[0] = f"the proxy's port: {exc}"
         return None
     try:
         client = MilvusClient(uri, timeout=3)
@@ -275,7 +276,7 @@ def test_every_acknowledged_key_is_there_exactly_once(chaos):
     keys = all_keys(client, INGESTED, fed.acked)
     assert sorted(keys) == sorted(fed.acked) and ingested == len(fed.acked)
     started = time.monotonic()
-    client.flush(COLLECTION)
+    client.flush(COLLECTION, timeout=300)
     flushed_s = time.monotonic() - started
     segments = [s for s in client.list_persistent_segments(COLLECTION) if s.state_name == "Flushed"]
     persisted = sum(s.num_rows for s in segments)
