@@ -36,7 +36,7 @@ test-heavy: setup
 	$(BIN)/pytest -m heavy $(PYTEST_ARGS)
 
 ## The chaos suite: kill -9 of every role, a stalled rootcoord and garbage on the channels,
-## against a supervised cluster with the Spark data node; prints recovery times (~8 min).
+## against a supervised cluster with the Spark data node; prints recovery times (5-15 min).
 test-chaos: setup
 	$(BIN)/pytest tests/chaos -m chaos -s $(PYTEST_ARGS)
 
