@@ -2,7 +2,7 @@
 BIN := .venv/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup run down status test test-unit test-integration test-heavy test-chaos lint clean bench
+.PHONY: setup run down status test test-unit test-integration test-heavy test-chaos test-fuzz lint clean bench
 
 setup:
 	@bash scripts/setup.sh
@@ -39,6 +39,12 @@ test-heavy: setup
 ## against a supervised cluster with the Spark data node; prints recovery times (5-15 min).
 test-chaos: setup
 	$(BIN)/pytest tests/chaos -m chaos -s $(PYTEST_ARGS)
+
+## The fuzz suite alone with 10,000 generated requests (`make test` runs it with 1,000);
+## FUZZ_REQUESTS=N for more.
+FUZZ_REQUESTS ?= 10000
+test-fuzz: setup
+	VECTIDE_FUZZ_REQUESTS=$(FUZZ_REQUESTS) $(BIN)/pytest tests/fuzz -m fuzz $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -6,6 +6,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,3 +49,25 @@ def rounded(value: object, digits: int = 4) -> object:
     if isinstance(value, np.floating | np.integer):
         return rounded(value.item(), digits)
     return value
+
+
+def own_tree(pid: int, listed: set[int] | frozenset[int] = frozenset()) -> list[Any]:
+    """``pid``'s process and its descendants, without those under another listed process: a
+    server's workers count with it, the supervisor's roles (its children) count on their own."""
+    import psutil
+
+    proc = psutil.Process(pid)
+    tree = [proc]
+    for child in proc.children(recursive=True):
+        try:
+            chain = [child, *child.parents()]
+        except psutil.Error:
+            continue
+        above = []
+        for node in chain:
+            if node.pid == pid:
+                break
+            above.append(node.pid)
+        if not any(other in listed for other in above if other != pid):
+            tree.append(child)
+    return tree

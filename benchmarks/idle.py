@@ -23,7 +23,7 @@ from typing import Any
 
 import psutil
 
-from benchmarks.common import REPO, log
+from benchmarks.common import REPO, log, own_tree
 from services.common.config import Config, apply_overrides
 from services.infra.deployment import DeploymentManager
 from services.infra.manager import InfraManager
@@ -65,19 +65,21 @@ class IdleCpu:
         }
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system seconds of ``pid`` and its live children (0 once it is gone)."""
+def cpu_seconds(pid: int, listed: frozenset[int] = frozenset()) -> float:
+    """User + system seconds of ``pid`` and its children (0 once it is gone), except children
+    listed on their own (the supervisor's roles are its children). Children that exited and
+    were reaped count through their parent's ``children_*`` times: Spark forks short-lived
+    Python workers, whose time would otherwise vanish from the window."""
+    total = 0.0
     try:
-        proc = psutil.Process(pid)
-        total = sum(proc.cpu_times()[:2])
-        for child in proc.children(recursive=True):
+        for proc in own_tree(pid, listed):
             try:
-                total += sum(child.cpu_times()[:2])
+                total += sum(proc.cpu_times()[:4])
             except psutil.Error:
                 continue
-        return total
     except psutil.Error:
         return 0.0
+    return total
 
 
 def distinct(pids: Mapping[str, int]) -> dict[str, int]:
@@ -93,19 +95,23 @@ def measure(pids: Mapping[str, int], seconds: float = 20.0, slices: int = 4) -> 
     """Sample every process in ``pids`` over ``seconds`` (in ``slices`` equal parts)."""
     pids = distinct(pids)
     step = seconds / max(slices, 1)
-    start = {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+    def own(pid: int) -> float:
+        return cpu_seconds(pid, frozenset(pids.values()))
+
+    start = {name: own(pid) for name, pid in pids.items()}
     broker = pids.get("infra:kafka")
-    slice_start = cpu_seconds(broker) if broker else 0.0
+    slice_start = own(broker) if broker else 0.0
     broker_slices: list[float] = []
     t0 = time.monotonic()
     for i in range(max(slices, 1)):
         time.sleep(max(0.0, t0 + step * (i + 1) - time.monotonic()))
         if broker:
-            now = cpu_seconds(broker)
+            now = own(broker)
             broker_slices.append((now - slice_start) / step * 100)
             slice_start = now
     elapsed = time.monotonic() - t0
-    percent = {name: (cpu_seconds(pid) - start[name]) / elapsed * 100 for name, pid in pids.items()}
+    percent = {name: (own(pid) - start[name]) / elapsed * 100 for name, pid in pids.items()}
     return IdleCpu(elapsed, percent, broker_slices)
 
 
@@ -187,7 +193,12 @@ def shifted_config(offset: int, channels: int, name: str) -> Config:
 
 
 def processes(config: Config) -> dict[str, int]:
-    found = {s.name: s.pid for s in DeploymentManager(config).status() if s.pid}
+    """Every process of the deployment by name: roles, the supervisor, infra."""
+    manager = DeploymentManager(config)
+    found = {s.name: s.pid for s in manager.status() if s.pid}
+    supervisor = manager.supervisor_status()["pid"]
+    if supervisor:
+        found["supervisor"] = int(supervisor)
     found.update({f"infra:{s.name}": s.pid for s in InfraManager(config).status() if s.pid})
     return found
 

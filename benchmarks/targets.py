@@ -28,7 +28,7 @@ from pathlib import Path
 
 import psutil
 
-from benchmarks.common import REPO, log
+from benchmarks.common import REPO, log, own_tree
 from services.common.config import Config
 from services.infra.components import InfraError
 from services.infra.deployment import DeploymentManager, milvus_answers
@@ -121,10 +121,9 @@ class VectideTarget(Target):
         self._infra_up = False
 
     def processes(self) -> dict[str, int]:
-        found = {s.name: s.pid for s in self.deployment.status() if s.pid}
-        infra = InfraManager(self.config).status()
-        found.update({f"infra:{s.name}": s.pid for s in infra if s.pid})
-        return found
+        from benchmarks.idle import processes
+
+        return processes(self.config)
 
 
 @dataclass
@@ -235,14 +234,13 @@ def remove_data() -> None:
 
 
 def rss_bytes(pids: dict[str, int]) -> dict[str, int]:
-    """Resident memory of each process and its children (a server's workers count too)."""
+    """Resident memory of each process and its children (a server's workers count too),
+    except children listed on their own (the supervisor's roles are its children)."""
     out: dict[str, int] = {}
+    listed = set(pids.values())
     for name, pid in pids.items():
         try:
-            proc = psutil.Process(pid)
-            total = proc.memory_info().rss
-            total += sum(c.memory_info().rss for c in proc.children(recursive=True))
+            out[name] = sum(p.memory_info().rss for p in own_tree(pid, listed))
         except psutil.Error:
             continue
-        out[name] = total
     return out

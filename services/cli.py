@@ -239,9 +239,11 @@ def _print_avro_schema(config: Config, zk: KazooClient, collection: str) -> int:
     from services.common.discovery import ActiveClient
     from services.common.errors import MilvusError
     from services.common.kv.zookeeper import cluster_root
+    from services.common.rpc.transport import use_tls
     from services.common.session import SessionRegistry
     from services.ingest.decode import avro_schema
 
+    use_tls(config.security)
     registry = SessionRegistry(zk, cluster_root(config.zookeeper, config.cluster.name))
     try:
         info = ActiveClient(registry, "rootcoord", "RootCoord", patience_s=5).describe_collection(

@@ -24,6 +24,7 @@ from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zook
 from services.common.metrics import LEADER
 from services.common.msgstream.kafka import use_security
 from services.common.observability import OBSERVABILITY, Health, HealthCheck
+from services.common.rpc.transport import use_tls
 from services.common.session import SessionRegistry
 
 if TYPE_CHECKING:
@@ -168,6 +169,7 @@ def start_standalone(
     from services.rootcoord.service import CoordinatorService
 
     use_security(config.kafka)
+    use_tls(config.security)
     zk = connect_zookeeper(config.zookeeper)
     deployment = Deployment(zk)
     if exit_on_lost:
@@ -233,6 +235,7 @@ def start_role(
     /healthz answer from the start: a standby rootcoord or data node blocks in its election.
     """
     use_security(config.kafka)
+    use_tls(config.security)
     zk = connect_zookeeper(config.zookeeper)
     deployment = Deployment(zk)
     deployment.watch_session()
@@ -334,8 +337,14 @@ class DataNodeState:
 def start_datanode(
     config: Config, registry: SessionRegistry, state: DataNodeState | None = None
 ) -> Callable[[], None]:
-    """The Spark data node's streaming query, reporting to the active datacoord."""
+    """The Spark data node's streaming query, reporting to the active datacoord, and its
+    compaction worker (datacoord's merge plans, as Spark jobs of the same application)."""
+    from pyspark.sql import SparkSession
+
+    from services.common.periodic import Periodic
+    from streaming.compaction import CompactionWorker, SparkCompactions
     from streaming.job import default_checkpoint_dir, run, stop, ui_url
+    from streaming.source import s3_options
     from streaming.wake import FlushWake
 
     state = state or DataNodeState()
@@ -352,9 +361,10 @@ def start_datanode(
     epoch = _wait_channel_epoch(config, registry)
     checkpoint_dir = default_checkpoint_dir(config) / epoch
     wake = FlushWake(registry.client, root, checkpoint_dir.parent / "flush-wanted").start()
+    datacoord = ActiveClient(registry, "rootcoord", "DataCoord", patience_s=120)
     query = run(
         config,
-        ActiveClient(registry, "rootcoord", "DataCoord", patience_s=120),
+        datacoord,
         trigger_s=data.trigger_s,
         checkpoint_dir=checkpoint_dir,
         wake_file=wake.wake_file,
@@ -370,12 +380,19 @@ def start_datanode(
         f"spark:{data.spark_master}",
         {"spark_master": data.spark_master, "spark_ui": ui_url()},
     )
+    spark = SparkSession.getActiveSession()  # run() made it in this thread
+    worker = CompactionWorker(datacoord, SparkCompactions(spark, s3_options(config.s3)))
+    compaction = Periodic("compaction-worker", 1.0, worker.run_once).start()
 
-    def stop_query() -> None:
+    def stop_datanode() -> None:
         stopping.set()
-        stop(query)
+        compaction.stop()
+        try:
+            stop(query)
+        finally:
+            election.resign()  # a clean stop hands the lock over: no leadership loss
 
-    return stop_query
+    return stop_datanode
 
 
 def _exit_when_query_ends(query: Any, stopping: threading.Event) -> None:

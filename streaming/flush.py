@@ -24,6 +24,7 @@ from services.common.msgstream import codec
 from services.common.msgstream.message import (
     DataType,
     DeleteMsg,
+    FieldColumn,
     InsertMsg,
     Position,
     TimeTickMsg,
@@ -133,17 +134,22 @@ def _write_segment_part(
     pks = concat([m.pks for _, m in msgs])
     timestamps = np.concatenate([m.timestamps for _, m in msgs])
     pk_type = DataType.VARCHAR if isinstance(pks, list) else DataType.INT64
-    columns = {PK_FIELD: (pks, pk_type, 0), TS_FIELD: (timestamps, DataType.INT64, 0)}
+    columns = {
+        PK_FIELD: (pks, pk_type, 0, None),
+        TS_FIELD: (timestamps, DataType.INT64, 0, None),
+    }
     for col in first.fields:
+        parts = [_field(m, col.field_id) for _, m in msgs]
         columns[col.field_id] = (
-            concat([_field(m, col.field_id) for _, m in msgs]),
+            concat([p.data for p in parts]),
             col.data_type,
             col.dim,
+            _validity(parts),
         )
     paths = {}
-    for field_id, (values, data_type, dim) in columns.items():
+    for field_id, (values, data_type, dim, valid) in columns.items():
         key = binlog.insert_log_key(coll, part, segment_id, field_id, log_id)
-        store.put(key, binlog.encode_column(values, data_type, dim))
+        store.put(key, binlog.encode_column(values, data_type, dim, valid))
         paths[str(field_id)] = key
     stats_key = binlog.stats_log_key(coll, part, segment_id, PK_FIELD, log_id)
     store.put(stats_key, binlog.PkStats.of(pks).to_json())
@@ -154,11 +160,18 @@ def _write_segment_part(
     return segment_id, coll, part, first.shard, record, start
 
 
-def _field(msg: InsertMsg, field_id: int):
+def _field(msg: InsertMsg, field_id: int) -> FieldColumn:
     for col in msg.fields:
         if col.field_id == field_id:
-            return col.data
+            return col
     raise ValueError(f"insert {msg.msg_id} lacks field {field_id}")
+
+
+def _validity(parts: list[FieldColumn]) -> np.ndarray | None:
+    """The concatenated validity of a nullable field's parts; None when no part has a null."""
+    if all(p.valid is None for p in parts):
+        return None
+    return np.concatenate([np.ones(len(p), bool) if p.valid is None else p.valid for p in parts])
 
 
 def _write_deltas(

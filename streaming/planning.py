@@ -98,8 +98,8 @@ class PlanLimits:
     max_records: int = 2_000
     #: bytes of one channel in one batch
     max_bytes: int = 256 * 1024 * 1024
-    #: with only ticks arriving, move the checkpoints this often
-    idle_advance_s: float = 5.0
+    #: with only ticks arriving, move the checkpoints this often (``data.idle_checkpoint_s``)
+    idle_advance_s: float = 30.0
 
 
 class OffsetPlanner:

@@ -241,7 +241,7 @@ class ChannelStreamReader(DataSourceStreamReader):
         self.limits = PlanLimits(
             max_records=int(options.get("max_records_per_channel", "2000")),
             max_bytes=int(options.get("max_bytes_per_channel", str(256 * 1024 * 1024))),
-            idle_advance_s=float(options.get("idle_advance_s", "5")),
+            idle_advance_s=float(options.get("idle_advance_s", "30")),
         )
         self._planner: OffsetPlanner | None = None
         self._scanner: Any = None

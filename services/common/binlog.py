@@ -54,29 +54,55 @@ def index_file_key(build_id: int, segment: int) -> str:
     return f"index_files/{build_id}/{segment}"
 
 
-def _arrow(values: Any, data_type: DataType, dim: int) -> pa.Array:
+def _arrow(values: Any, data_type: DataType, dim: int, valid: np.ndarray | None) -> pa.Array:
     if data_type == DataType.FLOAT_VECTOR:
         flat = pa.array(np.ascontiguousarray(values, dtype="<f4").reshape(-1))
         return pa.FixedSizeListArray.from_arrays(flat, dim)
+    nulls = None if valid is None else ~np.asarray(valid, dtype=bool)
     if data_type in FIXED_DTYPES:
-        return pa.array(np.asarray(values, dtype=FIXED_DTYPES[data_type]))
-    return pa.array(list(values), type=pa.string())
+        return pa.array(np.asarray(values, dtype=FIXED_DTYPES[data_type]), mask=nulls)
+    return pa.array(list(values), type=pa.string(), mask=nulls)
 
 
-def encode_column(values: Any, data_type: DataType, dim: int = 0) -> bytes:
-    table = pa.table({"v": _arrow(values, data_type, dim)})
+def encode_column(
+    values: Any, data_type: DataType, dim: int = 0, valid: np.ndarray | None = None
+) -> bytes:
+    """One column as Parquet; a nullable field's null rows (``valid`` False) are Parquet
+    nulls, so other readers of the binlogs see them as nulls too."""
+    return encode_arrow(_arrow(values, data_type, dim, valid))
+
+
+def encode_arrow(column: pa.Array) -> bytes:
+    """A binlog file of one column, as Arrow holds it (vectors uncompressed: noise to zstd)."""
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd" if data_type != DataType.FLOAT_VECTOR else "none")
+    vectors = pa.types.is_fixed_size_list(column.type)
+    pq.write_table(pa.table({"v": column}), buf, compression="none" if vectors else "zstd")
     return buf.getvalue()
 
 
+def decode_arrow(raw: bytes) -> pa.Array:
+    """A binlog file's column as Arrow: compaction filters and rewrites it without knowing
+    the field's type."""
+    return pq.read_table(io.BytesIO(raw)).column("v").combine_chunks()
+
+
 def decode_column(raw: bytes, data_type: DataType, dim: int = 0) -> np.ndarray | list[str]:
-    column = pq.read_table(io.BytesIO(raw)).column("v").combine_chunks()
+    return read_column(raw, data_type, dim)[0]
+
+
+def read_column(
+    raw: bytes, data_type: DataType, dim: int = 0
+) -> tuple[np.ndarray | list[str], np.ndarray | None]:
+    """A column's values and, when it holds nulls, its validity mask (True where the row has
+    a value); null rows read as the placeholder 0 or ""."""
+    column = decode_arrow(raw)
     if data_type == DataType.FLOAT_VECTOR:
-        return column.flatten().to_numpy().astype(np.float32).reshape(-1, dim)
+        return column.flatten().to_numpy().astype(np.float32).reshape(-1, dim), None
+    valid = column.is_valid().to_numpy(zero_copy_only=False) if column.null_count else None
     if data_type in FIXED_DTYPES:
-        return column.to_numpy(zero_copy_only=False).astype(FIXED_DTYPES[data_type])
-    return column.to_pylist()
+        filled = column.fill_null(False if data_type == DataType.BOOL else 0)
+        return filled.to_numpy(zero_copy_only=False).astype(FIXED_DTYPES[data_type]), valid
+    return column.fill_null("").to_pylist(), valid
 
 
 def encode_deltas(pks: np.ndarray | list[str], timestamps: np.ndarray) -> bytes:

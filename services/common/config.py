@@ -203,6 +203,27 @@ class DataConfig:
     #: A micro-batch takes at most this many records of one channel (a backlog is worked
     #: off in several batches; an executor task holds one channel's range in memory).
     max_records_per_channel: int = 2000
+    #: With only timeticks arriving, the data node moves its channel checkpoints this often
+    #: (a Spark batch each time). A flush or a seal runs a batch at once whatever this says;
+    #: a restarted query node replays at most this much of an idle channel.
+    idle_checkpoint_s: float = 30.0
+    #: Automatic compaction: every ``compaction_interval_s`` datacoord plans merges of small
+    #: flushed segments of a shard and rewrites of segments with many deletes (docs/compaction.md).
+    compaction_enabled: bool = True
+    compaction_interval_s: float = 60.0
+    #: Automatic merges take segments below this share of ``segment_max_rows`` (Milvus: 0.5).
+    compaction_small_fraction: float = 0.5
+    #: A segment is rewritten without its deleted rows once deletes may reach this share.
+    compaction_delete_ratio: float = 0.2
+    #: A compaction plan with no result after this long is given up (state Timeout).
+    compaction_timeout_s: float = 600.0
+    #: Garbage collection: every ``gc_interval_s`` the coordinator removes S3 objects (binlogs,
+    #: deltalogs, stats logs, index files) and segment records nothing live needs.
+    gc_enabled: bool = True
+    gc_interval_s: float = 60.0
+    #: Safety delay: a dropped or compacted segment's files stay this long after it was retired
+    #: (and while a query node still serves it); unrecorded objects are kept until this old.
+    gc_delay_s: float = 3600.0
 
 
 @dataclass
@@ -279,12 +300,61 @@ class SecurityConfig:
     #: The audit log (DDL and permission changes: who, what, when) goes to this file, one
     #: ``key=value`` line per event; empty = the process log (stderr), logger ``vectide.audit``.
     audit_log_file: str = ""
+    #: TLS on the proxy's client ports, gRPC and REST (Milvus's ``common.security.tlsMode``):
+    #: 0 off, 1 one-way (the server shows ``tls_cert_file``), 2 mutual (clients must also
+    #: show a certificate signed by ``tls_ca_file``).
+    tls_mode: int = 0
+    #: PEM certificate (chain) the servers present, and its private key.
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    #: PEM CA that signs client certificates (mode 2), and that Vectide's own clients (the
+    #: readiness probe, ``vectide status``, internal RPCs) trust for the servers' certificates.
+    tls_ca_file: str = ""
+    #: The name Vectide's own clients expect in the servers' certificate; empty = the host
+    #: they dial (an IP address must then be in the certificate's subjectAltName).
+    tls_server_name: str = ""
+    #: Mutual TLS on the internal RPC ports between roles (cluster mode) with the same
+    #: certificate, key and CA: every role presents ``tls_cert_file`` and verifies its peer.
+    internal_tls: bool = False
 
     def initial_root_password(self) -> str:
         """The password root starts with: the secret file's content, else ``root_password``."""
         if self.root_password_file:
             return Path(self.root_password_file).read_text().strip()
         return self.root_password
+
+
+@dataclass
+class QuotaConfig:
+    """Resource limits of the Milvus API and per-user rate limits (Milvus's
+    ``quotaAndLimits`` and ``proxy`` keys); a request over a limit fails with a Milvus
+    status naming the key."""
+
+    #: Largest ``limit`` (+ ``offset``) of a search (``quotaAndLimits.limits.topK``).
+    max_topk: int = 16384
+    #: Most query vectors in one search (``quotaAndLimits.limits.nq``).
+    max_nq: int = 16384
+    #: Largest dimension of a vector field (``proxy.maxDimension``).
+    max_dim: int = 32768
+    #: Longest filter expression, in characters (Milvus bounds it by the request size only;
+    #: a bound here keeps the parser's work per request small).
+    max_expr_length: int = 65536
+    #: Deepest nesting of a filter expression (brackets, ``not``, arithmetic): deeper ones
+    #: are refused before they reach a query node's recursive evaluator.
+    max_expr_depth: int = 32
+    #: Most collections in the cluster (``quotaAndLimits.limits.maxCollectionNum``).
+    max_collections: int = 65536
+    #: Per-user rate limits on (``quotaAndLimits.enabled``); off by default. Each user (or
+    #: ``anonymous`` while authorization is off) gets its own token bucket per kind, refilled
+    #: at the rate below and holding one second's worth; 0 = no limit for that kind.
+    rate_limit_enabled: bool = False
+    #: Insert, upsert and delete request bytes per second (``quotaAndLimits.dml.insertRate``
+    #: is in MB/s too).
+    dml_rate_mb: float = 0.0
+    #: Search query vectors per second (``quotaAndLimits.dql.searchRate``, in vps).
+    search_rate_vps: float = 0.0
+    #: Query requests per second (``quotaAndLimits.dql.queryRate``, in qps).
+    query_rate_qps: float = 0.0
 
 
 @dataclass
@@ -301,6 +371,7 @@ class Config:
     ingest: IngestConfig = field(default_factory=IngestConfig)
     service: ServiceConfig = field(default_factory=ServiceConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
+    quota: QuotaConfig = field(default_factory=QuotaConfig)
 
     @property
     def run_dir(self) -> Path:

@@ -17,9 +17,12 @@ class Code(IntEnum):
     SERVICE_NOT_READY = 1
     SERVICE_UNAVAILABLE = 2
     SERVICE_INTERNAL = 5
+    #: a user's per-second quota is used up (``quota.*``); pymilvus retries it with back-off
+    RATE_LIMIT = 8
     UNIMPLEMENTED = 10
     COLLECTION_NOT_FOUND = 100
     COLLECTION_NOT_LOADED = 101
+    COLLECTION_NUM_LIMIT_EXCEEDED = 102
     COLLECTION_ILLEGAL_SCHEMA = 105
     PARTITION_NOT_FOUND = 200
     PARTITION_NOT_LOADED = 201
@@ -62,6 +65,7 @@ _LEGACY = {
     Code.TIMETICK_LAG: 55,  # TimeTickLongDelay
     Code.SERVICE_NOT_READY: 56,  # NotReadyServe
     Code.DDL_OUT_OF_ORDER: 1000,  # DDRequestRace
+    Code.RATE_LIMIT: 49,  # RateLimit (pymilvus retries it)
 }
 
 

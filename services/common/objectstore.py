@@ -6,6 +6,7 @@ callers speak Milvus's layout (``insert_log/{coll}/{part}/{seg}/{field}/{log}``)
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import boto3
@@ -85,13 +86,19 @@ class ObjectStore:
 
     def list(self, prefix: str = "") -> Iterator[str]:
         """Keys under ``prefix`` (relative to the root), in lexical order."""
+        return (key for key, _ in self.list_ages(prefix))
+
+    def list_ages(self, prefix: str = "") -> Iterator[tuple[str, float]]:
+        """(key, seconds since it was last written) under ``prefix``: garbage collection
+        leaves objects younger than its delay alone (a writer records them after writing)."""
         full = self._key(prefix)
         strip = len(self._root) + 1 if self._root else 0
         paginator = self._s3.get_paginator("list_objects_v2")
+        now = time.time()
         try:
             for page in paginator.paginate(Bucket=self._bucket, Prefix=full):
                 for obj in page.get("Contents", []):
-                    yield obj["Key"][strip:]
+                    yield obj["Key"][strip:], now - obj["LastModified"].timestamp()
         except ClientError as exc:
             raise ObjectStoreError(f"list {prefix}: {exc}") from exc
 

@@ -38,6 +38,13 @@ class FieldSchema:
     max_length: int = 0
     is_dynamic: bool = False
     description: str = ""
+    #: Milvus's partition key: kept and reported; rows stay in one partition, so a filter on
+    #: the key finds them as it would, without pruning partitions
+    is_partition_key: bool = False
+    #: Milvus 2.5's nullable scalar fields: rows may hold no value (None in clients)
+    nullable: bool = False
+    #: the value a row gets when it gives none (or null); None when the field has no default
+    default_value: bool | int | float | str | None = None
 
     @property
     def is_vector(self) -> bool:

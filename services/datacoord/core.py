@@ -6,7 +6,9 @@ every row of a sealed segment has ``ts < seal_ts``. A channel's TimeTick >= ``se
 proves every row of the segment was written before it: once the data node's checkpoint of
 that channel passes ``seal_ts``, the segment is complete in S3 and becomes Flushed.
 
-States: Growing -> Sealed (size, idle time, or Flush) -> Flushed -> Indexed -> Dropped.
+States: Growing -> Sealed (size, idle time, or Flush) -> Flushed -> Indexed -> Dropped, or
+Compacted once merged into a new segment (``compaction_coord.py``). Retired segments (Dropped,
+Compacted) keep their records and files until garbage collection removes both (``gc.py``).
 Binlog records are keyed by their log id, so a data node replaying a batch after a crash
 records the same files again without duplicating anything.
 
@@ -23,13 +25,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from services.common.kv.base import MetaKV
 from services.common.msgstream.channels import pchannel_of
 from services.common.msgstream.message import Position
+from services.datacoord.compaction import CompactionPolicy
+from services.datacoord.compaction_coord import CompactionCoord
+from services.datacoord.compaction_jobs import CompactionJobs
+from services.datacoord.garbage import GcPlan
 from services.datacoord.segment import (
     PERSISTED,
+    RETIRED,
     BatchReport,
     Binlog,
     Deltalog,
@@ -42,6 +49,7 @@ log = logging.getLogger(__name__)
 _SEGMENTS = "datacoord/segments"
 _BINLOGS = "datacoord/binlogs"
 _CHECKPOINTS = "datacoord/checkpoints"
+_DELTALOGS = "datacoord/deltalogs"
 #: the newest seal stamp: a data node watches it to run a batch for a waiting flush
 SEAL_TS_KEY = "datacoord/seal_ts"
 
@@ -52,9 +60,13 @@ class DataCoordConfig:
     segment_max_rows: int = 500_000
     #: ... or when nothing was assigned to it for this long
     segment_idle_seal_s: float = 600.0
+    #: what compaction merges and rewrites (``max_rows`` is ``segment_max_rows``)
+    compaction: CompactionPolicy | None = None
+    #: a compaction plan without a result after this long is given up (Timeout)
+    compaction_timeout_s: float = 600.0
 
 
-class DataCoord:
+class DataCoord(CompactionCoord):
     def __init__(
         self,
         kv: MetaKV,
@@ -73,6 +85,8 @@ class DataCoord:
         self._checkpoints: dict[str, Position] = {}
         self._deltalogs: dict[int, dict[str, Deltalog]] = {}
         self._dirty: set[int] = set()
+        self.policy = self.config.compaction or CompactionPolicy(self.config.segment_max_rows)
+        self.jobs = CompactionJobs(self.config.compaction_timeout_s)
 
     def start(self) -> None:
         with self._lock:
@@ -100,10 +114,14 @@ class DataCoord:
                 for key, raw in self._kv.list_prefix(_CHECKPOINTS).items()
             }
             self._deltalogs = {}
-            for key, raw in self._kv.list_prefix("datacoord/deltalogs").items():
+            for key, raw in self._kv.list_prefix(_DELTALOGS).items():
                 collection_id = int(key.split("/")[2])
                 entry = Deltalog(**json.loads(raw))
                 self._deltalogs.setdefault(collection_id, {})[entry.log_id] = entry
+            for segment in self._segments.values():
+                if segment.state in RETIRED and not segment.retired_at:
+                    # retired by a version without garbage collection: the delay starts now
+                    self._retire(segment, segment.state)
 
     # -- allocation (proxies) ------------------------------------------------------------------
 
@@ -200,7 +218,7 @@ class DataCoord:
     def flushed(self, segment_ids: list[int]) -> bool:
         with self._lock:
             return all(
-                self._segments[s].state in (*PERSISTED, SegmentState.DROPPED)
+                self._segments[s].state in (*PERSISTED, *RETIRED)
                 for s in segment_ids
                 if s in self._segments
             )
@@ -232,10 +250,11 @@ class DataCoord:
                     segment.start_position = first
                     self._save(segment)
             for collection_id, delta in report.deltalogs:
+                if delta.log_id in self._deltalogs.get(collection_id, {}):
+                    continue  # a replayed batch: recorded already (and maybe retired since)
                 self._deltalogs.setdefault(collection_id, {})[delta.log_id] = delta
                 self._kv.put(
-                    f"datacoord/deltalogs/{collection_id}/{delta.log_id}",
-                    json.dumps(asdict(delta)).encode(),
+                    _deltalog_key(collection_id, delta), json.dumps(asdict(delta)).encode()
                 )
             for pchannel, position in report.checkpoints.items():
                 old = self._checkpoints.get(pchannel)
@@ -290,7 +309,7 @@ class DataCoord:
                     max(s.assigned_rows, s.num_rows),
                 )
                 for s in self._segments.values()
-                if s.collection_id == collection_id and s.state != SegmentState.DROPPED
+                if s.collection_id == collection_id and s.state not in RETIRED
             ]
 
     def segment(self, segment_id: int) -> SegmentInfo | None:
@@ -303,7 +322,7 @@ class DataCoord:
                 (
                     d
                     for d in self._deltalogs.get(collection_id, {}).values()
-                    if d.vchannel == vchannel
+                    if d.vchannel == vchannel and not d.retired_at
                 ),
                 key=lambda d: d.max_ts,
             )
@@ -329,7 +348,9 @@ class DataCoord:
 
     def set_index_file(self, segment_id: int, build_id: int, path: str) -> None:
         with self._lock:
-            segment = self._segments[segment_id]
+            segment = self._segments.get(segment_id)
+            if segment is None:  # collected while the build ran: its file is garbage too
+                return
             segment.index_files[str(build_id)] = path
             if segment.state == SegmentState.FLUSHED:
                 segment.state = SegmentState.INDEXED
@@ -364,7 +385,7 @@ class DataCoord:
         with self._lock:
             total = indexed = pending = 0
             for s in self._segments.values():
-                if s.collection_id != collection_id or s.state == SegmentState.DROPPED:
+                if s.collection_id != collection_id or s.state in RETIRED:
                     continue
                 if s.state not in PERSISTED:
                     total += max(s.assigned_rows, s.num_rows)
@@ -378,11 +399,65 @@ class DataCoord:
 
     def drop_collection(self, collection_id: int) -> None:
         with self._lock:
-            for segment in self._segments.values():
-                if segment.collection_id == collection_id:
-                    segment.state = SegmentState.DROPPED
-                    self._save(segment)
+            self.retire_segments(
+                [s.segment_id for s in self._segments.values() if s.collection_id == collection_id]
+            )
+
+    # -- garbage collection (``gc.py`` plans and runs it) ----------------------------------
+
+    def gc_snapshot(
+        self,
+    ) -> tuple[list[SegmentInfo], dict[int, dict[str, Deltalog]], dict[str, Position]]:
+        """Copies of every segment record, deltalog record and checkpoint."""
+        with self._lock:
+            return (
+                [replace(s, binlogs=dict(s.binlogs)) for s in self._segments.values()],
+                {c: {k: replace(d) for k, d in ls.items()} for c, ls in self._deltalogs.items()},
+                dict(self._checkpoints),
+            )
+
+    def retire_segments(self, segment_ids: list[int]) -> None:
+        """Drop these segments (their collection or partition is gone)."""
+        with self._lock:
+            for segment_id in segment_ids:
+                segment = self._segments.get(segment_id)
+                if segment is not None and segment.state not in RETIRED:
+                    self._retire(segment, SegmentState.DROPPED)
+
+    def retire_deltalogs(self, deltalogs: list[tuple[int, str]]) -> None:
+        """Stop handing these deltalogs to loads: no live row needs their deletes."""
+        now = time.time()
+        with self._lock:
+            for collection_id, log_id in deltalogs:
+                delta = self._deltalogs.get(collection_id, {}).get(log_id)
+                if delta is not None and not delta.retired_at:
+                    delta.retired_at = now
+                    self._kv.put(
+                        _deltalog_key(collection_id, delta), json.dumps(asdict(delta)).encode()
+                    )
+
+    def forget(self, plan: GcPlan) -> None:
+        """Remove the records garbage collection decided nobody needs."""
+        with self._lock:
+            for segment_id in plan.segments:
+                if self._segments.pop(segment_id, None) is not None:
+                    self._kv.delete(f"{_BINLOGS}/{segment_id}")
+                    self._kv.delete(f"{_SEGMENTS}/{segment_id}")
+            for collection_id, log_id in plan.deltalogs:
+                logs = self._deltalogs.get(collection_id, {})
+                if logs.pop(log_id, None) is not None:
+                    self._kv.delete(f"{_DELTALOGS}/{collection_id}/{log_id}")
+                if not logs:
+                    self._deltalogs.pop(collection_id, None)
+
+    def _retire(self, segment: SegmentInfo, state: SegmentState) -> None:
+        segment.state, segment.retired_at = state, time.time()
+        self._save(segment)
 
     def _save(self, segment: SegmentInfo) -> None:
         """The segment's record, without its binlogs (each has its own znode)."""
         self._kv.put(f"{_SEGMENTS}/{segment.segment_id}", segment.to_json(with_binlogs=False))
+
+
+def _deltalog_key(collection_id: int, delta: Deltalog) -> str:
+    return f"{_DELTALOGS}/{collection_id}/{delta.log_id}"

@@ -16,10 +16,14 @@ class SegmentState(StrEnum):
     FLUSHED = "Flushed"
     INDEXED = "Indexed"
     DROPPED = "Dropped"
+    #: merged into another segment: readable until garbage collection removes it
+    COMPACTED = "Compacted"
 
 
 #: states whose data is complete in S3
 PERSISTED = (SegmentState.FLUSHED, SegmentState.INDEXED)
+#: states of segments no read should use any more (their files wait for garbage collection)
+RETIRED = (SegmentState.DROPPED, SegmentState.COMPACTED)
 
 
 @dataclass
@@ -50,6 +54,15 @@ class SegmentInfo:
     start_position: Position | None = None
     #: index builds: build id -> object key of the index file
     index_files: dict[str, str] = field(default_factory=dict)
+    #: when it became Dropped or Compacted (epoch seconds): garbage collection waits
+    #: ``data.gc_delay_s`` from here before removing its files
+    retired_at: float = 0.0
+    #: segments whose rows this one holds (compaction), transitively: a query node that
+    #: serves this one skips their inserts met in a channel replay
+    compacted_from: list[int] = field(default_factory=list)
+    #: every delete stamped at or before this was applied when the segment was written
+    #: (compaction); a deltalog older than this no longer concerns it
+    deletes_applied_ts: int = 0
 
     @property
     def num_rows(self) -> int:
@@ -79,6 +92,8 @@ class Deltalog:
     path: str
     rows: int
     max_ts: int
+    #: when it was retired (no segment needs it any more); 0 while live
+    retired_at: float = 0.0
 
 
 @dataclass

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 import grpc
 from pymilvus.grpc_gen import milvus_pb2, milvus_pb2_grpc
 
+from services.common import tls
 from services.common.config import Config
 from services.common.kv.base import KVError
 from services.common.kv.zookeeper import cluster_root, connect_zookeeper
@@ -62,8 +63,10 @@ class RoleProcess:
     def endpoint(self, host: str) -> str:
         return f"{host}:{self.port}" if self.port else "-"
 
-    def rest_endpoint(self, host: str) -> str:
-        return f"http://{host}:{self.http_port}/v2/vectordb" if self.http_port else "-"
+    def rest_endpoint(self, host: str, tls_on: bool = False) -> str:
+        """The REST base URL; https when ``security.tls_mode`` is on."""
+        scheme = "https" if tls_on else "http"
+        return f"{scheme}://{host}:{self.http_port}/v2/vectordb" if self.http_port else "-"
 
     def metrics_endpoint(self, host: str) -> str:
         return f"http://{host}:{self.metrics_port}/metrics" if self.metrics_port else "-"
@@ -277,7 +280,7 @@ class DeploymentManager:
         standby, the data node and ingest workers registered their sessions."""
         host = self.config.service.host
         if role.role in ("proxy", "standalone"):
-            return milvus_answers(role.endpoint(host))
+            return milvus_answers(role.endpoint(host), files=tls.client_files(self.config.security))
         if role.role in ("datanode", "ingest"):  # no port: up once its session registered
             return self._has_session(role.role, pid)
         if role.role == "rootcoord" and role.metrics_port:
@@ -320,7 +323,7 @@ class DeploymentManager:
                     pid,
                     self._healthy(r, pid),
                     metrics,
-                    r.rest_endpoint(host),
+                    r.rest_endpoint(host, self.config.security.tls_mode != tls.OFF),
                     int(record.get("restarts", 0)),
                     str(record.get("last_exit", "")),
                     state if pid else "",
@@ -374,13 +377,24 @@ def http_ok(url: str, timeout_s: float = 1.0) -> bool:
         return False
 
 
-def milvus_answers(endpoint: str, timeout_s: float = 2.0) -> bool:
+def milvus_answers(
+    endpoint: str, timeout_s: float = 2.0, files: tls.TlsFiles | None = None
+) -> bool:
     """True when a Milvus API server answers GetVersion on ``endpoint`` (refusing it for
-    want of credentials is an answer too: ``security.authorization_enabled``)."""
+    want of credentials is an answer too: ``security.authorization_enabled``). With
+    ``files`` (``security.tls_mode`` on) it dials TLS, trusting ``tls_ca_file`` and showing
+    ``tls_cert_file``, which a mutual-TLS proxy requires."""
     try:
-        with grpc.insecure_channel(endpoint) as channel:
+        with _milvus_channel(endpoint, files) as channel:
             stub = milvus_pb2_grpc.MilvusServiceStub(channel)
             reply = stub.GetVersion(milvus_pb2.GetVersionRequest(), timeout=timeout_s)
             return reply.status.code == 0
     except grpc.RpcError as exc:
         return exc.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def _milvus_channel(endpoint: str, files: tls.TlsFiles | None) -> grpc.Channel:
+    if files is None:
+        return grpc.insecure_channel(endpoint)
+    credentials = tls.channel_credentials(files)
+    return grpc.secure_channel(endpoint, credentials, options=tls.name_options(files))

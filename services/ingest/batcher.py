@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from services.common import nullable
 from services.common.errors import Code, MilvusError
 from services.common.msgstream.message import DataType, FieldColumn
 from services.common.schema import CollectionInfo
@@ -253,11 +254,17 @@ def _columns(decoder: RecordDecoder, rows: list[dict[str, Any]]) -> dict[str, Fi
         if f.is_primary:
             continue
         values = [row[f.name] for row in rows]
+        valid = None
+        if f.nullable or f.default_value is not None:
+            valid = np.array([v is not None for v in values], dtype=bool)
+            filler = nullable.placeholder(f.data_type)
+            values = [filler if v is None else v for v in values]
         if f.data_type == DataType.FLOAT_VECTOR:
             data: Any = np.stack(values).astype(np.float32, copy=False)
         elif f.data_type in (DataType.VARCHAR, DataType.JSON):
             data = values
         else:
             data = np.asarray(values, dtype=_COLUMN_DTYPES.get(f.data_type, np.int64))
-        out[f.name] = FieldColumn(f.field_id, f.name, f.data_type, data, f.dim)
+        column = FieldColumn(f.field_id, f.name, f.data_type, data, f.dim, valid)
+        out[f.name] = nullable.settle(f, column)  # nulls take the default, as the proxy's do
     return out

@@ -74,14 +74,15 @@ def avro_schema(schema: CollectionSchema) -> dict[str, Any]:
     """The Avro schema producers write plain-Avro values with (`vectide ingest schema`).
 
     The primary key is optional (null: the record key carries it) and absent for auto_id
-    collections; dynamic fields have no Avro form.
+    collections; so are nullable fields and fields with a default value (null: the default);
+    dynamic fields have no Avro form.
     """
     fields: list[dict[str, Any]] = []
     for f in schema.fields:
         if f.is_dynamic or (f.is_primary and f.auto_id):
             continue
         avro_type = _AVRO_TYPES[f.data_type]
-        if f.is_primary:
+        if f.is_primary or _may_be_null(f):
             fields.append({"name": f.name, "type": ["null", avro_type], "default": None})
         else:
             fields.append({"name": f.name, "type": avro_type})
@@ -210,11 +211,15 @@ class RecordDecoder:
                     )
                 extra[name] = value
             elif not field.is_primary:
-                values[name] = _checked(field, value)
+                values[name] = (
+                    None if value is None and _may_be_null(field) else _checked(field, value)
+                )
         pk = self._primary(row.get(self._pk.name), key)
         for name, field in self._fields.items():
             if not field.is_primary and name not in values:
-                raise RecordError(f"field {name!r} is missing")
+                if not _may_be_null(field):
+                    raise RecordError(f"field {name!r} is missing")
+                values[name] = None  # a null: the field's default value, if it has one
         if self._dynamic is not None:
             values[self._dynamic.name] = json.dumps(extra)
         return Upsert(pk, values)
@@ -230,6 +235,11 @@ class RecordDecoder:
         if key is None:
             raise RecordError(f"the primary key {pk.name!r} is in neither the value nor the key")
         return self._key_pk(key)
+
+
+def _may_be_null(field: FieldSchema) -> bool:
+    """Nullable fields and fields with a default value may be null or left out."""
+    return field.nullable or field.default_value is not None
 
 
 def _checked(field: FieldSchema, value: Any) -> Any:

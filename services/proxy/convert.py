@@ -11,9 +11,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+from google.protobuf.message import DecodeError
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
-from services.common import errors, timestamp
+from services.common import errors, nullable, timestamp
 from services.common.errors import MilvusError
 from services.common.msgstream.message import DataType, FieldColumn
 from services.common.results import QueryRows, SearchHits
@@ -22,8 +23,10 @@ from services.common.schema import (
     FIRST_FIELD_ID,
     CollectionInfo,
     CollectionSchema,
+    ConsistencyLevel,
     FieldSchema,
 )
+from services.proxy.default_values import default_from_proto, default_to_proto
 from services.proxy.dql import Outputs
 
 SUPPORTED = {t.value for t in DataType}
@@ -94,8 +97,33 @@ def _packed_float_array(values: np.ndarray) -> schema_pb2.FloatArray:
 # -- schema ---------------------------------------------------------------------------------
 
 
+def parse_proto(message_type: Any, raw: bytes, what: str) -> Any:
+    """A message embedded as bytes in a request (a schema, a placeholder group): bytes that
+    do not parse are the client's error."""
+    try:
+        return message_type.FromString(raw)
+    except DecodeError as exc:
+        raise errors.invalid(f"{what} is not a valid {message_type.DESCRIPTOR.name}") from exc
+
+
+def int_param(value: Any, name: str) -> int:
+    """A request parameter that must be an integer (``dim``, ``topk``, ``limit``, ...)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise errors.invalid(f"{name} must be an integer, got {str(value)[:40]!r}") from None
+
+
+def json_param(text: str, name: str) -> Any:
+    """A request parameter holding JSON (an index's ``params``, a JSON template value)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise errors.invalid(f"{name} is not valid JSON: {text[:40]!r}") from None
+
+
 def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
-    proto = schema_pb2.CollectionSchema.FromString(raw)
+    proto = parse_proto(schema_pb2.CollectionSchema, raw, "schema")
     if proto.name and proto.name != collection_name:
         raise errors.invalid(
             f"schema name {proto.name} differs from collection name {collection_name}"
@@ -105,9 +133,10 @@ def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
         if f.data_type not in SUPPORTED:
             raise MilvusError(
                 errors.Code.COLLECTION_ILLEGAL_SCHEMA,
-                f"field {f.name}: data type {schema_pb2.DataType.Name(f.data_type)} is not "
+                f"field {f.name}: data type {_enum_name(schema_pb2.DataType, f.data_type)} is not "
                 "supported by Vectide yet",
             )
+        _refuse_unsupported(f)
         params = {kv.key: kv.value for kv in f.type_params}
         fields.append(
             FieldSchema(
@@ -116,9 +145,12 @@ def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
                 data_type=DataType(f.data_type),
                 is_primary=f.is_primary_key,
                 auto_id=f.autoID,
-                dim=int(params.get("dim", 0) or 0),
-                max_length=int(params.get("max_length", 0) or 0),
+                dim=int_param(params.get("dim", 0) or 0, "dim"),
+                max_length=int_param(params.get("max_length", 0) or 0, "max_length"),
                 description=f.description,
+                is_partition_key=f.is_partition_key,
+                nullable=f.nullable,
+                default_value=default_from_proto(f),
             )
         )
     schema = CollectionSchema(
@@ -135,6 +167,20 @@ def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
     return schema
 
 
+def _refuse_unsupported(f: schema_pb2.FieldSchema) -> None:
+    """Schema features Vectide cannot honour yet are refused, not silently dropped."""
+    unsupported = [
+        ("clustering key", f.is_clustering_key),
+        ("function output", f.is_function_output),
+    ]
+    for what, used in unsupported:
+        if used:
+            raise MilvusError(
+                errors.Code.COLLECTION_ILLEGAL_SCHEMA,
+                f"field {f.name}: {what} is not supported by Vectide yet",
+            )
+
+
 def validate_schema(schema: CollectionSchema) -> None:
     def bad(message: str) -> MilvusError:
         return MilvusError(errors.Code.COLLECTION_ILLEGAL_SCHEMA, message)
@@ -149,15 +195,21 @@ def validate_schema(schema: CollectionSchema) -> None:
         raise bad("primary key must be Int64 or VarChar")
     if not schema.vector_fields:
         raise bad("schema does not contain vector field")
+    keys = [f for f in schema.fields if f.is_partition_key]
+    if len(keys) > 1:
+        raise bad("there are more than one partition key")
+    if keys and (keys[0].is_primary or keys[0].data_type not in PK_TYPES):
+        raise bad("the partition key must be an Int64 or VarChar field other than the primary key")
     for f in schema.fields:
         if f.auto_id and not f.is_primary:
             raise bad(f"only the primary key can be auto_id, not {f.name}")
-        if f.is_vector and not 1 <= f.dim <= 32768:
-            raise bad(f"vector field {f.name} needs a dim in [1, 32768]")
+        if f.is_vector and f.dim < 1:  # the upper bound is quota.max_dim (Proxy)
+            raise bad(f"vector field {f.name} needs a dim of 1 or more")
         if f.data_type == DataType.VARCHAR and not 1 <= f.max_length <= 65535:
             raise bad(f"varchar field {f.name} needs max_length in [1, 65535]")
         if f.name == DYNAMIC_FIELD or not f.name:
             raise bad(f"invalid field name {f.name!r}")
+        nullable.check_field(f)
 
 
 def schema_to_proto(schema: CollectionSchema) -> schema_pb2.CollectionSchema:
@@ -176,7 +228,12 @@ def schema_to_proto(schema: CollectionSchema) -> schema_pb2.CollectionSchema:
             description=f.description,
             data_type=int(f.data_type),
             autoID=f.auto_id,
+            is_partition_key=f.is_partition_key,
+            nullable=f.nullable,
         )
+        default = default_to_proto(f)
+        if default is not None:
+            field.default_value.CopyFrom(default)
         if f.dim:
             field.type_params.add(key="dim", value=str(f.dim))
         if f.max_length:
@@ -221,13 +278,33 @@ def columns_from_fields_data(
         if fd.type and fd.type != field.data_type:
             raise errors.invalid(
                 f"field {name}: expected {field.data_type.name}, got "
-                f"{schema_pb2.DataType.Name(fd.type)}"
+                f"{_enum_name(schema_pb2.DataType, fd.type)}"
             )
-        data = _field_values(fd, field)
-        if len(data) != num_rows:
-            raise errors.invalid(f"field {name}: {len(data)} values for {num_rows} rows")
-        out[name] = FieldColumn(field.field_id, name, field.data_type, data, field.dim)
+        data, valid = _with_validity(fd, field, _field_values(fd, field), num_rows)
+        column = FieldColumn(field.field_id, name, field.data_type, data, field.dim, valid)
+        out[name] = nullable.settle(field, column)
     return out
+
+
+def _with_validity(
+    fd: schema_pb2.FieldData, field: FieldSchema, data: Any, num_rows: int
+) -> tuple[Any, np.ndarray | None]:
+    """Values one per row, and the validity mask when the client sent ``valid_data``:
+    pymilvus sends only the valid rows' values; a full-length column is accepted too."""
+    if not len(fd.valid_data):
+        if len(data) != num_rows:
+            raise errors.invalid(f"field {field.name}: {len(data)} values for {num_rows} rows")
+        return data, None
+    valid = np.fromiter(fd.valid_data, dtype=bool, count=len(fd.valid_data))
+    if len(valid) != num_rows:
+        raise errors.invalid(f"field {field.name}: {len(valid)} valid_data for {num_rows} rows")
+    if len(data) == num_rows:
+        return data, valid
+    if len(data) != int(valid.sum()):
+        raise errors.invalid(
+            f"field {field.name}: {len(data)} values for {int(valid.sum())} non-null rows"
+        )
+    return nullable.spread(data, valid, field.data_type), valid
 
 
 def _field_values(fd: schema_pb2.FieldData, field: FieldSchema) -> np.ndarray | list[str]:
@@ -239,6 +316,7 @@ def _field_values(fd: schema_pb2.FieldData, field: FieldSchema) -> np.ndarray | 
         flat = _read_packed_floats(fd.vectors.float_vector)
         if len(flat) % dim:
             raise errors.invalid(f"vector field {field.name}: data is not a multiple of dim")
+        check_finite(flat, f"vector field {field.name}")
         return flat.reshape(-1, dim)
     s = fd.scalars
     if t == DataType.BOOL:
@@ -265,12 +343,13 @@ def _field_values(fd: schema_pb2.FieldData, field: FieldSchema) -> np.ndarray | 
             )
         return values
     if t == DataType.JSON:
-        texts = [raw.decode() for raw in s.json_data.data]
-        for text in texts:
-            try:
-                json.loads(text)
+        texts = []
+        for raw in s.json_data.data:
+            try:  # not UTF-8 is a ValueError too (UnicodeDecodeError)
+                texts.append(raw.decode())
+                json.loads(texts[-1])
             except ValueError as exc:
-                raise errors.invalid(f"field {field.name}: invalid JSON {text[:40]!r}") from exc
+                raise errors.invalid(f"field {field.name}: invalid JSON {raw[:40]!r}") from exc
         return texts
     raise errors.invalid(f"field {field.name}: unsupported type {t.name}")
 
@@ -285,6 +364,8 @@ def field_data(field: FieldSchema, values: Any) -> schema_pb2.FieldData:
         field_id=field.field_id,
         is_dynamic=field.is_dynamic,
     )
+    if field.nullable:
+        values = _valid_data(fd, field, values)
     t = field.data_type
     if t == DataType.FLOAT_VECTOR:
         fd.vectors.dim = field.dim
@@ -304,6 +385,17 @@ def field_data(field: FieldSchema, values: Any) -> schema_pb2.FieldData:
     elif t == DataType.JSON:
         fd.scalars.json_data.data.extend(v.encode() for v in values)
     return fd
+
+
+def _valid_data(fd: schema_pb2.FieldData, field: FieldSchema, values: Any) -> Any:
+    """A nullable field's column carries ``valid_data`` (pymilvus reads a null as None) and a
+    placeholder at each null row, as Milvus returns it."""
+    if isinstance(values, np.ndarray):
+        fd.valid_data.extend([True] * len(values))
+        return values
+    filler = nullable.placeholder(field.data_type)
+    fd.valid_data.extend(v is not None for v in values)
+    return [filler if v is None else v for v in values]
 
 
 def ids_proto(pks: np.ndarray | list[str]) -> schema_pb2.IDs:
@@ -370,17 +462,42 @@ def _columns(
 
 
 def read_vectors(placeholder_group: bytes, dim: int) -> np.ndarray:
-    group = common_pb2.PlaceholderGroup.FromString(placeholder_group)
+    group = parse_proto(common_pb2.PlaceholderGroup, placeholder_group, "placeholder_group")
     if not group.placeholders:
         raise errors.invalid("search request carries no vectors")
     holder = group.placeholders[0]
     if holder.type != common_pb2.PlaceholderType.FloatVector:
-        kind = common_pb2.PlaceholderType.Name(holder.type)
+        kind = _enum_name(common_pb2.PlaceholderType, holder.type)
         raise errors.invalid(f"only float vectors can be searched, got {kind}")
-    rows = [np.frombuffer(v, dtype="<f4") for v in holder.values]
-    if any(len(r) != dim for r in rows):
+    if any(len(v) != dim * 4 for v in holder.values):
         raise errors.invalid(f"query vector dim does not match the field's dim {dim}")
-    return np.vstack(rows) if rows else np.empty((0, dim), dtype=np.float32)
+    rows = [np.frombuffer(v, dtype="<f4") for v in holder.values]
+    vectors = np.vstack(rows) if rows else np.empty((0, dim), dtype=np.float32)
+    check_finite(vectors, "query vector")
+    return vectors
+
+
+def check_finite(vectors: np.ndarray, what: str) -> None:
+    """Milvus refuses NaN and infinite components (typeutil.VerifyFloats): they make every
+    distance NaN, and an index built over them answers nothing useful."""
+    if vectors.size and not np.isfinite(vectors).all():
+        raise errors.invalid(f"{what} contains NaN or infinity")
+
+
+def consistency_level(value: int) -> ConsistencyLevel:
+    """A request's consistency level; an unknown value is the client's error."""
+    try:
+        return ConsistencyLevel(value)
+    except ValueError:
+        raise errors.invalid(f"unknown consistency level {value}") from None
+
+
+def _enum_name(enum: Any, value: int) -> str:
+    """A protobuf enum value's name, or the number when the client sent an unknown one."""
+    try:
+        return enum.Name(value)
+    except ValueError:
+        return str(value)
 
 
 def kv_pairs(pairs: Iterable[common_pb2.KeyValuePair]) -> dict[str, str]:

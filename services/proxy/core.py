@@ -10,14 +10,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
 from services.common import errors
+from services.common.config import QuotaConfig
 from services.common.errors import Code, MilvusError
-from services.common.expr import ExprError, parse, pk_terms
+from services.common.expr import pk_terms
 from services.common.msgstream.message import DataType, FieldColumn, Message, PrimaryKeys
 from services.common.names import DEFAULT_DB, qualified
 from services.common.pacer import Pacer
@@ -30,6 +31,8 @@ from services.common.schema import (
     DatabaseInfo,
     IndexInfo,
 )
+from services.datacoord.compaction_jobs import JobState
+from services.proxy import limits
 from services.proxy.channels_time_ticker import ChannelsTimeTicker
 from services.proxy.dml import DeleteTask, InsertTask, MutationResult
 from services.proxy.dql import Outputs, QuerySpec, QueryTask, SearchSpec, SearchTask
@@ -109,6 +112,10 @@ class DataCoordPort(Protocol):
     def index_progress(
         self, collection_id: int, index_id: int, needs_files: bool
     ) -> tuple[int, int, int]: ...
+    # compaction (services/proxy/grpc_compaction.py)
+    def compact(self, collection_id: int) -> tuple[int, int]: ...
+    def compaction_state(self, job_id: int) -> JobState: ...
+    def compaction_plans(self, job_id: int) -> list[tuple[list[int], int]]: ...
 
 
 class QueryNodePort(Protocol):
@@ -149,6 +156,8 @@ class ProxyConfig:
     timetick_interval_ms: int = 50
     #: report period when nothing happened for a while (see services/common/pacer.py)
     idle_timetick_interval_ms: int = 1000
+    #: resource limits of requests (nq, topk, dim, filters, collections)
+    quota: QuotaConfig = field(default_factory=QuotaConfig)
 
 
 class Proxy:
@@ -211,6 +220,9 @@ class Proxy:
         db_name: str = DEFAULT_DB,
     ) -> CollectionInfo:
         shards = shards_num or self.config.default_shards
+        for vector in schema.vector_fields:
+            limits.check_dim(self.config.quota, vector.name, vector.dim)
+        limits.check_collection_count(self.config.quota, len(self.rootcoord.show_collections()))
         return self.scheduler.ddl(
             lambda ts: self.rootcoord.create_collection(
                 ts, schema, shards, consistency_level, properties, raw_schema, db_name
@@ -298,6 +310,8 @@ class Proxy:
     # -- partitions --------------------------------------------------------------------------
 
     def create_partition(self, collection: str, partition: str) -> None:
+        if any(f.is_partition_key for f in self.meta.get(collection).schema.fields):
+            raise errors.invalid("disable create partition if partition key mode is used")
         self.scheduler.ddl(lambda ts: self.rootcoord.create_partition(ts, collection, partition))
         self.meta.invalidate(collection)
 
@@ -476,10 +490,7 @@ class Proxy:
             raise errors.invalid("delete needs an expression")
         pk = info.schema.primary
         is_str = pk.data_type == DataType.VARCHAR
-        try:
-            terms = pk_terms(parse(expr, params or None), pk.name)
-        except ExprError as exc:
-            raise errors.invalid(str(exc)) from exc
+        terms = pk_terms(limits.parse_filter(self.config.quota, expr, params), pk.name)
         if terms is not None:
             bad = [t for t in terms if isinstance(t, str) != is_str or isinstance(t, bool)]
             if bad:

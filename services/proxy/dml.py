@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from services.common import errors
+from services.common import errors, nullable
 from services.common.hashing import shard_of
 from services.common.msgstream.channels import pchannel_of
 from services.common.msgstream.message import (
@@ -112,7 +112,10 @@ class InsertTask(Task):
                     f.field_id, f.name, f.data_type, ["{}"] * self._num_rows
                 )
             else:
-                raise errors.invalid(f"field {f.name} is missing from the insert")
+                column = nullable.absent(f, self._num_rows)
+                if column is None:
+                    raise errors.invalid(f"field {f.name} is missing from the insert")
+                self._columns[f.name] = column
         self._groups = _by_shard(self._pks, info)
 
     def channels(self) -> list[str]:
@@ -170,12 +173,7 @@ class InsertTask(Task):
                             pks=take(self._pks, chunk),
                             row_ids=np.zeros(len(chunk), dtype=np.int64),
                             timestamps=np.full(len(chunk), ts, dtype=np.int64),
-                            fields=[
-                                FieldColumn(
-                                    c.field_id, c.name, c.data_type, take(c.data, chunk), c.dim
-                                )
-                                for c in self._columns.values()
-                            ],
+                            fields=[c.rows(chunk) for c in self._columns.values()],
                         ),
                     )
                 )

@@ -12,7 +12,6 @@ import numpy as np
 
 from services.common import errors, timestamp
 from services.common.errors import Code, MilvusError
-from services.common.expr import ExprError, parse
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits, merge_hits, merge_rows, take
 from services.common.schema import (
@@ -22,6 +21,7 @@ from services.common.schema import (
     ConsistencyLevel,
 )
 from services.common.search_range import band_of
+from services.proxy import limits
 from services.proxy.task_scheduler import Queue, Task
 
 if TYPE_CHECKING:
@@ -131,10 +131,7 @@ class _ReadTask(Task):
         self.info = proxy.meta.get(spec.collection_name)
         self.partition_ids = proxy.readable_partitions(self.info, spec.partition_names)
         if spec.expr.strip():
-            try:
-                parse(spec.expr, spec.expr_params or None)
-            except ExprError as exc:
-                raise errors.invalid(str(exc)) from exc
+            limits.parse_filter(proxy.config.quota, spec.expr, spec.expr_params)
 
     def _guarantee(self) -> tuple[int, float]:
         """The guarantee timestamp for this read and how long it may wait for it."""
@@ -208,10 +205,11 @@ class SearchTask(_ReadTask):
             raise errors.invalid(f"anns_field {spec.anns_field} is not a vector field")
         if spec.vectors.ndim != 2 or spec.vectors.shape[1] != field.dim:
             raise errors.invalid(f"vector dimension mismatch: field {field.name} has {field.dim}")
-        if not 1 <= spec.limit <= 16384:
-            raise errors.invalid(f"limit must be in [1, 16384], got {spec.limit}")
-        if spec.offset < 0 or spec.offset + spec.limit > 16384:
-            raise errors.invalid("offset + limit must be in [1, 16384]")
+        if spec.limit < 1 or spec.offset < 0:
+            raise errors.invalid(
+                f"limit must be 1 or more and offset 0 or more, got {spec.limit} and {spec.offset}"
+            )
+        limits.check_search(self._proxy.config.quota, len(spec.vectors), spec.limit + spec.offset)
         index = self.info.index_on(field.name)
         metric = index.metric_type if index else "L2"
         if spec.metric_type and spec.metric_type.upper() != metric:

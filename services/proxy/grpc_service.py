@@ -2,8 +2,9 @@
 calls the proxy core and packs the answer; every error becomes a Milvus status.
 
 Databases, aliases and the cluster RPCs live in grpc_admin.py, users, roles and grants in
-grpc_rbac.py (mixins). RPCs listed in none answer with pymilvus's base class
-(UNIMPLEMENTED), which pymilvus reports as an error, never as silent success.
+grpc_rbac.py, compaction in grpc_compaction.py (mixins). RPCs listed in none answer with
+pymilvus's base class (UNIMPLEMENTED), which pymilvus reports as an error, never as silent
+success.
 """
 
 from __future__ import annotations
@@ -18,30 +19,36 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc, schema_pb
 
 from services import __version__
 from services.common import errors, timestamp
+from services.common.config import QuotaConfig
 from services.common.errors import MilvusError
 from services.common.names import qualified, split
-from services.common.schema import ConsistencyLevel
 from services.common.security.rbac import Rbac
-from services.proxy import convert
+from services.proxy import convert, limits
 from services.proxy.core import Proxy
 from services.proxy.dql import QuerySpec, SearchSpec
 from services.proxy.grpc_admin import AdminRpcs
+from services.proxy.grpc_auth import CURRENT_USER
 from services.proxy.grpc_common import MILVUS_VERSION, db_of, ok, ref_of, rpc
+from services.proxy.grpc_compaction import CompactionRpcs
 from services.proxy.grpc_rbac import RbacRpcs
+from services.proxy.limits import RateLimiter
 from services.proxy.search_iterator import iterator_page, mark_page, page_params
 from services.proxy.system_info import Member
 
 
-class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
+class MilvusService(AdminRpcs, RbacRpcs, CompactionRpcs, milvus_pb2_grpc.MilvusServiceServicer):
     def __init__(
         self,
         proxy: Proxy,
         deploy_mode: str = "STANDALONE",
         members: Callable[[], list[Member]] | None = None,
         rbac: Rbac | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.proxy = proxy
         self.rbac = rbac
+        #: per-user rates of DML, search and query (``quota.*``; unmetered by default)
+        self._limiter = limiter or RateLimiter(QuotaConfig())
         self._deploy_mode = deploy_mode
         #: the live processes (their sessions), for GetMetrics' system topology
         self._members = members or (lambda: [Member("proxy", proxy.server_id, "")])
@@ -81,7 +88,7 @@ class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
     @rpc(common_pb2.Status)
     def CreateCollection(self, request, context):
         schema = convert.schema_from_proto(request.schema, request.collection_name)
-        level = ConsistencyLevel(request.consistency_level)
+        level = convert.consistency_level(request.consistency_level)
         self.proxy.create_collection(
             schema,
             request.shards_num,
@@ -179,7 +186,10 @@ class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
         params: dict[str, Any] = {}
         for kv in request.extra_params:
             if kv.key == "params":
-                params.update(json.loads(kv.value or "{}"))
+                extra = convert.json_param(kv.value or "{}", "index params")
+                if not isinstance(extra, dict):
+                    raise errors.invalid(f"index params must be a JSON object, got {kv.value!r}")
+                params.update(extra)
             else:
                 params[kv.key] = kv.value
         self.proxy.create_index(
@@ -292,18 +302,21 @@ class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
 
     @rpc(milvus_pb2.MutationResult)
     def Insert(self, request, context):
+        self._charge(limits.DML, request.ByteSize())
         name, columns, num_rows = self._columns(request, context)
         result = self.proxy.insert(name, request.partition_name, columns, num_rows)
         return self._mutation(result)
 
     @rpc(milvus_pb2.MutationResult)
     def Upsert(self, request, context):
+        self._charge(limits.DML, request.ByteSize())
         name, columns, num_rows = self._columns(request, context)
         result = self.proxy.upsert(name, request.partition_name, columns, num_rows)
         return self._mutation(result)
 
     @rpc(milvus_pb2.MutationResult)
     def Delete(self, request, context):
+        self._charge(limits.DML, request.ByteSize())
         result = self.proxy.delete(
             ref_of(request, context),
             request.partition_name,
@@ -311,6 +324,10 @@ class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
             template_values(request.expr_template_values),
         )
         return self._mutation(result)
+
+    def _charge(self, kind: str, amount: float) -> None:
+        """Meter the caller (the authenticated user, else ``anonymous``) for ``kind``."""
+        self._limiter.charge(CURRENT_USER.get() or "anonymous", kind, amount)
 
     @staticmethod
     def _mutation(result: Any) -> milvus_pb2.MutationResult:
@@ -350,15 +367,18 @@ class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
             vectors=convert.read_vectors(request.placeholder_group, field.dim),
             anns_field=field.name,
             metric_type=str(_loads(params.get("metric_type", '""')) or ""),
-            limit=int(_loads(params.get("topk", "10"))),
-            offset=int(_loads(params.get("offset", "0")) or 0),
-            round_decimal=int(_loads(params.get("round_decimal", "-1"))),
+            limit=convert.int_param(_loads(params.get("topk", "10")), "topk"),
+            offset=convert.int_param(_loads(params.get("offset", "0")) or 0, "offset"),
+            round_decimal=convert.int_param(
+                _loads(params.get("round_decimal", "-1")), "round_decimal"
+            ),
             params=_params(params.get("params")),
             **self._read_common(request, request.dsl, context),
         )
         page = iterator_page({k: _loads(v) for k, v in params.items()})
         if page is not None:
             spec.params = page_params(page, spec.params)
+        self._charge(limits.SEARCH, len(spec.vectors))
         info, hits, outputs = self.proxy.search(spec)
         reply = convert.search_results(info, hits, outputs, spec.limit)
         if page is not None:
@@ -367,11 +387,12 @@ class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
 
     @rpc(milvus_pb2.QueryResults)
     def Query(self, request, context):
+        self._charge(limits.QUERY, 1)
         params = {kv.key: kv.value for kv in request.query_params}
         limit = params.get("limit")
         spec = QuerySpec(
-            limit=int(limit) if limit not in (None, "") else None,
-            offset=int(params.get("offset") or 0),
+            limit=convert.int_param(limit, "limit") if limit not in (None, "") else None,
+            offset=convert.int_param(params.get("offset") or 0, "offset"),
             **self._read_common(request, request.expr, context),
         )
         info, rows, outputs = self.proxy.query(spec)
@@ -386,7 +407,7 @@ class MilvusService(AdminRpcs, RbacRpcs, milvus_pb2_grpc.MilvusServiceServicer):
             "output_fields": list(request.output_fields),
             "guarantee_ts": request.guarantee_timestamp,
             "use_default_consistency": request.use_default_consistency,
-            "consistency_level": ConsistencyLevel(request.consistency_level),
+            "consistency_level": convert.consistency_level(request.consistency_level),
             "deadline_s": context.time_remaining() if context is not None else None,
         }
 
@@ -488,5 +509,5 @@ def _template_array(a: schema_pb2.TemplateArrayValue) -> list[Any]:
     if kind == "array_data":
         return [_template_array(x) for x in data]
     if kind == "json_data":
-        return [json.loads(x) for x in data]
+        return [convert.json_param(x, "a JSON template value") for x in data]
     return list(np.asarray(data).tolist()) if kind != "string_data" else list(data)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -29,8 +30,17 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 class RestServer:
     """Serves :class:`RestApi` at ``POST /v2/vectordb/...`` on ``host:port``."""
 
-    def __init__(self, api: RestApi, host: str, port: int, workers: int = 16) -> None:
+    def __init__(
+        self,
+        api: RestApi,
+        host: str,
+        port: int,
+        workers: int = 16,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self._api = api
+        #: HTTPS when set (``security.tls_mode``), with the gRPC port's certificate
+        self._ssl = ssl_context
         self._host = host
         self._port = port
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rest")
@@ -44,7 +54,13 @@ class RestServer:
         app.router.add_route("*", "/{tail:.*}", self._serve)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         self._loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, self._host or None, self._port, reuse_address=True)
+        site = web.TCPSite(
+            self._runner,
+            self._host or None,
+            self._port,
+            reuse_address=True,
+            ssl_context=self._ssl,
+        )
         try:
             self._loop.run_until_complete(site.start())
         except OSError:

@@ -15,6 +15,7 @@ from pymilvus.grpc_gen import common_pb2, schema_pb2
 
 from services.common.errors import Code, MilvusError
 from services.common.schema import ConsistencyLevel
+from services.proxy.default_values import MEMBER_OF
 
 _MISSING = object()
 
@@ -265,10 +266,26 @@ def _field(raw: dict[str, Any], auto_id: bool) -> schema_pb2.FieldSchema:
     for key, value in get(raw, "elementTypeParams", dict, {}).items():
         field.type_params.add(key=key, value=text(value))
     if raw.get("defaultValue") is not None:
-        raise MilvusError(
-            Code.PARAMETER_INVALID, f"field {name}: defaultValue is not supported by Vectide yet"
-        )
+        _set_default(field, raw["defaultValue"])
     return field
+
+
+def _set_default(field: schema_pb2.FieldSchema, value: Any) -> None:
+    """``defaultValue`` in the member of ``ValueField`` the field's type uses, as pymilvus
+    sets it; the schema rules then check it as for a gRPC client."""
+    member = MEMBER_OF.get(field.data_type)  # DataType is an IntEnum: proto ints find it
+    if member is None:
+        raise MilvusError(
+            Code.PARAMETER_INVALID,
+            f"field {field.name}: {schema_pb2.DataType.Name(field.data_type)} fields cannot "
+            "have a default value",
+        )
+    try:
+        setattr(field.default_value, member, value)
+    except (TypeError, ValueError) as exc:
+        raise MilvusError(
+            Code.PARAMETER_INVALID, f"field {field.name}: bad defaultValue {value!r}: {exc}"
+        ) from exc
 
 
 def index_extra_params(spec: dict[str, Any]) -> list[common_pb2.KeyValuePair]:

@@ -187,6 +187,8 @@ def _field_info(f: schema_pb2.FieldSchema) -> dict[str, Any]:
         "description": f.description,
         "params": [{"key": kv.key, "value": kv.value} for kv in f.type_params],
     }
+    if f.HasField("default_value") and f.default_value.WhichOneof("data"):
+        info["defaultValue"] = getattr(f.default_value, f.default_value.WhichOneof("data"))
     if f.data_type == schema_pb2.DataType.Array:
         info["elementType"] = schema_pb2.DataType.Name(f.element_type)
     return info

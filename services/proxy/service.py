@@ -13,6 +13,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from kazoo.client import KazooClient
 from pymilvus.grpc_gen import milvus_pb2_grpc
 
+from services.common import tls
 from services.common.config import Config
 from services.common.errors import Code, MilvusError
 from services.common.kv.zookeeper import ZooKeeperKV, cluster_root
@@ -38,6 +39,7 @@ from services.proxy.core import (
 from services.proxy.grpc_auth import PRIVILEGE_NAMES, AuthInterceptor
 from services.proxy.grpc_service import MilvusService
 from services.proxy.interceptor import MILVUS_SERVICE, MetricsInterceptor
+from services.proxy.limits import RateLimiter
 from services.proxy.rest import RestServer
 from services.proxy.rest_api import RestApi
 from services.proxy.system_info import MILVUS_ROLES, Member
@@ -90,6 +92,9 @@ class ProxyService:
         #: who may call what (None: authorization off), for every front-end of this proxy
         #: (the gRPC interceptor and the REST API admit calls through it)
         self.guard: Guard | None = None
+        #: the client ports' TLS (``security.tls_mode``; None: plain)
+        self._tls = tls.client_files(config.security)
+        self._mutual_tls = config.security.tls_mode == tls.MUTUAL
 
     def _security(self) -> Rbac:
         """Set up :attr:`guard` and return the user and role store's operations.
@@ -116,7 +121,8 @@ class ProxyService:
             max_receive=MAX_REQUEST_BYTES,
             max_send=MAX_REPLY_BYTES,
         )
-        if server.add_insecure_port(self.config.service.listen_address(self.address)) == 0:
+        listen = self.config.service.listen_address(self.address)
+        if tls.add_port(server, listen, self._tls, mutual=self._mutual_tls) == 0:
             raise OSError(f"cannot listen on {self.address}: is another proxy running?")
         info = self.registry.register("proxy", self.address)
         rootcoord, querycoord, nodes = self._ports
@@ -135,6 +141,7 @@ class ProxyService:
                 self.config.service.default_shards,
                 self.config.time.timetick_interval_ms,
                 self.config.time.idle_timetick_interval_ms,
+                self.config.quota,
             ),
             datacoord=self._datacoord,
         )
@@ -147,7 +154,8 @@ class ProxyService:
             self.proxy.report_timetick,
         ).start()
         self.proxy.ticker.on_done = self._loop.wake
-        milvus = MilvusService(self.proxy, self._deploy_mode, self._members, rbac)
+        limiter = RateLimiter(self.config.quota)
+        milvus = MilvusService(self.proxy, self._deploy_mode, self._members, rbac, limiter)
         milvus_pb2_grpc.add_MilvusServiceServicer_to_server(milvus, server)
         server.add_generic_rpc_handlers(
             (generic_handler("Proxy", self.proxy, rpc_types.PROXY_METHODS),)
@@ -167,7 +175,9 @@ class ProxyService:
         message naming the knob, as a taken gRPC port does."""
         host = self.config.service.bind_host or self.address.rsplit(":", 1)[0]
         try:
-            self._rest = RestServer(RestApi(milvus, self.guard), host, self.http_port).start()
+            context = tls.http_context(self._tls, self._mutual_tls) if self._tls else None
+            api = RestApi(milvus, self.guard)
+            self._rest = RestServer(api, host, self.http_port, ssl_context=context).start()
         except OSError as exc:
             self.stop()
             raise OSError(

@@ -22,7 +22,14 @@ from services.common.msgstream.channels import pchannel_of
 from services.common.msgstream.message import Position
 from services.common.ports import CollectionSource
 from services.common.schema import CollectionInfo
-from services.datacoord.segment import PERSISTED, Deltalog, LoadPlan, SegmentInfo, SegmentState
+from services.datacoord.segment import (
+    PERSISTED,
+    Deltalog,
+    LoadPlan,
+    SegmentInfo,
+    SegmentState,
+)
+from services.querynode.chunk_index import IndexSpec
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +50,10 @@ class QueryNodePort(Protocol):
     ) -> None: ...
     def load_segment(self, vchannel: str, segment: SegmentInfo) -> bool: ...
     def unwatch(self, vchannel: str) -> None: ...
+    def watched(self, collection_id: int | None = None) -> list[str]: ...
+    def sealed_segments(self, vchannel: str) -> list[int]: ...
+    def held_segments(self) -> list[int]: ...
+    def release_segments(self, vchannel: str, segment_ids: list[int]) -> int: ...
 
 
 class SegmentSource(Protocol):
@@ -206,16 +217,23 @@ class QueryCoord:
         )
 
     def handoff(self) -> int:
-        """Tell each shard's node about its newly flushed segments; returns how many."""
+        """Tell each shard's node about its newly flushed segments; returns how many.
+
+        A segment made by compaction waits for its index files when the collection has an
+        approximate index, so a search never falls from the index to an exact scan (and
+        back) while the swap goes on."""
         if self._segments is None:
             return 0
         handed = 0
         with self._lock:
             assignments = {c: dict(a) for c, a in self._assignments.items()}
         for collection_id, assignment in assignments.items():
+            indexed = self._needs_index_files(collection_id)
             for segment in self._segments.segments(collection_id, PERSISTED):
                 node_id = assignment.get(segment.vchannel)
                 if node_id is None or _handoff_key(segment, node_id) in self._handed:
+                    continue
+                if segment.compacted_from and indexed and not segment.index_files:
                     continue
                 try:
                     self._nodes.node(node_id).load_segment(segment.vchannel, segment)
@@ -228,6 +246,41 @@ class QueryCoord:
                 self._handed.add(_handoff_key(segment, node_id))
                 handed += 1
         return handed
+
+    def _needs_index_files(self, collection_id: int) -> bool:
+        try:
+            info = self._collections.describe_collection(collection_id=collection_id)
+        except MilvusError:
+            return False
+        return any(IndexSpec.of(index).approximate for index in info.indexes)
+
+    # -- garbage collection ------------------------------------------------------------------
+
+    def held_segments(self) -> set[int] | None:
+        """Sealed segments any live query node serves; None if one of them did not say
+        (garbage collection must then delete nothing)."""
+        held: set[int] = set()
+        for node_id in self._nodes.live_nodes():
+            try:
+                held.update(self._nodes.node(node_id).held_segments())
+            except Exception:
+                log.exception("held segments unknown", extra={"node": node_id})
+                return None
+        return held
+
+    def release_segments(self, segment_ids: set[int]) -> None:
+        """Make live nodes stop serving these (retired, nothing replaces them)."""
+        if not segment_ids:
+            return
+        for node_id in self._nodes.live_nodes():
+            node = self._nodes.node(node_id)
+            try:
+                for vchannel in node.watched():
+                    gone = sorted(set(node.sealed_segments(vchannel)) & segment_ids)
+                    if gone:
+                        node.release_segments(vchannel, gone)
+            except Exception:
+                log.exception("releasing retired segments failed", extra={"node": node_id})
 
     def _save(self, collection_id: int, assignment: dict[str, int]) -> None:
         self._kv.put(f"{_LOADED}/{collection_id}", json.dumps(assignment).encode())

@@ -43,6 +43,10 @@ from services.querynode.tsafe import TSafe
 
 log = logging.getLogger(__name__)
 
+#: how long a handoff of a compacted segment waits for the shard to reach the deletes the
+#: segment was written with (then it fails, and querycoord retries it)
+SWAP_WAIT_S = 5.0
+
 
 class ChannelSubscriber(Protocol):
     def subscribe(self, vchannel: str, pchannel: str, start_offset: int) -> None:
@@ -63,6 +67,9 @@ class Shard:
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: flushed segments loaded from S3, by segment id
     sealed: dict[int, ShardStore] = field(default_factory=dict)
+    #: segments whose rows the sealed stores serve: their own ids and those they were
+    #: compacted from (inserts of these met in the channel are not applied again)
+    covered: set[int] = field(default_factory=set)
     #: dropped partitions and their DropPartition stamps: hidden at once, freed later
     dropped: dict[int, int] = field(default_factory=dict)
     #: dropped partitions whose sealed segments are still to be freed
@@ -89,6 +96,9 @@ class _StoreColumns:
         if name == self._store.schema.primary.name:
             return self._store.pks()
         return self._store.column(name)
+
+    def valid(self, name: str) -> np.ndarray | None:
+        return self._store.valid(name)
 
 
 class QueryNode:
@@ -130,6 +140,7 @@ class QueryNode:
         if plan is not None:
             for segment in plan.segments:
                 shard.sealed[segment.segment_id] = self._load(collection, segment)
+                shard.covered |= {segment.segment_id, *segment.compacted_from}
             for pks, stamps in read_deltalogs(plan.deltalogs, self._require_binlogs()):
                 for sealed in shard.sealed.values():
                     sealed.delete_keys(pks, stamps)
@@ -152,9 +163,10 @@ class QueryNode:
         )
 
     def load_segment(self, vchannel: str, segment: SegmentInfo) -> bool:
-        """Handoff: serve a newly flushed segment from its binlogs instead of the growing
-        rows it covers. The swap happens under the shard lock, so no read sees the rows
-        twice or not at all; deletes already applied to the growing rows move along.
+        """Handoff: serve a newly flushed segment from its binlogs instead of the rows it
+        covers: its own growing rows, and for a compacted segment the sealed segments (or
+        growing rows) it was merged from. The swap happens under the shard lock, so no read
+        sees the rows twice or not at all; deletes already applied move along.
 
         Called again once the segment has index files, it installs them (until then the
         sealed segment is searched exactly). Returns whether anything changed.
@@ -167,18 +179,52 @@ class QueryNode:
             return (
                 install_index_files(shard.collection, segment, loaded, self._require_binlogs()) > 0
             )
+        if segment.segment_id in shard.covered:
+            return False  # a compacted segment loaded already serves its rows
+        if (
+            segment.compacted_from
+            and shard.tsafe.wait(segment.deletes_applied_ts, SWAP_WAIT_S) is None
+        ):
+            # its deleted rows are gone: a read older than those deletes must not meet it
+            raise MilvusError(
+                Code.TIMETICK_LAG,
+                f"shard {vchannel} has not reached the deletes segment {segment.segment_id} "
+                "was compacted with yet",
+            )
         sealed = self._load(shard.collection, segment)
         with shard.lock:
-            rows = shard.store.segment_rows(segment.segment_id)
-            pks, stamps = shard.store.deletes_of(rows)
-            sealed.delete_keys(pks, stamps)
-            shard.store.hide(rows)
+            replaced = [shard.sealed.pop(s) for s in segment.compacted_from if s in shard.sealed]
+            for old in [shard.store, *replaced]:
+                for covered_id in (segment.segment_id, *segment.compacted_from):
+                    rows = old.segment_rows(covered_id)
+                    sealed.delete_keys(*old.deletes_of(rows))
+                    if old is shard.store:
+                        old.hide(rows)
             shard.sealed[segment.segment_id] = sealed
+            shard.covered |= {segment.segment_id, *segment.compacted_from}
         log.info(
             "segment handed off",
-            extra={"vchannel": vchannel, "segment": segment.segment_id, "rows": sealed.num_rows},
+            extra={
+                "vchannel": vchannel,
+                "segment": segment.segment_id,
+                "rows": sealed.num_rows,
+                "replaced": len(replaced),
+            },
         )
         return True
+
+    def release_segments(self, vchannel: str, segment_ids: list[int]) -> int:
+        """Stop serving these sealed segments (retired with nothing replacing them: their
+        rows were all deleted, or their partition dropped); returns how many were held."""
+        shard = self._shard(vchannel)
+        with shard.lock:
+            return sum(shard.sealed.pop(s, None) is not None for s in segment_ids)
+
+    def held_segments(self) -> list[int]:
+        """Every sealed segment this node serves (garbage collection keeps their files)."""
+        with self._lock:
+            shards = list(self._shards.values())
+        return sorted(s for shard in shards for s in shard.sealed)
 
     def sealed_segments(self, vchannel: str) -> list[int]:
         return sorted(self._shard(vchannel).sealed)
@@ -240,7 +286,7 @@ class QueryNode:
     @staticmethod
     def _apply_one(shard: Shard, msg: Any) -> None:
         if isinstance(msg, InsertMsg):
-            if msg.segment_id not in shard.sealed:  # else served from its binlogs already
+            if msg.segment_id not in shard.covered:  # else served from its binlogs already
                 shard.store.insert(msg)
         elif isinstance(msg, DeleteMsg):
             for store in shard.stores():
@@ -369,7 +415,7 @@ class QueryNode:
             valid.sum(axis=1).tolist() if len(req.vectors) else [],
             take(store.pks(), flat),
             scores[valid].astype(np.float32),
-            {name: take(store.raw_column(name), flat) for name in req.output_fields},
+            {name: store.output(name, flat) for name in req.output_fields},
         )
 
     @staticmethod
@@ -413,7 +459,7 @@ class QueryNode:
         rows = rows[pk_order(take(store.pks(), rows))[: req.limit]]
         return QueryRows(
             take(store.pks(), rows),
-            {name: take(store.raw_column(name), rows) for name in req.output_fields},
+            {name: store.output(name, rows) for name in req.output_fields},
         )
 
 

@@ -26,17 +26,15 @@ def load_sealed(
         entry = segment.binlogs[log_id]
 
         def column(field_id: int, data_type: DataType, dim: int = 0, entry=entry):
-            return binlog.decode_column(store.get(entry.paths[str(field_id)]), data_type, dim)
+            return binlog.read_column(store.get(entry.paths[str(field_id)]), data_type, dim)
 
-        pks = column(PK_FIELD, pk_type)
-        stamps = column(TS_FIELD, DataType.INT64)
-        fields = [
-            FieldColumn(
-                f.field_id, f.name, f.data_type, column(f.field_id, f.data_type, f.dim), f.dim
-            )
-            for f in schema.fields
-            if not f.is_primary
-        ]
+        pks = column(PK_FIELD, pk_type)[0]
+        stamps = column(TS_FIELD, DataType.INT64)[0]
+        fields = []
+        for f in schema.fields:
+            if not f.is_primary:
+                values, valid = column(f.field_id, f.data_type, f.dim)
+                fields.append(FieldColumn(f.field_id, f.name, f.data_type, values, f.dim, valid))
         sealed.insert(
             InsertMsg(
                 msg_id=0,

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from services.common.msgstream.message import FIXED_DTYPES, DataType, DeleteMsg, InsertMsg
+from services.common.nullable import with_nulls
 from services.common.results import SIMILARITY_METRICS, take
 from services.common.schema import CollectionSchema, FieldSchema, IndexInfo
 from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS, ChunkIndexes, IndexSpec
@@ -61,6 +62,10 @@ class ShardStore:
         self._columns: dict[str, FixedColumn | ObjectColumn] = {
             f.name: _new_column(f) for f in schema.fields if not f.is_primary
         }
+        #: nullable fields' validity masks, aligned with their columns
+        self._valid: dict[str, FixedColumn] = {
+            f.name: FixedColumn(np.dtype("?")) for f in schema.fields if f.nullable
+        }
         #: squared norms of each vector field's rows (L2 and COSINE reuse them)
         self._sq_norms: dict[str, FixedColumn] = {
             f.name: FixedColumn(np.dtype("<f4")) for f in schema.vector_fields
@@ -82,8 +87,11 @@ class ShardStore:
         different lengths, and every later row misaligned)."""
         n = msg.num_rows
         values = self._checked(msg, n)
+        valid = self._checked_validity(msg, n)
         pks = self._pks.checked(msg.pks, n)
         stamps = self._insert_ts.checked(msg.timestamps, n)
+        for name, mask in valid.items():
+            self._valid[name].append(mask)
         for name, data in values.items():
             self._columns[name].append(data)
             if name in self._sq_norms:
@@ -113,6 +121,23 @@ class ShardStore:
                 out[f.name] = self._columns[f.name].checked(col.data, rows)
             except ValueError as exc:
                 raise ValueError(f"field {f.name}: {exc}") from None
+        return out
+
+    def _checked_validity(self, msg: InsertMsg, rows: int) -> dict[str, np.ndarray]:
+        """Each nullable field's mask for the message (all valid when it carries none); a
+        null sent for a field that is not nullable is refused like any malformed column."""
+        out: dict[str, np.ndarray] = {}
+        for col in msg.fields:
+            column = self._valid.get(col.name)
+            if column is None:
+                if col.valid is not None and not col.valid.all():
+                    raise ValueError(f"field {col.name}: nulls in a field that is not nullable")
+                continue
+            mask = np.ones(rows, dtype=bool) if col.valid is None else col.valid
+            try:
+                out[col.name] = column.checked(mask, rows)
+            except ValueError as exc:
+                raise ValueError(f"field {col.name} validity: {exc}") from None
         return out
 
     def delete(self, msg: DeleteMsg) -> int:
@@ -212,6 +237,17 @@ class ShardStore:
         """Values as clients wrote them (JSON as text)."""
         col = self._columns[name]
         return col.raw() if isinstance(col, ObjectColumn) else col.view()
+
+    def valid(self, name: str) -> np.ndarray | None:
+        """A nullable field's validity mask (True where the row has a value), else None."""
+        column = self._valid.get(name)
+        return None if column is None else column.view()
+
+    def output(self, name: str, rows: np.ndarray) -> np.ndarray | list:
+        """``rows`` of a column as results carry them: raw values, None at null rows."""
+        values = take(self.raw_column(name), rows)
+        valid = self._valid.get(name)
+        return values if valid is None else with_nulls(values, valid.view()[rows])
 
     def vectors(self, field: str, start: int, end: int) -> np.ndarray:
         return self._columns[field].view()[start:end]

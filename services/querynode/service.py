@@ -14,7 +14,7 @@ from services.common.objectstore import ObjectStore
 from services.common.observability import Health, Sample
 from services.common.periodic import Periodic
 from services.common.rpc import types as rpc_types
-from services.common.rpc.transport import generic_handler, new_server
+from services.common.rpc.transport import add_port, generic_handler, new_server
 from services.common.session import SessionRegistry
 from services.querynode.core import QueryNode
 from services.querynode.subscriber import KafkaSubscriber
@@ -40,7 +40,7 @@ class QueryNodeService:
             server = new_server()
             # the node exists before it is advertised: bind first, register last
             self._server = server
-            if server.add_insecure_port(self.config.service.listen_address(self._rpc_address)) == 0:
+            if add_port(server, self.config.service.listen_address(self._rpc_address)) == 0:
                 raise OSError(f"cannot listen on {self._rpc_address}")
         info = self.registry.register("querynode", self._rpc_address or "inproc")
         self.node = QueryNode(

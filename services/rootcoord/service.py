@@ -26,9 +26,11 @@ from services.common.observability import Health, Sample
 from services.common.pacer import Pacer
 from services.common.periodic import Periodic
 from services.common.rpc import types as rpc_types
-from services.common.rpc.transport import generic_handler, new_server
+from services.common.rpc.transport import add_port, generic_handler, new_server
 from services.common.session import SessionRegistry
+from services.datacoord.compaction import CompactionPolicy
 from services.datacoord.core import DataCoord, DataCoordConfig
+from services.datacoord.gc import GarbageCollector
 from services.indexnode.core import IndexBuilder
 from services.querycoord.core import NodeDirectory, QueryCoord
 from services.rootcoord.core import CacheInvalidator, RootCoord
@@ -66,15 +68,29 @@ class CoordinatorService:
                 config.time.idle_timetick_interval_ms / 1000,
             ),
         )
+        data = config.data
         self.datacoord = DataCoord(
             kv,
             self.rootcoord.alloc_timestamp,
             self.rootcoord.ids.alloc_one,
-            DataCoordConfig(config.data.segment_max_rows, config.data.segment_idle_seal_s),
+            DataCoordConfig(
+                data.segment_max_rows,
+                data.segment_idle_seal_s,
+                CompactionPolicy(
+                    data.segment_max_rows,
+                    data.compaction_small_fraction,
+                    data.compaction_delete_ratio,
+                ),
+                data.compaction_timeout_s,
+            ),
             datanode_alive=lambda: bool(self.registry.members("datanode")),
         )
         self.querycoord = QueryCoord(kv, self.rootcoord, nodes, self.datacoord)
-        self.indexes = IndexBuilder(self.datacoord, self.rootcoord, ObjectStore(config.s3))
+        store = ObjectStore(config.s3)
+        self.indexes = IndexBuilder(self.datacoord, self.rootcoord, store)
+        self.gc = GarbageCollector(
+            self.datacoord, store, self.querycoord, self._live_partitions, data.gc_delay_s
+        )
         identifier = f"{process_identifier()}:{rpc_address or 'inproc'}"
         self.election = LeaderElection(
             zk, root, "rootcoord", identifier, on_lost=on_lost or self._default_lost
@@ -159,11 +175,26 @@ class CoordinatorService:
             Periodic("index-build", 1.0, self.indexes.run_once),
             Periodic("index-recycle", 30.0, self.indexes.recycle),
         ]
+        data = self.config.data
+        if data.compaction_enabled:
+            self._loops.append(
+                Periodic("compaction", data.compaction_interval_s, self.datacoord.auto_compact)
+            )
+        if data.gc_enabled:
+            self._loops.append(Periodic("gc", data.gc_interval_s, self.gc.run_once))
         for loop in self._loops:
             loop.start()
         self.rootcoord.on_report = ticker.wake  # an urgent report may allow a tick right now
         log.info("coordinator active", extra={"address": self._rpc_address or "inproc"})
         return self
+
+    def _live_partitions(self) -> set[tuple[int, int]]:
+        """(collection, partition) ids that exist: segments of others are garbage."""
+        return {
+            (info.collection_id, part.partition_id)
+            for info in self.rootcoord.show_collections()
+            for part in info.partitions
+        }
 
     def _check_channel_epoch(self, created: list[str]) -> None:
         """Notice a broker that lost its log (memory storage restarted): the channels are new
@@ -194,7 +225,7 @@ class CoordinatorService:
                 generic_handler("DataCoord", self.datacoord, rpc_types.DATACOORD_METHODS),
             )
         )
-        if server.add_insecure_port(self.config.service.listen_address(address)) == 0:
+        if add_port(server, self.config.service.listen_address(address)) == 0:
             raise OSError(f"cannot listen on {address}")
         server.start()
         self._server = server

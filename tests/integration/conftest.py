@@ -17,19 +17,13 @@ from services.common.config import Config
 from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
 from services.infra.deployment import DeploymentManager
 from services.launcher import start_standalone
-from tests.infra import REPO, TEST_PORTS, running_infra
+from tests.infra import REPO, TEST_PORTS
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/integration" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
-
-
-@pytest.fixture(scope="session")
-def infra() -> Config:
-    with running_infra() as config:
-        yield config
 
 
 @pytest.fixture

@@ -50,14 +50,10 @@ def spark_cluster(infra):
     spark = InfraManager(config, lambda line: print(f"[spark] {line}"), spark_components(config))
     spark.down()
     spark.up()
-    holder = Persistent(config)
-    holder.start()
-    holder.datanode.start()
     try:
-        yield holder
+        with Persistent(config).running() as holder:
+            yield holder
     finally:
-        holder.stop()
-        holder.datanode.stop()
         spark.down()
 
 

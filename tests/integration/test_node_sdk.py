@@ -9,7 +9,6 @@ still missing (a machine set up by hand).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.clients.install import installed_once
 from tests.infra import REPO
 
 CLIENT = REPO / "tests" / "clients" / "node"
@@ -29,31 +29,20 @@ DIM, ROWS = 8, 50  # as flow.js
 
 
 def node_modules() -> Path:
-    """The pinned SDK's ``node_modules``, installed once per lock file content.
+    """The pinned SDK's ``node_modules`` (``npm ci`` from the lock file, once)."""
 
-    ``npm ci`` runs in a staging folder renamed into place when complete, so an interrupted
-    or concurrent install never leaves a half-filled cache behind."""
-    manifest = [(CLIENT / n).read_bytes() for n in ("package.json", "package-lock.json")]
-    key = hashlib.sha256(b"\0".join(manifest)).hexdigest()[:16]
-    target = REPO / ".vectide" / "node-sdk" / key
-    if (target / "node_modules" / SDK / "package.json").exists():
-        return target / "node_modules"
-    staging = target.with_name(f"{key}.tmp{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    for name in ("package.json", "package-lock.json"):
-        shutil.copy(CLIENT / name, staging / name)
-    subprocess.run(
-        ["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
-        cwd=staging,
-        check=True,
-        timeout=300,
-    )
-    try:
-        staging.rename(target)
-    except OSError:  # another run installed it meanwhile
-        shutil.rmtree(staging, ignore_errors=True)
-    return target / "node_modules"
+    def npm_ci(folder: Path) -> None:
+        for name in ("package.json", "package-lock.json"):
+            shutil.copy(CLIENT / name, folder / name)
+        subprocess.run(
+            ["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=folder,
+            check=True,
+            timeout=300,
+        )
+
+    manifests = [CLIENT / "package.json", CLIENT / "package-lock.json"]
+    return installed_once("node-sdk", manifests, npm_ci) / "node_modules"
 
 
 @pytest.fixture(scope="module")

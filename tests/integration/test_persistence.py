@@ -9,6 +9,8 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -86,6 +88,17 @@ class Persistent:
         )
         self.client = MilvusClient(f"http://127.0.0.1:{self.port}")
 
+    @contextmanager
+    def running(self) -> Iterator[Persistent]:
+        """The deployment and its data node, both stopped at the end."""
+        self.start()
+        try:
+            self.datanode.start()
+            yield self
+        finally:
+            self.stop()
+            self.datanode.stop()
+
     def stop(self) -> None:
         if self.client is not None:
             self.client.close()
@@ -100,14 +113,8 @@ def persistent(infra):
     config.data.segment_max_rows = 100_000
     config.data.trigger_s = 1.0
     config.service.rootcoord_port = free_port()
-    holder = Persistent(config)
-    holder.start()
-    holder.datanode.start()
-    try:
+    with Persistent(config).running() as holder:
         yield holder
-    finally:
-        holder.stop()
-        holder.datanode.stop()
 
 
 def make_collection(client: MilvusClient) -> str:

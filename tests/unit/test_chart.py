@@ -52,12 +52,22 @@ ACTIVE_STANDBY = {
     "cluster": {"enabled": True},
     "rootCoordinator": {"activeStandby": {"enabled": True}},
 }
+TLS = {
+    "tls": {
+        "enabled": True,
+        "mode": 2,
+        "secretName": "vectide-tls",
+        "internal": True,
+        "serverName": "vectide.db.svc",
+    }
+}
 VALUE_SETS = {
     "default": {},
     "cluster": CLUSTER,
     "external": {**CLUSTER, **EXTERNAL},
     "active-standby": ACTIVE_STANDBY,
     "monitored": {**CLUSTER, "metrics": {"serviceMonitor": {"enabled": True}}},
+    "tls": {**CLUSTER, **TLS},
     "spark-k8s": {**CLUSTER, "dataNode": {"spark": {"master": "k8s://https://kubernetes.default"}}},
 }
 
@@ -245,6 +255,45 @@ def test_extra_config_file_is_merged_over_the_rendered_config(tmp_path) -> None:
     assert config.cluster.dml_channels == 32 and config.cluster.name == "vt"  # merged, kept
     assert config.query.graceful_time_ms == 2000
     assert config.data.spark_master == "spark://sm:7077"
+
+
+def test_tls_mounts_the_secret_in_every_vectide_container(tmp_path) -> None:
+    for values in ({**CLUSTER, **TLS}, TLS):  # every role's pod, and the standalone pod
+        docs = render(values)
+        for container in containers(docs):
+            if container["name"] in BUNDLED:
+                continue
+            mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+            assert mounts["tls"] == "/etc/vectide-tls", container["name"]
+        for workload in workloads(docs).values():
+            if component(workload) in BUNDLED:
+                continue
+            volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"]["volumes"]}
+            assert volumes["tls"]["secret"]["secretName"] == "vectide-tls"
+    path = tmp_path / "vectide.yaml"
+    path.write_text(vectide_config(render({**CLUSTER, **TLS})))
+    security = load_config(path, env={}).security
+    assert (security.tls_mode, security.internal_tls) == (2, True)
+    assert security.tls_cert_file == "/etc/vectide-tls/tls.crt"
+    assert security.tls_ca_file == "/etc/vectide-tls/ca.crt"
+    assert security.tls_server_name == "vectide.db.svc"
+
+
+def test_tls_without_a_secret_or_with_a_bad_mode_does_not_render() -> None:
+    tls = TLS["tls"]
+    for broken in (
+        {**tls, "secretName": ""},
+        {**tls, "mode": 3},
+        {**tls, "serverName": ""},  # internal TLS checks peers by name
+    ):
+        with pytest.raises(Exception, match=r"tls\."):
+            render({"tls": broken})
+
+
+def test_no_tls_mounts_nothing() -> None:
+    docs = render({})
+    assert "security" not in yaml.safe_load(vectide_config(docs))
+    assert all("tls" not in {m["name"] for m in c["volumeMounts"]} for c in containers(docs))
 
 
 def test_active_standby_runs_two_rootcoords() -> None:

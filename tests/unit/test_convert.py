@@ -28,10 +28,41 @@ def test_schema_gets_field_ids_and_a_hidden_dynamic_field():
     assert [f.name for f in back.fields] == ["id", "v", "t"]  # $meta stays hidden
 
 
-@pytest.mark.parametrize("dim", [0, 40000])
+@pytest.mark.parametrize("dim", [0, -3])  # the upper bound: quota.max_dim (test_limits.py)
 def test_bad_dimension_is_an_illegal_schema(dim):
     with pytest.raises(MilvusError) as bad:
         convert.schema_from_proto(proto_schema(dim=dim), "c")
+    assert bad.value.code == Code.COLLECTION_ILLEGAL_SCHEMA
+
+
+def with_keys(*specs) -> bytes:
+    """The base schema plus Int64/VarChar fields flagged as partition keys: (name, type, pk)."""
+    schema = schema_pb2.CollectionSchema.FromString(proto_schema())
+    for name, data_type, primary in specs:
+        field = schema.fields.add(name=name, data_type=data_type, is_partition_key=True)
+        field.is_primary_key = primary
+        if data_type == DataType.VARCHAR:
+            field.type_params.add(key="max_length", value="8")
+    return schema.SerializeToString()
+
+
+def test_a_partition_key_round_trips():
+    schema = convert.schema_from_proto(with_keys(("k", DataType.VARCHAR, False)), "c")
+    assert [f.name for f in schema.fields if f.is_partition_key] == ["k"]
+    back = convert.schema_to_proto(schema)
+    assert [f.name for f in back.fields if f.is_partition_key] == ["k"]
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        [("a", DataType.INT64, False), ("b", DataType.INT64, False)],  # two keys
+        [("f", DataType.FLOAT, False)],  # not Int64/VarChar
+    ],
+)
+def test_bad_partition_keys_are_an_illegal_schema(keys):
+    with pytest.raises(MilvusError) as bad:
+        convert.schema_from_proto(with_keys(*keys), "c")
     assert bad.value.code == Code.COLLECTION_ILLEGAL_SCHEMA
 
 

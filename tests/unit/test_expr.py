@@ -33,6 +33,8 @@ class FakeSource:
     types: dict[str, DataType]
     dynamic_field: str | None = None
     fetched: list[str] = field(default_factory=list)
+    #: nullable columns' validity masks
+    validity: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def num_rows(self) -> int:
@@ -44,6 +46,9 @@ class FakeSource:
     def column(self, name: str) -> np.ndarray | list:
         self.fetched.append(name)
         return self.columns[name]
+
+    def valid(self, name: str) -> np.ndarray | None:
+        return self.validity.get(name)
 
 
 def make_source(dynamic: bool = True) -> FakeSource:

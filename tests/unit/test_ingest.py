@@ -219,6 +219,35 @@ def test_a_refused_batch_is_split_so_only_the_refused_record_is_dead():
     assert headers["source.partition"] == b"0" and headers["error"].startswith(b"refused")
 
 
+def test_nullable_and_defaulted_fields_may_be_null_or_left_out():
+    fields = [
+        *schema().fields,
+        FieldSchema(105, "maybe", DataType.INT64, nullable=True),
+        FieldSchema(106, "tag", DataType.VARCHAR, max_length=8, default_value="none"),
+    ]
+    nullable_schema = CollectionSchema("docs", fields)
+    proxy = FakeProxy(nullable_schema)
+    seen = {}
+    proxy.upsert = lambda collection, partition, columns, num_rows: seen.update(columns)
+    records = [
+        rec(0, b"1", row(maybe=5, tag="a")),
+        rec(1, b"2", row(maybe=None, tag=None)),
+        rec(2, b"3", row()),  # both left out
+    ]
+    outcome = BatchApplier(proxy, "docs").apply(records)
+    assert not outcome.dead
+    assert seen["maybe"].data.tolist()[0] == 5 and seen["maybe"].valid.tolist() == [
+        True,
+        False,
+        False,
+    ]
+    assert seen["tag"].data == ["a", "none", "none"] and seen["tag"].valid is None  # defaults
+    plain = avro_schema(nullable_schema)["fields"]
+    assert {f["name"]: f["type"] for f in plain}["maybe"] == ["null", "long"]
+    with pytest.raises(RecordError, match="'n' is null"):
+        RecordDecoder(nullable_schema).decode(b"4", orjson.dumps({**json.loads(row()), "n": None}))
+
+
 def test_missing_collection_dead_letters_and_proxy_outage_pushes_back():
     outcome = BatchApplier(FakeProxy(None), "gone").apply([rec(0, b"1", row())])
     assert "collection 'gone' does not exist" in outcome.dead[0].error

@@ -100,11 +100,28 @@ Secret as VECTIDE_* environment variables.
   "service" (dict "proxy_port" (int $v.service.port) "http_port" (int $v.service.httpPort) "metrics_port" (int $v.service.metricsPort) "bind_host" "0.0.0.0")
   "infra" (dict "run_dir" "/var/lib/vectide")
 -}}
+{{- if $v.tls.enabled -}}
+{{- $_ := set $config "security" (include "vectide.tlsConfig" . | fromYaml) -}}
+{{- end -}}
 {{- $user := fromYaml (index $v.extraConfigFiles "user.yaml" | default "") -}}
 {{- if hasKey $user "Error" -}}
 {{- fail (printf "extraConfigFiles.user.yaml is not valid YAML: %s" (get $user "Error")) -}}
 {{- end -}}
 {{- toYaml (mergeOverwrite $config $user) -}}
+{{- end -}}
+
+{{/* The security section's TLS keys: the files of the mounted Secret (tls.enabled). */}}
+{{- define "vectide.tlsConfig" -}}
+{{- $t := .Values.tls -}}
+{{- if not (has (int $t.mode) (list 1 2)) -}}
+{{- fail "tls.mode must be 1 (one-way) or 2 (mutual)" -}}
+{{- end -}}
+tls_mode: {{ int $t.mode }}
+tls_cert_file: /etc/vectide-tls/tls.crt
+tls_key_file: /etc/vectide-tls/tls.key
+tls_ca_file: /etc/vectide-tls/ca.crt
+internal_tls: {{ $t.internal }}
+tls_server_name: {{ (ternary (required "tls.serverName is required with tls.internal" $t.serverName) $t.serverName $t.internal) | quote }}
 {{- end -}}
 
 {{/* Environment of every Vectide container. */}}
@@ -169,6 +186,11 @@ Secret as VECTIDE_* environment variables.
   mountPath: /var/lib/vectide
 - name: tmp
   mountPath: /tmp
+{{- if .Values.tls.enabled }}
+- name: tls
+  mountPath: /etc/vectide-tls
+  readOnly: true
+{{- end }}
 {{- end -}}
 
 {{- define "vectide.volumes" -}}
@@ -177,6 +199,12 @@ Secret as VECTIDE_* environment variables.
     name: {{ include "vectide.fullname" . }}-config
 - name: tmp
   emptyDir: {}
+{{- if .Values.tls.enabled }}
+- name: tls
+  secret:
+    secretName: {{ required "tls.secretName is required when tls.enabled" .Values.tls.secretName }}
+    defaultMode: 0440
+{{- end }}
 {{- end -}}
 
 {{/* Scheduling and resources of a role: its values block. */}}

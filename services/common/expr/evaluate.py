@@ -8,6 +8,10 @@ loops are kept to a single comprehension per operation.
 JSON semantics follow Milvus: a missing key or a value of the wrong type makes that row false
 instead of raising, numbers compare numerically with each other (bool is never a number) and
 strings compare with strings.
+
+Nulls follow SQL's three-valued logic, as Milvus's do: a predicate reading a null row of a
+nullable field is unknown there, ``not`` keeps it unknown, ``and``/``or`` combine by Kleene's
+rules, and only rows where the whole filter is true are selected. ``is null`` is never unknown.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from services.common.expr.parser import (
     Or,
     PathKey,
     Scalar,
+    referenced_fields,
 )
 from services.common.msgstream.message import FIXED_DTYPES, DataType
 
@@ -55,6 +60,11 @@ class ColumnSource(Protocol):
     def field_type(self, name: str) -> DataType | None: ...
 
     def column(self, name: str) -> np.ndarray | list: ...
+
+    def valid(self, name: str) -> np.ndarray | None:
+        """A nullable field's validity mask (True where the row has a value); None when
+        every row has one or ``name`` is not a nullable field."""
+        ...
 
 
 class _Missing:
@@ -122,21 +132,49 @@ class _Evaluator:
         self.source = source
         self.num_rows = source.num_rows
         self.fields: dict[Field, _Value] = {}
+        self.null_rows: dict[str, np.ndarray | None] = {}
 
     # -- predicates
 
     def mask(self, node: Expr) -> np.ndarray:
+        """Rows where ``node`` is true (not false, not unknown)."""
+        return self._truth(node)[0]
+
+    def _truth(self, node: Expr) -> tuple[np.ndarray, np.ndarray]:
+        """(rows where ``node`` is true, rows where it is false); the rest are unknown."""
+        match node:
+            case Not(operand):
+                true, false = self._truth(operand)
+                return false, true
+            case And(operands) | Or(operands):
+                parts = [self._truth(operand) for operand in operands]
+                trues, falses = [p[0] for p in parts], [p[1] for p in parts]
+                if isinstance(node, And):
+                    return _all(trues), _any(falses)
+                return _any(trues), _all(falses)
+        value = self._predicate(node)
+        unknown = None if isinstance(node, IsNull | Exists | Literal) else self._nulls_in(node)
+        if unknown is None:
+            return value, ~value
+        return value & ~unknown, ~value & ~unknown
+
+    def _nulls_in(self, node: Expr) -> np.ndarray | None:
+        """Rows where some field ``node`` reads is null."""
+        masks = [m for name in referenced_fields(node) if (m := self._nulls(name)) is not None]
+        return _any(masks) if masks else None
+
+    def _nulls(self, name: str) -> np.ndarray | None:
+        if name not in self.null_rows:
+            valid = self.source.valid(name)
+            self.null_rows[name] = None if valid is None else ~np.asarray(valid, dtype=bool)
+        return self.null_rows[name]
+
+    def _predicate(self, node: Expr) -> np.ndarray:
         match node:
             case Literal(bool() as value):
                 return np.full(self.num_rows, value, dtype=bool)
             case Field():
                 return self._bool_field(node)
-            case Not(operand):
-                return ~self.mask(operand)
-            case And(operands):
-                return functools.reduce(operator.and_, map(self.mask, operands))
-            case Or(operands):
-                return functools.reduce(operator.or_, map(self.mask, operands))
             case Compare():
                 return self._compare(node)
             case InList(operand, values, negated):
@@ -144,7 +182,7 @@ class _Evaluator:
             case Like(operand, pattern, negated):
                 return self._like(self.value(operand), pattern, negated, node)
             case IsNull(operand, negated):
-                return self._is_null(self.field(operand), negated)
+                return self._is_null(operand, negated)
             case Exists(operand):
                 return self._bools(row is not _MISSING for row in self._json(operand, node).rows)
             case JsonContains(operand, values, match_all):
@@ -220,11 +258,15 @@ class _Evaluator:
             )
         raise ExprError(f"'like' needs a VARCHAR or JSON string: {node.text!r}")
 
-    def _is_null(self, value: _Value, negated: bool) -> np.ndarray:
-        """Only JSON values can be null here: fixed-width and VARCHAR columns carry no
-        validity data, so every row of those is not null."""
+    def _is_null(self, operand: Field, negated: bool) -> np.ndarray:
+        """A JSON value is null when it is JSON null or missing; another field's row is null
+        when its validity mask says so (a field that is not nullable has no null row)."""
+        value = self.field(operand)
         if not isinstance(value, _Json):
-            return np.full(self.num_rows, negated, dtype=bool)
+            nulls = self._nulls(operand.name)
+            if nulls is None:
+                return np.full(self.num_rows, negated, dtype=bool)
+            return ~nulls if negated else nulls.copy()
         return self._bools((row is None or row is _MISSING) != negated for row in value.rows)
 
     def _json_contains(
@@ -319,6 +361,14 @@ class _Evaluator:
 
     def _bools(self, rows: Iterable[object]) -> np.ndarray:
         return np.fromiter(rows, dtype=bool, count=self.num_rows)
+
+
+def _all(masks: list[np.ndarray]) -> np.ndarray:
+    return functools.reduce(operator.and_, masks)
+
+
+def _any(masks: list[np.ndarray]) -> np.ndarray:
+    return functools.reduce(operator.or_, masks)
 
 
 def _lookup(document: Any, path: tuple[PathKey, ...]) -> object:

@@ -45,6 +45,7 @@ SCHEMA_FILES = (
 MESSAGE_RECORDS = ("Insert", "Delete", "TimeTick", "CollectionDDL")
 
 _INT64 = np.dtype("<i8")
+_BOOL = np.dtype("?")
 
 
 class DecodeError(ValueError):
@@ -176,6 +177,7 @@ def _column_record(col: FieldColumn) -> dict[str, Any]:
         "dim": col.dim,
         "fixed": None,
         "strings": None,
+        "valid": None if col.valid is None else _le_bytes(col.valid, _BOOL),
     }
     if dtype is not None:
         record["fixed"] = _le_bytes(col.data, dtype)
@@ -203,7 +205,15 @@ def _column(record: dict[str, Any]) -> FieldColumn:
             data = data.reshape(-1, record["dim"])
     else:
         data = list(record["strings"] or [])
-    return FieldColumn(record["field_id"], record["name"], data_type, data, record["dim"])
+    valid = record.get("valid")
+    return FieldColumn(
+        record["field_id"],
+        record["name"],
+        data_type,
+        data,
+        record["dim"],
+        None if valid is None else np.frombuffer(valid, dtype=_BOOL),
+    )
 
 
 def _insert(r: dict[str, Any]) -> InsertMsg:
@@ -226,6 +236,7 @@ def _insert(r: dict[str, Any]) -> InsertMsg:
         len(msg.row_ids),
         len(msg.timestamps),
         *(len(c) for c in msg.fields),
+        *(len(c.valid) for c in msg.fields if c.valid is not None),
     )
     return msg
 

@@ -51,9 +51,22 @@ class FieldColumn:
     #: fixed-width types: array of shape (rows,) or (rows, dim); VarChar/JSON: list of str.
     data: np.ndarray | list[str]
     dim: int = 0
+    #: nullable fields: True where the row has a value; ``data`` holds a placeholder (0, "")
+    #: at the other rows. None means every row has a value.
+    valid: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.data)
+
+    def rows(self, index: np.ndarray) -> FieldColumn:
+        """The column restricted to ``index`` (row offsets), validity included."""
+        data = (
+            self.data[index]
+            if isinstance(self.data, np.ndarray)
+            else [self.data[i] for i in index.tolist()]
+        )
+        valid = None if self.valid is None else self.valid[index]
+        return FieldColumn(self.field_id, self.name, self.data_type, data, self.dim, valid)
 
 
 @dataclass(slots=True)

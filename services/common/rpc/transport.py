@@ -10,10 +10,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from concurrent import futures
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
+from services.common import tls
+from services.common.config import SecurityConfig
 from services.common.errors import Code, MilvusError
 from services.common.rpc import codec
 
@@ -22,6 +25,34 @@ log = logging.getLogger(__name__)
 _ERROR_KEY = "vectide-error-bin"
 #: between Vectide's own processes: a query node's hits with vectors can be large
 MAX_MESSAGE = 256 * 1024 * 1024
+
+
+#: the service the proxy serves on its Milvus port (which follows ``security.tls_mode``)
+PROXY_SERVICE = "Proxy"
+
+
+@dataclass
+class _ProcessTls:
+    """This process's TLS for internal RPC: what the internal servers and clients use, and
+    what a client of the proxy's port (which serves internal calls too) uses."""
+
+    internal: tls.TlsFiles | None = None
+    proxy_port: tls.TlsFiles | None = None
+
+
+_TLS = _ProcessTls()
+
+
+def use_tls(cfg: SecurityConfig) -> None:
+    """Set this process's internal TLS from config, once at start (as ``use_security`` does
+    for Kafka): every :class:`RpcClient` and :func:`add_port` follows it."""
+    _TLS.internal = tls.internal_files(cfg)
+    _TLS.proxy_port = tls.client_files(cfg)
+
+
+def add_port(server: grpc.Server, address: str) -> int:
+    """Listen on an internal RPC ``address``: mutual TLS when ``security.internal_tls``."""
+    return tls.add_port(server, address, _TLS.internal, mutual=True)
 
 
 def channel_options(
@@ -88,7 +119,7 @@ class RpcClient:
         self.address = address
         self._service = service
         self._timeout_s = timeout_s
-        self._channel = grpc.insecure_channel(address, options=channel_options())
+        self._channel = _open_channel(address, service)
         self._stubs: dict[str, Callable[..., bytes]] = {}
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
@@ -121,6 +152,16 @@ class RpcClient:
 
     def close(self) -> None:
         self._channel.close()
+
+
+def _open_channel(address: str, service: str) -> grpc.Channel:
+    """A channel to ``service``: TLS when its port serves TLS (the proxy's port follows
+    ``security.tls_mode``, the other roles' ``security.internal_tls``)."""
+    files = _TLS.proxy_port if service == PROXY_SERVICE else _TLS.internal
+    if files is None:
+        return grpc.insecure_channel(address, options=channel_options())
+    options = [*channel_options(), *tls.name_options(files)]
+    return grpc.secure_channel(address, tls.channel_credentials(files), options=options)
 
 
 def _to_milvus_error(exc: grpc.RpcError, address: str, method: str) -> MilvusError:

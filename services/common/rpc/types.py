@@ -13,6 +13,8 @@ from services.common.schema import (
     IndexInfo,
     PartitionInfo,
 )
+from services.datacoord.compaction import CompactionPlan
+from services.datacoord.compaction_jobs import JobState
 from services.datacoord.segment import (
     BatchReport,
     Binlog,
@@ -45,6 +47,8 @@ codec.register(
     LoadPlan,
     FieldColumn,
     MutationResult,
+    CompactionPlan,
+    JobState,
 )
 
 #: methods each role serves, by RPC service name
@@ -85,6 +89,11 @@ DATACOORD_METHODS = (
     "set_index_file",
     "drop_collection",
     "index_progress",
+    "compact",
+    "next_compaction",
+    "complete_compaction",
+    "compaction_state",
+    "compaction_plans",
 )
 QUERYCOORD_METHODS = (
     "load_collection",
@@ -105,6 +114,8 @@ QUERYNODE_METHODS = (
     "query",
     "load_segment",
     "sealed_segments",
+    "held_segments",
+    "release_segments",
 )
 PROXY_METHODS = (
     "invalidate_collection_cache",

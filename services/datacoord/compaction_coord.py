@@ -1,0 +1,165 @@
+"""Datacoord's side of compaction: plan jobs, hand plans to the data node, swap the result in.
+
+A mixin of :class:`services.datacoord.core.DataCoord` (which supplies the lock, the segment
+and deltalog records, the checkpoints, the metastore and id allocation). The data node pulls
+plans (``next_compaction``), writes the merged segment's binlogs and reports them
+(``complete_compaction``); the swap is one metastore transaction: the new segment appears
+Flushed and its sources become Compacted together, so no reader of the metadata ever sees
+both or neither. Query nodes then swap them through the usual handoff (querycoord), and the
+index builder builds the new segment's index like any flushed segment's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, replace
+
+from services.common.kv.base import KVError, MetaKV, Txn
+from services.common.msgstream.channels import pchannel_of
+from services.common.msgstream.message import Position
+from services.datacoord.compaction import CompactionPlan, CompactionPolicy, plan_groups
+from services.datacoord.compaction_jobs import CompactionJobs, JobState, PlanState
+from services.datacoord.segment import PERSISTED, Binlog, Deltalog, SegmentInfo, SegmentState
+
+log = logging.getLogger(__name__)
+
+
+class CompactionCoord:
+    _lock: threading.RLock
+    _kv: MetaKV
+    _alloc_id: Callable[[], int]
+    _segments: dict[int, SegmentInfo]
+    _deltalogs: dict[int, dict[str, Deltalog]]
+    _checkpoints: dict[str, Position]
+    policy: CompactionPolicy
+    jobs: CompactionJobs
+
+    def compact(self, collection_id: int) -> tuple[int, int]:
+        """ManualCompaction: plan every merge and rewrite worth doing now; (job id, plans)."""
+        with self._lock:
+            job_id, plans = self._plan_job(collection_id, manual=True)
+            return job_id, plans
+
+    def auto_compact(self) -> int:
+        """One automatic round over every collection (periodic); returns the plans made."""
+        with self._lock:
+            collections = {s.collection_id for s in self._segments.values() if s.state in PERSISTED}
+            return sum(self._plan_job(c, manual=False)[1] for c in sorted(collections))
+
+    def _plan_job(self, collection_id: int, manual: bool) -> tuple[int, int]:
+        deltas = list(self._deltalogs.get(collection_id, {}).values())
+        mine = [s for s in self._segments.values() if s.collection_id == collection_id]
+        groups = plan_groups(mine, deltas, self.policy, manual, self.jobs.busy_segments())
+        if not groups and not manual:
+            return 0, 0
+        job_id = self._alloc_id()
+        plans = [self._new_plan(job_id, group, deltas) for group in groups]
+        self.jobs.add(job_id, plans)
+        if plans:
+            log.info(
+                "compaction planned",
+                extra={"collection": collection_id, "job": job_id, "plans": len(plans)},
+            )
+        return job_id, len(plans)
+
+    def _new_plan(
+        self, job_id: int, group: list[SegmentInfo], deltas: list[Deltalog]
+    ) -> CompactionPlan:
+        first = group[0]
+        # every delete stamped up to the channel's checkpoint is in a recorded deltalog
+        checkpoint = self._checkpoints.get(pchannel_of(first.vchannel))
+        oldest = min(b.min_ts for s in group for b in s.binlogs.values())
+        return CompactionPlan(
+            plan_id=self._alloc_id(),
+            job_id=job_id,
+            collection_id=first.collection_id,
+            partition_id=first.partition_id,
+            vchannel=first.vchannel,
+            target_id=self._alloc_id(),
+            sources=[replace(s, binlogs=dict(s.binlogs)) for s in group],
+            deltalogs=[
+                d
+                for d in deltas
+                if d.vchannel == first.vchannel and not d.retired_at and d.max_ts > oldest
+            ],
+            delete_ts=checkpoint.ts if checkpoint is not None else 0,
+        )
+
+    # -- the data node ---------------------------------------------------------------------
+
+    def next_compaction(self) -> CompactionPlan | None:
+        with self._lock:
+            return self.jobs.take()
+
+    def complete_compaction(self, plan_id: int, binlog: Binlog | None, error: str = "") -> bool:
+        """The data node's result: the merged segment's binlog (None: no row survived), or
+        the error that stopped it. Returns whether the new segment replaced its sources."""
+        with self._lock:
+            plan = self.jobs.executing(plan_id)
+            if plan is None:  # timed out meanwhile, or planned before a restart
+                return False
+            sources = [self._segments.get(s.segment_id) for s in plan.sources]
+            if not error and any(s is None or s.state not in PERSISTED for s in sources):
+                error = "a source segment was dropped meanwhile"
+            if error:
+                self.jobs.finish(plan_id, PlanState.FAILED, error)
+                log.warning("compaction failed", extra={"plan": plan_id, "error": error})
+                return False
+            self._swap(plan, [s for s in sources if s is not None], binlog)
+            self.jobs.finish(plan_id, PlanState.COMPLETED)
+            return True
+
+    def _swap(
+        self, plan: CompactionPlan, sources: list[SegmentInfo], binlog: Binlog | None
+    ) -> None:
+        covered = {s.segment_id for s in sources} | {c for s in sources for c in s.compacted_from}
+        target = SegmentInfo(
+            plan.target_id,
+            plan.collection_id,
+            plan.partition_id,
+            plan.vchannel,
+            state=SegmentState.FLUSHED,
+            compacted_from=sorted(covered),
+            deletes_applied_ts=plan.delete_ts,
+        )
+        txn = Txn()
+        if binlog is not None:
+            target.binlogs[binlog.log_id] = binlog
+            target.assigned_rows = binlog.rows
+            txn.puts[f"datacoord/binlogs/{target.segment_id}/{binlog.log_id}"] = json.dumps(
+                asdict(binlog)
+            ).encode()
+            txn.puts[f"datacoord/segments/{target.segment_id}"] = target.to_json(False)
+        now = time.time()
+        retired = [replace(s, state=SegmentState.COMPACTED, retired_at=now) for s in sources]
+        for s in retired:
+            txn.puts[f"datacoord/segments/{s.segment_id}"] = s.to_json(False)
+        if not self._kv.commit(txn):
+            raise KVError(f"compaction {plan.plan_id}: the metastore refused the swap")
+        if binlog is not None:
+            self._segments[target.segment_id] = target
+        for s in retired:
+            self._segments[s.segment_id] = s
+        log.info(
+            "segments compacted",
+            extra={
+                "plan": plan.plan_id,
+                "sources": [s.segment_id for s in sources],
+                "target": target.segment_id if binlog is not None else None,
+                "rows": target.num_rows,
+            },
+        )
+
+    # -- GetCompactionState / GetCompactionStateWithPlans ----------------------------------
+
+    def compaction_state(self, job_id: int) -> JobState:
+        with self._lock:
+            return self.jobs.state(job_id)
+
+    def compaction_plans(self, job_id: int) -> list[tuple[list[int], int]]:
+        with self._lock:
+            return self.jobs.merges(job_id)
