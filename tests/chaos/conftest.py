@@ -77,9 +77,11 @@ def chaos(infra):  # noqa: F811 - the fixture imported above
             recovery={},
         )
     finally:
-        for thread in load:
-            thread.stop()
-        manager.down(infra=False)
+        try:
+            for thread in load:
+                thread.stop()
+        finally:  # a load thread that fails to stop must not leave the cluster running
+            manager.down(infra=False)
 
 
 def prepare(config, uri: str) -> str:
