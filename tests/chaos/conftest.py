@@ -17,7 +17,7 @@ from services.infra.spark import master_url
 from services.ingest.mapping import IngestMapping, MappingStore
 from tests.chaos.load import DIM, Feeder, Reader, Writer
 from tests.infra import REPO, TEST_PORTS
-from tests.integration.conftest import free_block, infra, isolated, zk  # noqa: F401
+from tests.integration.conftest import free_block, isolated, zk  # noqa: F401
 from tests.integration.test_supervision import own_run_dir
 
 COLLECTION = "chaos"
@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(scope="module")
-def chaos(infra):  # noqa: F811 - the fixture imported above
+def chaos(infra):
     """The running cluster, its two collections, and the load threads (started). Its run
     dir (logs, supervisor record) is kept under ``.vectide/chaos/`` for a post-mortem:
     pytest's temporary directories are pruned by any other pytest run of the same user."""
