@@ -2,7 +2,7 @@
 BIN := .venv/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup run down status test test-unit test-integration test-heavy test-fuzz lint clean bench
+.PHONY: setup run down status test test-unit test-integration test-heavy test-chaos test-fuzz lint clean bench
 
 setup:
 	@bash scripts/setup.sh
@@ -34,6 +34,11 @@ test-integration: setup
 
 test-heavy: setup
 	$(BIN)/pytest -m heavy $(PYTEST_ARGS)
+
+## The chaos suite: kill -9 of every role, a stalled rootcoord and garbage on the channels,
+## against a supervised cluster with the Spark data node; prints recovery times (5-15 min).
+test-chaos: setup
+	$(BIN)/pytest tests/chaos -m chaos -s $(PYTEST_ARGS)
 
 ## The fuzz suite alone with 10,000 generated requests (`make test` runs it with 1,000);
 ## FUZZ_REQUESTS=N for more.

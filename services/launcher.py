@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient, KazooState
 
@@ -26,12 +26,13 @@ from services.common.msgstream.kafka import use_security
 from services.common.observability import OBSERVABILITY, Health, HealthCheck
 from services.common.rpc.transport import use_tls
 from services.common.session import SessionRegistry
-from services.ingest.proxy_writer import LocalWriter, RemoteWriter
-from services.ingest.service import IngestService
-from services.proxy.service import ProxyService
-from services.querynode.core import QueryNode
-from services.querynode.service import QueryNodeService
-from services.rootcoord.service import EPOCH_KEY, CoordinatorService
+
+if TYPE_CHECKING:
+    from services.querynode.core import QueryNode
+
+# Each role's modules are imported where the role starts: a restarted query node or ingest
+# worker does not load the proxy's pymilvus and pandas (seconds on a busy machine, and every
+# second of start-up is a second of recovery after a crash).
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +162,12 @@ def start_standalone(
     ``exit_on_lost`` (``vectide standalone``): exit when the ZooKeeper session or the
     coordinator's leadership is lost, so the supervisor starts a whole process again;
     otherwise (in-process tests) the coordinator stops and /healthz reports it."""
+    from services.ingest.proxy_writer import LocalWriter
+    from services.ingest.service import IngestService
+    from services.proxy.service import ProxyService
+    from services.querynode.service import QueryNodeService
+    from services.rootcoord.service import CoordinatorService
+
     use_security(config.kafka)
     use_tls(config.security)
     zk = connect_zookeeper(config.zookeeper)
@@ -237,6 +244,8 @@ def start_role(
     try:
         deployment.serve_observability(config, metrics_port)
         if role == "rootcoord":
+            from services.rootcoord.service import CoordinatorService
+
             nodes = RoleClients(registry, "querynode", "QueryNode")
             proxies = RemoteProxies(RoleClients(registry, "proxy", "Proxy"))
             coord = CoordinatorService(
@@ -252,10 +261,14 @@ def start_role(
             nodes.on_change(lambda live: coord.querycoord.rebalance(live))
             deployment.stoppers.append(coord.stop)
         elif role == "querynode":
+            from services.querynode.service import QueryNodeService
+
             qn = QueryNodeService(config, zk, address(config, port or svc.querynode_port))
             deployment.observe("querynode", qn.health)
             deployment.stoppers.append(qn.start().stop)
         elif role == "proxy":
+            from services.proxy.service import ProxyService
+
             proxy_address = address(config, port or svc.proxy_port)
             fast = svc.coordinator_fail_fast_s  # reads and writes must not hang on a stall
             proxy = ProxyService(
@@ -286,6 +299,9 @@ def start_role(
             deployment.stoppers.append(LEADER.add_source(state.leader_samples))
             deployment.stoppers.append(start_datanode(config, registry, state))
         elif role == "ingest":
+            from services.ingest.proxy_writer import RemoteWriter
+            from services.ingest.service import IngestService
+
             writer = RemoteWriter(RoleClients(registry, "proxy", "Proxy"))
             ingest_service = IngestService(config, zk, writer)
             deployment.observe("ingest", ingest_service.health)
@@ -354,6 +370,10 @@ def start_datanode(
         wake_file=wake.wake_file,
     )
     state.query = query
+    stopping = threading.Event()
+    threading.Thread(
+        target=_exit_when_query_ends, args=(query, stopping), name="query-watch", daemon=True
+    ).start()
     # the session's address names the Spark master and the driver's UI (vectide status)
     registry.register(
         "datanode",
@@ -365,6 +385,7 @@ def start_datanode(
     compaction = Periodic("compaction-worker", 1.0, worker.run_once).start()
 
     def stop_datanode() -> None:
+        stopping.set()
         compaction.stop()
         try:
             stop(query)
@@ -374,9 +395,26 @@ def start_datanode(
     return stop_datanode
 
 
+def _exit_when_query_ends(query: Any, stopping: threading.Event) -> None:
+    """A data node whose streaming query died (Spark lost its Python worker on a loaded
+    machine, an executor failed past its retries) persists nothing while its process lives
+    on: exit, so the supervisor starts it again and the query resumes from its checkpoint.
+    Found by the chaos suite: a flush then waited forever on a process reporting unhealthy."""
+    try:
+        query.awaitTermination()
+        reason = "streaming query stopped"
+    except Exception as exc:  # the query's own failure, as Spark reports it
+        reason = f"streaming query failed: {str(exc)[:500]}"
+    if not stopping.is_set():
+        log.error("%s; exiting", reason)
+        os._exit(4)
+
+
 def _wait_channel_epoch(config: Config, registry: SessionRegistry, timeout_s: float = 120) -> str:
     """The channels' epoch, once a coordinator has created them (the data node never does:
     its Spark checkpoint belongs to one epoch of the channels)."""
+    from services.rootcoord.service import EPOCH_KEY
+
     kv = ZooKeeperKV(registry.client, cluster_root(config.zookeeper, config.cluster.name))
     deadline = time.monotonic() + timeout_s
     while (epoch := kv.get(EPOCH_KEY)) is None:

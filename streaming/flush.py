@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -31,6 +31,7 @@ from services.common.msgstream.message import (
 )
 from services.common.results import concat
 from services.datacoord.segment import BatchReport, Binlog, Deltalog
+from streaming.poison import fit_deletes, fit_inserts
 
 log = logging.getLogger(__name__)
 
@@ -84,13 +85,32 @@ def process_batch(records: Iterable[Record], store: binlog.Store) -> tuple[Batch
             deletes[(record.channel, msg.collection_id, msg.shard)].append((record.offset, msg))
     report = BatchReport([], [], checkpoints)
     for (channel, segment_id), msgs in inserts.items():
+        msgs = _without_poison(channel, msgs, fit_inserts, stats)
+        if not msgs:
+            continue
         report.binlogs.append(_write_segment_part(store, channel, segment_id, msgs))
         stats.rows += report.binlogs[-1][4].rows
         stats.segments.add(segment_id)
     for (channel, collection_id, vchannel), msgs in deletes.items():
+        msgs = _without_poison(channel, msgs, fit_deletes, stats)
+        if not msgs:
+            continue
         report.deltalogs.append((collection_id, _write_deltas(store, channel, vchannel, msgs)))
         stats.deletes += report.deltalogs[-1][1].rows
     return report, stats
+
+
+def _without_poison(channel: str, msgs: list, fit: Callable, stats: BatchStats) -> list:
+    """The messages of one group that can be written together; the rest are counted and
+    logged with their positions (see ``streaming/poison.py``)."""
+    keep, skipped = fit(msgs)
+    for offset, why in skipped:
+        stats.poison += 1
+        log.error(
+            "skipping a message that cannot be written",
+            extra={"channel": channel, "offset": offset, "error": why},
+        )
+    return keep
 
 
 def checkpoints_only(positions: Iterable[tuple[str, int, int]]) -> tuple[BatchReport, BatchStats]:

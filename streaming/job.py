@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from services.common.config import Config
+from services.common.metrics import DATANODE_SKIPPED
 from services.common.msgstream.channels import pchannels
 from services.common.msgstream.kafka import security_settings
 from services.common.objectstore import ObjectStore
@@ -41,6 +42,7 @@ class BatchSink:
         written = time.monotonic()
         report, stats, executors = merge_rows(rows)
         flushed = self._datacoord.save_batch(report)
+        DATANODE_SKIPPED.inc(stats.poison)  # after the save: a failed batch is replayed
         if stats.rows or stats.deletes or flushed:
             log.info(
                 "batch persisted",

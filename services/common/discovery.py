@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from services.common.errors import Code, MilvusError
+from services.common.rpc import types as _rpc_types  # noqa: F401 - registers what replies carry
 from services.common.rpc.transport import RpcClient
 from services.common.session import SessionInfo, SessionRegistry
 
@@ -69,6 +70,12 @@ class ActiveClient:
     ``fail_fast`` names methods that must not wait that long (a proxy's timestamps and ids:
     a read or write waiting on a stalled rootcoord would hang its client): each gets that
     many seconds in all, retries included, then fails with a retriable SERVICE_UNAVAILABLE.
+
+    A failed call is sent again, and one that failed in transport may have run: so every
+    method called through it must be idempotent (allocations, which only skip stamps or
+    ids; timetick reports; load, release, flush; the data node's batch reports) or carry a
+    request id: a DDL's stamp, with which the rootcoord answers a repeated request from its
+    ``RequestLog`` instead of running it twice.
     """
 
     def __init__(

@@ -35,6 +35,11 @@ SKIPPED_MESSAGES = StateGauge(
     "messages that decoded but could not be applied (invalid).",
     ("node_id", "reason"),
 )
+DATANODE_SKIPPED = Counter(
+    "vectide_datanode_skipped_records",
+    "Channel records the data node skipped (poison), counted per micro-batch that persisted "
+    "them: undecodable ones, and messages that do not fit their segment's other rows.",
+)
 TSAFE_LAG_MS = StateGauge(
     "vectide_querynode_tsafe_lag_ms",
     "How far a query node's shard trails the wall clock: now - tsafe (ms).",

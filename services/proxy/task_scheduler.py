@@ -21,7 +21,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
+from services.common.errors import Code, MilvusError
 from services.proxy.channels_time_ticker import ChannelsTimeTicker
+
+#: stamps one DDL task may take while other proxies' DDL keep overtaking it
+DDL_ATTEMPTS = 5
 
 Queue = Literal["dd", "dm", "dq"]
 
@@ -74,11 +78,7 @@ class TaskScheduler:
         task.pre_execute()
         if task.queue == "dd":
             with self._dd_lock:
-                task.ts = self._alloc_ts()
-                try:
-                    task.execute()
-                finally:
-                    self._ticker.wake()  # a DDL message may wait for a tick to cover it
+                self._run_ddl(task)
         elif task.queue == "dm":
             channels = task.channels()
             task.ts = self._ticker.stamp(channels)
@@ -90,6 +90,21 @@ class TaskScheduler:
             with self._dq_slots:
                 task.execute()
         return task.post_execute()
+
+    def _run_ddl(self, task: Task) -> None:
+        """Stamp and run a DDL task; stamped again when another proxy's later-stamped DDL
+        reached the rootcoord first (DDL_OUT_OF_ORDER: nothing was done, a fresh stamp
+        orders it after that one), up to ``DDL_ATTEMPTS`` times."""
+        for attempt in range(1, DDL_ATTEMPTS + 1):
+            task.ts = self._alloc_ts()
+            try:
+                task.execute()
+                return
+            except MilvusError as exc:
+                if exc.code != Code.DDL_OUT_OF_ORDER or attempt == DDL_ATTEMPTS:
+                    raise
+            finally:
+                self._ticker.wake()  # a DDL message may wait for a tick to cover it
 
     def ddl(self, fn: Callable[[int], Any]) -> Any:
         return self.run(CallTask(fn))

@@ -26,6 +26,7 @@ from services.common.msgstream.channels import pchannel_of
 from services.common.msgstream.message import (
     CollectionDDLMsg,
     DataType,
+    DDLOp,
     DeleteMsg,
     InsertMsg,
     MsgPack,
@@ -69,6 +70,10 @@ class Shard:
     #: segments whose rows the sealed stores serve: their own ids and those they were
     #: compacted from (inserts of these met in the channel are not applied again)
     covered: set[int] = field(default_factory=set)
+    #: dropped partitions and their DropPartition stamps: hidden at once, freed later
+    dropped: dict[int, int] = field(default_factory=dict)
+    #: dropped partitions whose sealed segments are still to be freed
+    unfreed: set[int] = field(default_factory=set)
 
     def stores(self) -> list[ShardStore]:
         return [self.store, *self.sealed.values()]
@@ -167,6 +172,8 @@ class QueryNode:
         sealed segment is searched exactly). Returns whether anything changed.
         """
         shard = self._shard(vchannel)
+        if segment.partition_id in shard.dropped:  # flushed after its partition was dropped
+            return False
         if segment.segment_id in shard.sealed:
             loaded = shard.sealed[segment.segment_id]
             return (
@@ -273,6 +280,8 @@ class QueryNode:
                         extra={"vchannel": vchannel, "msg_id": msg.msg_id, "ts": msg.ts},
                     )
         shard.tsafe.advance(pack.end_ts)
+        if shard.unfreed:
+            self._free_dropped(shard)
 
     @staticmethod
     def _apply_one(shard: Shard, msg: Any) -> None:
@@ -282,6 +291,30 @@ class QueryNode:
         elif isinstance(msg, DeleteMsg):
             for store in shard.stores():
                 store.delete(msg)
+        elif isinstance(msg, CollectionDDLMsg) and msg.op == DDLOp.DROP_PARTITION:
+            shard.dropped[msg.partition_id] = msg.ts
+            shard.unfreed.add(msg.partition_id)
+            hidden = sum(store.drop_partition(msg.partition_id, msg.ts) for store in shard.stores())
+            log.info(
+                "partition dropped",
+                extra={"vchannel": shard.vchannel, "partition": msg.partition_id, "rows": hidden},
+            )
+
+    @staticmethod
+    def _free_dropped(shard: Shard) -> None:
+        """Unload sealed segments holding only dropped partitions' rows, once tsafe passed
+        the drops: every read from then on is at a later snapshot, none can see them."""
+        safe = shard.tsafe.get()
+        due = {p for p in shard.unfreed if shard.dropped[p] <= safe}
+        if not due:
+            return
+        gone = {p for p, ts in shard.dropped.items() if ts <= safe}
+        with shard.lock:
+            shard.unfreed -= due
+            for segment_id, store in list(shard.sealed.items()):
+                if store.partitions() <= gone:
+                    del shard.sealed[segment_id]
+                    log.info("dropped partition's segment freed", extra={"segment": segment_id})
 
     @staticmethod
     def _is_for(shard: Shard, msg: Any) -> bool:

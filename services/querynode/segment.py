@@ -192,6 +192,17 @@ class ShardStore:
         self._early_deletes.append((pks, np.asarray(stamps, dtype=np.int64)))
         self.delete_keys(pks, stamps)
 
+    def drop_partition(self, partition_id: int, ts: int) -> int:
+        """Hide the partition's rows from reads at ``ts`` on (its DropPartition's stamp);
+        returns how many were live."""
+        deleted_at = self._deleted_at.view()
+        hit = (self._partition.view() == partition_id) & (deleted_at > ts)
+        deleted_at[hit] = ts
+        return int(hit.sum())
+
+    def partitions(self) -> set[int]:
+        return set(np.unique(self._partition.view()).tolist())
+
     # -- segments ------------------------------------------------------------------------
 
     def segment_rows(self, segment_id: int) -> np.ndarray:

@@ -41,6 +41,7 @@ from services.common.schema import (
     PartitionInfo,
 )
 from services.common.tso import TSOAllocator
+from services.rootcoord.ddl_requests import RequestLog, once_per_stamp
 from services.rootcoord.meta_table import MetaTable, ref_of
 from services.rootcoord.timetick_sync import TimeTickSync
 
@@ -91,6 +92,8 @@ class RootCoord:
         #: allocation of a stamp and its registration as in-flight are one step for the ticker
         self._stamp_lock = threading.Lock()
         self._last_ddl_ts = 0
+        #: DDL outcomes by stamp: a retried request is answered, not run twice
+        self.requests = RequestLog()
         #: called after an urgent proxy report or an own DDL write (wakes the tick loop)
         self.on_report: Callable[[], None] = lambda: None
         #: the tick loop's period: fast while reports are urgent, backing off when idle
@@ -190,6 +193,7 @@ class RootCoord:
 
     # -- databases -------------------------------------------------------------------------
 
+    @once_per_stamp
     def create_database(
         self, ts: int, name: str, properties: dict[str, str] | None = None
     ) -> DatabaseInfo:
@@ -208,6 +212,7 @@ class RootCoord:
                 raise MilvusError(Code.UNEXPECTED, f"database already exist: {name}")
             return db
 
+    @once_per_stamp
     def drop_database(self, ts: int, name: str) -> None:
         """As Milvus: ``default`` stays, a database with collections stays, and dropping a
         missing database succeeds (the drop is idempotent)."""
@@ -224,6 +229,7 @@ class RootCoord:
             self._begin_ddl(ts)
             self.meta.remove_database(name)
 
+    @once_per_stamp
     def alter_database(
         self, ts: int, name: str, properties: dict[str, str], delete_keys: Sequence[str] = ()
     ) -> DatabaseInfo:
@@ -257,6 +263,7 @@ class RootCoord:
 
     # -- collections -----------------------------------------------------------------------
 
+    @once_per_stamp
     def create_collection(
         self,
         ts: int,
@@ -312,6 +319,7 @@ class RootCoord:
         self._next_pchannel += 1
         return channel
 
+    @once_per_stamp
     def drop_collection(self, ts: int, name: str) -> None:
         """As Milvus: not through an alias, and not while aliases name the collection."""
         with self._dd_lock:
@@ -332,6 +340,7 @@ class RootCoord:
             self.meta.remove(info)
         self._invalidate(name)
 
+    @once_per_stamp
     def rename_collection(self, ts: int, old: str, new_db: str, new_name: str) -> None:
         """Rename a collection, possibly into another database, with Milvus's checks: not
         through an alias, not onto an alias or a taken name, and not across databases while
@@ -387,6 +396,7 @@ class RootCoord:
             self._require_db(db_name)
         return self.meta.list(db_name)
 
+    @once_per_stamp
     def create_partition(self, ts: int, collection: str, partition: str) -> None:
         with self._dd_lock:
             info = self._require(collection)
@@ -398,6 +408,7 @@ class RootCoord:
             self.meta.update(replace(info, partitions=[*info.partitions, part]))
         self._invalidate_collection(info)
 
+    @once_per_stamp
     def drop_partition(self, ts: int, collection: str, partition: str) -> None:
         if partition == DEFAULT_PARTITION:
             raise errors.invalid("the default partition cannot be dropped")
@@ -412,6 +423,7 @@ class RootCoord:
             self.meta.update(replace(info, partitions=parts))
         self._invalidate_collection(info)
 
+    @once_per_stamp
     def create_index(self, ts: int, collection: str, index: IndexInfo) -> IndexInfo:
         with self._dd_lock:
             info = self._require(collection)
@@ -443,6 +455,7 @@ class RootCoord:
         self._invalidate_collection(info)
         return created
 
+    @once_per_stamp
     def drop_index(self, ts: int, collection: str, index_name: str) -> None:
         with self._dd_lock:
             info = self._require(collection)
@@ -465,6 +478,7 @@ class RootCoord:
 
     # -- aliases ---------------------------------------------------------------------------
 
+    @once_per_stamp
     def create_alias(self, ts: int, collection: str, alias: str) -> None:
         """``collection`` and ``alias`` are references in the same database. Creating an
         alias that already names this collection succeeds, as in Milvus."""
@@ -485,6 +499,7 @@ class RootCoord:
             self.meta.put_alias(alias, info.collection_id)
         self._invalidate(alias)
 
+    @once_per_stamp
     def alter_alias(self, ts: int, collection: str, alias: str) -> None:
         """Point an existing alias at another collection (a blue-green switch)."""
         with self._dd_lock:
@@ -495,6 +510,7 @@ class RootCoord:
             self.meta.put_alias(alias, info.collection_id)
         self._invalidate(alias)
 
+    @once_per_stamp
     def drop_alias(self, ts: int, alias: str) -> None:
         """Dropping a missing alias succeeds, as Milvus's meta table does."""
         with self._dd_lock:
