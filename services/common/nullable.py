@@ -97,10 +97,15 @@ def settle(field: FieldSchema, column: FieldColumn) -> FieldColumn:
     return column
 
 
+def may_be_null(field: FieldSchema) -> bool:
+    """Whether a row may leave ``field`` null or out: nullable fields, fields with a default."""
+    return field.nullable or field.default_value is not None
+
+
 def absent(field: FieldSchema, num_rows: int) -> FieldColumn | None:
     """The column of a field an insert left out: all nulls or all defaults; None when the
     field must be given."""
-    if not field.nullable and field.default_value is None:
+    if not may_be_null(field):
         return None
     filler = placeholder(field.data_type)
     data: Any = (

@@ -255,7 +255,7 @@ def _columns(decoder: RecordDecoder, rows: list[dict[str, Any]]) -> dict[str, Fi
             continue
         values = [row[f.name] for row in rows]
         valid = None
-        if f.nullable or f.default_value is not None:
+        if nullable.may_be_null(f):
             valid = np.array([v is not None for v in values], dtype=bool)
             filler = nullable.placeholder(f.data_type)
             values = [filler if v is None else v for v in values]

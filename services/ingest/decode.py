@@ -27,6 +27,7 @@ import numpy as np
 import orjson
 
 from services.common.msgstream.message import DataType
+from services.common.nullable import may_be_null
 from services.common.schema import CollectionSchema, FieldSchema
 
 _INT_RANGES = {
@@ -82,7 +83,7 @@ def avro_schema(schema: CollectionSchema) -> dict[str, Any]:
         if f.is_dynamic or (f.is_primary and f.auto_id):
             continue
         avro_type = _AVRO_TYPES[f.data_type]
-        if f.is_primary or _may_be_null(f):
+        if f.is_primary or may_be_null(f):
             fields.append({"name": f.name, "type": ["null", avro_type], "default": None})
         else:
             fields.append({"name": f.name, "type": avro_type})
@@ -212,12 +213,12 @@ class RecordDecoder:
                 extra[name] = value
             elif not field.is_primary:
                 values[name] = (
-                    None if value is None and _may_be_null(field) else _checked(field, value)
+                    None if value is None and may_be_null(field) else _checked(field, value)
                 )
         pk = self._primary(row.get(self._pk.name), key)
         for name, field in self._fields.items():
             if not field.is_primary and name not in values:
-                if not _may_be_null(field):
+                if not may_be_null(field):
                     raise RecordError(f"field {name!r} is missing")
                 values[name] = None  # a null: the field's default value, if it has one
         if self._dynamic is not None:
@@ -235,11 +236,6 @@ class RecordDecoder:
         if key is None:
             raise RecordError(f"the primary key {pk.name!r} is in neither the value nor the key")
         return self._key_pk(key)
-
-
-def _may_be_null(field: FieldSchema) -> bool:
-    """Nullable fields and fields with a default value may be null or left out."""
-    return field.nullable or field.default_value is not None
 
 
 def _checked(field: FieldSchema, value: Any) -> Any:
