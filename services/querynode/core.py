@@ -350,7 +350,8 @@ class QueryNode:
     def search(self, req: ShardSearchRequest) -> SearchHits:
         self._hurry(req.vchannels)
         tree = _parse(req.expr, req.expr_params)
-        parts = [self._search_shard(self._shard(v), req, tree) for v in req.vchannels]
+        band = band_of(req.metric_type, req.search_params)
+        parts = [self._search_shard(self._shard(v), req, tree, band) for v in req.vchannels]
         return merge_hits(parts, req.topk)
 
     def query(self, req: ShardQueryRequest) -> QueryRows:
@@ -396,17 +397,23 @@ class QueryNode:
                 raise errors.invalid(str(exc)) from exc
         return mask
 
-    def _search_shard(self, shard: Shard, req: ShardSearchRequest, tree: Any) -> SearchHits:
+    def _search_shard(
+        self, shard: Shard, req: ShardSearchRequest, tree: Any, band: ScoreBand | None
+    ) -> SearchHits:
         snapshot = self._snapshot(shard, req.guarantee_ts, req.wait_timeout_s)
         with shard.lock:
-            parts = [self._search_store(s, req, tree, snapshot) for s in shard.stores()]
+            parts = [self._search_store(s, req, tree, band, snapshot) for s in shard.stores()]
         return merge_hits(parts, req.topk)
 
     def _search_store(
-        self, store: ShardStore, req: ShardSearchRequest, tree: Any, snapshot: int
+        self,
+        store: ShardStore,
+        req: ShardSearchRequest,
+        tree: Any,
+        band: ScoreBand | None,
+        snapshot: int,
     ) -> SearchHits:
         mask = self._mask(store, snapshot, req.partition_ids, tree)
-        band = band_of(req.metric_type, req.search_params)
         scores, rows = self._search_band(store, req, mask, band)
         valid = rows >= 0  # -1 rows (fewer matches than topk) sort last in each query
         flat = rows[valid]
