@@ -78,6 +78,21 @@ def _roundtrip(client: MilvusClient) -> None:
     client.drop_collection(name)
 
 
+def _mutual_roundtrip(address: str, certs: CertFiles) -> None:
+    """``_roundtrip`` through pymilvus presenting the client certificate (mutual TLS)."""
+    client = MilvusClient(
+        uri=f"https://{address}",
+        client_pem_path=str(certs.client_cert),
+        client_key_path=str(certs.client_key),
+        ca_pem_path=str(certs.ca),
+        server_name="localhost",
+    )
+    try:
+        _roundtrip(client)
+    finally:
+        client.close()
+
+
 def _rest_list(url: str, context: ssl.SSLContext) -> dict:
     request = urllib.request.Request(f"{url}/v2/vectordb/collections/list", data=b"{}")
     with urllib.request.urlopen(request, context=context, timeout=10) as reply:
@@ -117,17 +132,7 @@ def test_probe_uses_the_configured_ca(one_way, certs):
 
 
 def test_mutual_tls_needs_a_client_certificate(mutual, certs):
-    client = MilvusClient(
-        uri=f"https://{mutual.address}",
-        client_pem_path=str(certs.client_cert),
-        client_key_path=str(certs.client_key),
-        ca_pem_path=str(certs.ca),
-        server_name="localhost",
-    )
-    try:
-        _roundtrip(client)
-    finally:
-        client.close()
+    _mutual_roundtrip(mutual.address, certs)
     # without a client certificate, or with one the CA did not sign, the handshake fails
     # (raw channels: pymilvus shares one connection per address between clients)
     ca = certs.ca.read_bytes()
@@ -175,17 +180,7 @@ def test_cluster_roles_talk_mutual_tls(infra, certs):
         assert all(r.healthy for r in roles), roles
         proxy = next(r for r in roles if r.role == "proxy")
         assert proxy.rest.startswith("https://"), proxy.rest
-        client = MilvusClient(
-            uri=f"https://{proxy.endpoint}",
-            client_pem_path=str(certs.client_cert),
-            client_key_path=str(certs.client_key),
-            ca_pem_path=str(certs.ca),
-            server_name="localhost",
-        )
-        try:
-            _roundtrip(client)
-        finally:
-            client.close()
+        _mutual_roundtrip(proxy.endpoint, certs)
         _assert_internal_port_needs_tls(f"127.0.0.1:{config.service.querynode_port}", certs)
     finally:
         manager.down(infra=False)
