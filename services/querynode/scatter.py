@@ -55,7 +55,7 @@ class Scatter:
         does not take them would answer reads wrongly: its segments of the shard are lost
         (reads refuse them) until the coordinator places them again."""
         calls = {
-            node_id: self._pool.submit(self.peer(node_id).forward, shard.vchannel, removals)
+            node_id: self._pool.submit(self._forward_to, node_id, shard.vchannel, removals)
             for node_id in remote
         }
         for node_id, call in calls.items():
@@ -68,6 +68,9 @@ class Scatter:
                     "deletes not forwarded; the node's segments of the shard are lost",
                     extra={"vchannel": shard.vchannel, "node": node_id, "error": str(exc)},
                 )
+
+    def _forward_to(self, node_id: int, vchannel: str, removals: list[Removal]) -> None:
+        self.peer(node_id).forward(vchannel, removals)
 
     def start(self, shard: Shard, read: RemoteRead) -> dict[int, Future]:
         """Send ``read`` to every node serving the shard's remote segments (call it under
@@ -83,12 +86,12 @@ class Scatter:
     def gather(self, shard: Shard, read: RemoteRead, pending: dict[int, Future]) -> list[Any]:
         """The remote parts of a read. Segments a node no longer holds (a move finished
         meanwhile) are asked of the node serving them now, once."""
-        parts, missing = _collect(pending)
+        parts, missing = _collect(shard, pending)
         if not missing:
             return parts
         with shard.lock:
             placed = by_node(shard.remote, missing)
-        retried, gone = _collect(self._submit(read, placed))
+        retried, gone = _collect(shard, self._submit(read, placed))
         gone |= missing - {s for ids in placed.values() for s in ids}
         if gone:
             raise MilvusError(
@@ -98,7 +101,12 @@ class Scatter:
         return parts + retried
 
     def _submit(self, read: RemoteRead, placed: dict[int, list[int]]) -> dict[int, Future]:
-        return {n: self._pool.submit(read, self.peer(n), ids) for n, ids in placed.items()}
+        return {n: self._pool.submit(self._read, read, n, ids) for n, ids in placed.items()}
+
+    def _read(
+        self, read: RemoteRead, node_id: int, segment_ids: list[int]
+    ) -> tuple[Any, list[int]]:
+        return read(self.peer(node_id), segment_ids)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -113,10 +121,19 @@ def by_node(remote: dict[int, int], wanted: set[int] | None = None) -> dict[int,
     return grouped
 
 
-def _collect(pending: dict[int, Future]) -> tuple[list[Any], set[int]]:
+def _collect(shard: Shard, pending: dict[int, Future]) -> tuple[list[Any], set[int]]:
     parts, missing = [], set()
-    for future in pending.values():
-        part, gone = future.result()
+    for node_id, future in pending.items():
+        try:
+            part, gone = future.result()
+        except MilvusError:
+            raise
+        except Exception as exc:
+            raise MilvusError(
+                Code.SERVICE_NOT_READY,
+                f"query node {node_id}, serving segments of shard {shard.vchannel}, did not "
+                f"answer: {exc}; retry",
+            ) from exc
         if part is not None:
             parts.append(part)
         missing.update(gone)
