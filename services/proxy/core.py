@@ -22,6 +22,7 @@ from services.common.expr import pk_terms
 from services.common.msgstream.message import DataType, FieldColumn, Message, PrimaryKeys
 from services.common.names import DEFAULT_DB, qualified
 from services.common.pacer import Pacer
+from services.common.placement import NodeLoad
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits
 from services.common.schema import (
@@ -37,6 +38,12 @@ from services.proxy.channels_time_ticker import ChannelsTimeTicker
 from services.proxy.dml import DeleteTask, InsertTask, MutationResult
 from services.proxy.dql import Outputs, QuerySpec, QueryTask, SearchSpec, SearchTask
 from services.proxy.meta_cache import MetaCache
+from services.proxy.segment_placement import (
+    ServedSegment,
+    load_reports,
+    served_segments,
+    shard_nodes,
+)
 from services.proxy.shard_cache import ShardLeaderCache
 from services.proxy.task_scheduler import TaskScheduler
 from services.querycoord.core import LOAD_STATE_LOADED
@@ -99,6 +106,13 @@ class QueryCoordPort(Protocol):
     def load_partitions(self, collection_id: int, partition_ids: Sequence[int]) -> None: ...
     def release_partitions(self, collection_id: int, partition_ids: Sequence[int]) -> None: ...
     def loaded_partitions(self, collection_id: int) -> list[int] | None: ...
+    def load_balance(
+        self,
+        collection_id: int,
+        source: int,
+        destinations: Sequence[int],
+        segment_ids: Sequence[int],
+    ) -> None: ...
 
 
 class DataCoordPort(Protocol):
@@ -119,7 +133,7 @@ class DataCoordPort(Protocol):
 
 
 class QueryNodePort(Protocol):
-    def sealed_segments(self, vchannel: str) -> list[int]: ...
+    def load_report(self) -> NodeLoad: ...
     def search(self, req: ShardSearchRequest) -> SearchHits: ...
     def query(self, req: ShardQueryRequest) -> QueryRows: ...
 
@@ -429,11 +443,13 @@ class Proxy:
         ids = [self.partition_id(info, name) for name in partitions]
         return self.querycoord.load_state(info.collection_id, ids)
 
-    def replica_shards(self, info: CollectionInfo) -> dict[str, int]:
-        """vchannel -> the query node serving it; empty while the collection is not loaded."""
+    def replica_shards(self, info: CollectionInfo) -> dict[str, list[int]]:
+        """vchannel -> the query nodes serving it, its leader first; empty while the
+        collection is not loaded."""
         if self.querycoord.load_state(info.collection_id)[0] != LOAD_STATE_LOADED:
             return {}
-        return self.querycoord.shard_leaders(info.collection_id)
+        leaders = self.querycoord.shard_leaders(info.collection_id)
+        return shard_nodes(leaders, load_reports(self.nodes, leaders.values()))
 
     def readable_partitions(self, info: CollectionInfo, names: Sequence[str]) -> list[int]:
         """The partition ids a read covers ([] = every one): the named ones, each of which
@@ -540,22 +556,28 @@ class Proxy:
         rows = self.datacoord.segment_rows(info.collection_id)
         return info.collection_id, [SegmentRows(*r) for r in rows]
 
-    def query_segments(self, collection: str) -> tuple[int, list[tuple[SegmentRows, int]]]:
-        """Segments the query nodes serve, with the node serving each: the sealed copies
-        they loaded, and the growing segments of their shards (GetQuerySegmentInfo)."""
+    def query_segments(self, collection: str) -> tuple[int, list[ServedSegment]]:
+        """Segments the query nodes serve, with the node serving each and its memory: the
+        sealed copies they loaded, and the growing segments of their shards
+        (GetQuerySegmentInfo)."""
         collection_id, segments = self.persistent_segments(collection)
         if self.querycoord.load_state(collection_id)[0] != LOAD_STATE_LOADED:
             return collection_id, []
         leaders = self.querycoord.shard_leaders(collection_id)
-        served: list[tuple[SegmentRows, int]] = []
-        for vchannel, node_id in leaders.items():
-            sealed = set(self.nodes.node(node_id).sealed_segments(vchannel))
-            served += [
-                (s, node_id)
-                for s in segments
-                if s.vchannel == vchannel and (s.segment_id in sealed or s.state == "Growing")
-            ]
-        return collection_id, served
+        reports = load_reports(self.nodes, leaders.values())
+        return collection_id, served_segments(segments, leaders, reports)
+
+    def load_balance(
+        self,
+        collection: str,
+        source: int,
+        destinations: Sequence[int],
+        segment_ids: Sequence[int],
+    ) -> None:
+        info = self.meta.get(collection)
+        self.querycoord.load_balance(
+            info.collection_id, source, list(destinations), list(segment_ids)
+        )
 
     def row_count(self, collection: str) -> int:
         """Rows visible now (loaded collections), as GetCollectionStatistics reports."""

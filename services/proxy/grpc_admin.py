@@ -169,18 +169,18 @@ class AdminRpcs:
             return milvus_pb2.GetReplicasResponse(status=ok())
         shards = [
             milvus_pb2.ShardReplica(
-                leaderID=node,
+                leaderID=nodes[0],
                 dm_channel_name=vchannel,
-                node_ids=[node] if request.with_shard_nodes else [],
+                node_ids=nodes if request.with_shard_nodes else [],
             )
-            for vchannel, node in sorted(leaders.items())
+            for vchannel, nodes in sorted(leaders.items())
         ]
         replica = milvus_pb2.ReplicaInfo(
             replicaID=info.collection_id,
             collectionID=info.collection_id,
             partition_ids=[p.partition_id for p in info.partitions],
             shard_replicas=shards,
-            node_ids=sorted(set(leaders.values())),
+            node_ids=sorted({n for nodes in leaders.values() for n in nodes}),
             resource_group_name=DEFAULT_RESOURCE_GROUP,
         )
         return milvus_pb2.GetReplicasResponse(status=ok(), replicas=[replica])

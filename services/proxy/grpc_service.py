@@ -457,17 +457,33 @@ class MilvusService(AdminRpcs, RbacRpcs, CompactionRpcs, milvus_pb2_grpc.MilvusS
             status=ok(),
             infos=[
                 milvus_pb2.QuerySegmentInfo(
-                    segmentID=s.segment_id,
+                    segmentID=s.segment.segment_id,
                     collectionID=collection_id,
-                    partitionID=s.partition_id,
-                    num_rows=s.assigned_rows if s.state == "Growing" else s.num_rows,
-                    nodeID=node_id,
-                    nodeIds=[node_id],
-                    state=_segment_state(s.state),
+                    partitionID=s.segment.partition_id,
+                    mem_size=int(s.memory_mb * 2**20),
+                    num_rows=(
+                        s.segment.assigned_rows
+                        if s.segment.state == "Growing"
+                        else s.segment.num_rows
+                    ),
+                    nodeID=s.node_id,
+                    nodeIds=[s.node_id],
+                    state=_segment_state(s.segment.state),
                 )
-                for s, node_id in served
+                for s in served
             ],
         )
+
+    @rpc(common_pb2.Status)
+    def LoadBalance(self, request, context):
+        """Move sealed segments between query nodes (pymilvus ``utility.load_balance``)."""
+        self.proxy.load_balance(
+            qualified(db_of(request, context), request.collectionName),
+            request.src_nodeID,
+            list(request.dst_nodeIDs),
+            list(request.sealed_segmentIDs),
+        )
+        return ok()
 
 
 def _segment_state(state: str) -> int:

@@ -20,6 +20,7 @@ from services.common.errors import Code, MilvusError
 from services.common.kv.base import MetaKV
 from services.common.msgstream.channels import pchannel_of
 from services.common.msgstream.message import Position
+from services.common.placement import NodeLoad
 from services.common.ports import CollectionSource
 from services.common.schema import CollectionInfo
 from services.datacoord.segment import (
@@ -29,6 +30,8 @@ from services.datacoord.segment import (
     SegmentInfo,
     SegmentState,
 )
+from services.querycoord.balance import BalanceConfig, Balancer
+from services.querycoord.distribution import Distribution
 from services.querynode.chunk_index import IndexSpec
 
 log = logging.getLogger(__name__)
@@ -48,12 +51,28 @@ class QueryNodePort(Protocol):
     def watch(
         self, collection: CollectionInfo, vchannel: str, plan: LoadPlan | None = None
     ) -> None: ...
-    def load_segment(self, vchannel: str, segment: SegmentInfo) -> bool: ...
+    def load_segment(
+        self,
+        vchannel: str,
+        segment: SegmentInfo,
+        deltalogs: list[Deltalog] | None = None,
+        since_ts: int = 0,
+    ) -> bool: ...
+    def host_segment(
+        self,
+        collection: CollectionInfo,
+        vchannel: str,
+        segment: SegmentInfo,
+        deltalogs: list[Deltalog],
+    ) -> bool: ...
+    def attach_segment(
+        self, vchannel: str, segment_id: int, node_id: int, since_ts: int
+    ) -> None: ...
     def unwatch(self, vchannel: str) -> None: ...
-    def watched(self, collection_id: int | None = None) -> list[str]: ...
-    def sealed_segments(self, vchannel: str) -> list[int]: ...
     def held_segments(self) -> list[int]: ...
     def release_segments(self, vchannel: str, segment_ids: list[int]) -> int: ...
+    def release_hosted(self, vchannel: str, segment_ids: list[int]) -> int: ...
+    def load_report(self) -> NodeLoad: ...
 
 
 class SegmentSource(Protocol):
@@ -64,6 +83,7 @@ class SegmentSource(Protocol):
     ) -> list[SegmentInfo]: ...
     def deltalogs(self, collection_id: int, vchannel: str) -> list[Deltalog]: ...
     def checkpoint(self, pchannel: str) -> Position | None: ...
+    def segment(self, segment_id: int) -> SegmentInfo | None: ...
 
 
 class NodeDirectory(Protocol):
@@ -78,10 +98,17 @@ class QueryCoord:
         collections: CollectionSource,
         nodes: NodeDirectory,
         segments: SegmentSource | None = None,
+        balance: BalanceConfig | None = None,
     ) -> None:
         self._segments = segments
-        #: (segment, node, index files) already handed off: new index files go out again
-        self._handed: set[tuple[int, int, tuple[str, ...]]] = set()
+        #: (segment, index files) already handed off: new index files go out again
+        self._handed: set[tuple[int, tuple[str, ...]]] = set()
+        #: where sealed segments are served (read from the nodes), and its changes
+        self.distribution = (
+            Distribution(nodes, segments, collections, Balancer(balance))
+            if segments is not None
+            else None
+        )
         self._kv = kv
         self._collections = collections
         self._nodes = nodes
@@ -179,7 +206,7 @@ class QueryCoord:
         log.info("collection loaded", extra={"collection": info.name, "shards": len(assignment)})
 
     def _assign(self, info: CollectionInfo, vchannel: str, pending: dict[str, int]) -> int:
-        """Watch ``vchannel`` on the live node serving the fewest shards (counting the
+        """Lead ``vchannel`` from the live node leading the fewest shards (counting the
         collection's assignment in progress, ``pending``)."""
         live = self._nodes.live_nodes()
         if not live:
@@ -187,17 +214,21 @@ class QueryCoord:
         others = [a for cid, a in self._assignments.items() if cid != info.collection_id]
         load = Counter(n for a in [*others, pending] for n in a.values())
         node_id = min(live, key=lambda n: (load[n], n))
-        plan = self._plan(info, vchannel)
+        plan, placed = self._plan(info, vchannel, node_id)
         self._nodes.node(node_id).watch(info, vchannel, plan)
-        if plan is not None:
-            self._handed |= {_handoff_key(s, node_id) for s in plan.segments}
+        self._handed |= {_handoff_key(s) for s in placed}
         return node_id
 
-    def _plan(self, info: CollectionInfo, vchannel: str) -> LoadPlan | None:
-        """Persisted segments of the shard, its deltalogs, and the replay offset: the data
-        node's checkpoint, or earlier if a segment not yet flushed started before it."""
-        if self._segments is None:
-            return None
+    def _plan(
+        self, info: CollectionInfo, vchannel: str, node_id: int
+    ) -> tuple[LoadPlan | None, list[SegmentInfo]]:
+        """The shard's load plan for its new leader ``node_id``, and the segments it
+        places: persisted segments go where memory use is lowest (segments other nodes
+        hold for the shard already stay there, and get the deltalogs again), with the
+        shard's deltalogs and the replay offset: the data node's checkpoint, or earlier if
+        a segment not yet flushed started before it."""
+        if self._segments is None or self.distribution is None:
+            return None, []
         pchannel = pchannel_of(vchannel)
         mine = [s for s in self._segments.segments(info.collection_id) if s.vchannel == vchannel]
         checkpoint = self._segments.checkpoint(pchannel)
@@ -210,42 +241,99 @@ class QueryCoord:
                 and s.start_position is not None
             ]
             replay = max(replay, min([checkpoint.offset, *unflushed]))
-        return LoadPlan(
-            [s for s in mine if s.state in PERSISTED],
-            self._segments.deltalogs(info.collection_id, vchannel),
-            replay,
-        )
+        persisted = [s for s in mine if s.state in PERSISTED]
+        remote = self._place_for(info, vchannel, node_id, persisted)
+        local = [s for s in persisted if s.segment_id not in remote]
+        plan = LoadPlan(local, self._segments.deltalogs(info.collection_id, vchannel), replay)
+        plan.remote = remote
+        return plan, persisted
+
+    def _place_for(
+        self, info: CollectionInfo, vchannel: str, node_id: int, persisted: list[SegmentInfo]
+    ) -> dict[int, int]:
+        """Segment id -> the other node serving it, for a shard about to be led by
+        ``node_id``; the rest is loaded by the leader."""
+        assert self.distribution is not None
+        reports = self.distribution.reports()
+        held = {s: n for n, r in reports.items() for s in r.hosted.get(vchannel, [])}
+        by_id = {s.segment_id: s for s in persisted}
+        targets = {s: n for s, n in held.items() if s in by_id}
+        fresh = [s for s in persisted if s.segment_id not in targets]
+        if fresh and reports:
+            targets |= self.distribution.place(reports, fresh, info.schema.row_bytes())
+        remote = {}
+        for segment_id, target in targets.items():
+            if target == node_id:
+                continue
+            try:
+                self.distribution.host(info, target, by_id[segment_id])
+            except Exception:
+                log.exception(
+                    "segment placement failed; the leader loads it",
+                    extra={"segment": segment_id, "node": target},
+                )
+                continue
+            remote[segment_id] = target
+        return remote
 
     def handoff(self) -> int:
-        """Tell each shard's node about its newly flushed segments; returns how many.
+        """Serve newly flushed segments, placed where memory use is lowest, and send new
+        index files to the node serving each segment; returns how many were handed off.
 
         A segment made by compaction waits for its index files when the collection has an
         approximate index, so a search never falls from the index to an exact scan (and
         back) while the swap goes on."""
-        if self._segments is None:
+        if self._segments is None or self.distribution is None:
             return 0
         handed = 0
+        reports: dict[int, NodeLoad] | None = None
         with self._lock:
             assignments = {c: dict(a) for c, a in self._assignments.items()}
         for collection_id, assignment in assignments.items():
             indexed = self._needs_index_files(collection_id)
             for segment in self._segments.segments(collection_id, PERSISTED):
-                node_id = assignment.get(segment.vchannel)
-                if node_id is None or _handoff_key(segment, node_id) in self._handed:
+                leader_id = assignment.get(segment.vchannel)
+                if leader_id is None or _handoff_key(segment) in self._handed:
                     continue
                 if segment.compacted_from and indexed and not segment.index_files:
                     continue
+                reports = self.distribution.reports() if reports is None else reports
+                if leader_id not in reports:
+                    continue
                 try:
-                    self._nodes.node(node_id).load_segment(segment.vchannel, segment)
+                    self._hand_off(segment, reports[leader_id], reports)
                 except Exception:
                     log.exception(
                         "handoff failed; will retry",
-                        extra={"segment": segment.segment_id, "node": node_id},
+                        extra={"segment": segment.segment_id, "node": leader_id},
                     )
                     continue
-                self._handed.add(_handoff_key(segment, node_id))
+                self._handed.add(_handoff_key(segment))
                 handed += 1
         return handed
+
+    def _hand_off(
+        self, segment: SegmentInfo, leader: NodeLoad, reports: dict[int, NodeLoad]
+    ) -> None:
+        assert self.distribution is not None
+        vchannel = segment.vchannel
+        info = self._collections.describe_collection(collection_id=segment.collection_id)
+        holder = leader.holder(vchannel, segment.segment_id)
+        if holder == leader.node_id:  # new index files
+            self._nodes.node(holder).load_segment(vchannel, segment)
+        elif holder is not None:
+            self._nodes.node(holder).host_segment(info, vchannel, segment, [])
+        elif segment.compacted_from:  # merged from segments served anywhere: at the leader
+            self.distribution.serve(info, leader.node_id, segment, leader.node_id)
+        else:
+            row_bytes = info.schema.row_bytes()
+            target = self.distribution.place(reports, [segment], row_bytes)[segment.segment_id]
+            if target == leader.node_id:  # the growing rows' deletes move along
+                self._nodes.node(target).load_segment(vchannel, segment)
+            else:
+                self.distribution.serve(info, leader.node_id, segment, target)
+            reports[target].segments_mb[segment.segment_id] = segment.num_rows * row_bytes / 2**20
+            leader.leading.setdefault(vchannel, {})[segment.segment_id] = target
 
     def _needs_index_files(self, collection_id: int) -> bool:
         try:
@@ -270,17 +358,18 @@ class QueryCoord:
 
     def release_segments(self, segment_ids: set[int]) -> None:
         """Make live nodes stop serving these (retired, nothing replaces them)."""
-        if not segment_ids:
+        if not segment_ids or self.distribution is None:
             return
-        for node_id in self._nodes.live_nodes():
-            node = self._nodes.node(node_id)
-            try:
-                for vchannel in node.watched():
-                    gone = sorted(set(node.sealed_segments(vchannel)) & segment_ids)
-                    if gone:
-                        node.release_segments(vchannel, gone)
-            except Exception:
-                log.exception("releasing retired segments failed", extra={"node": node_id})
+        for node_id, report in self.distribution.reports().items():
+            for vchannel in {*report.leading, *report.hosted}:
+                held = {*report.leading.get(vchannel, {}), *report.hosted.get(vchannel, [])}
+                gone = sorted(held & segment_ids)
+                if not gone:
+                    continue
+                try:
+                    self._nodes.node(node_id).release_segments(vchannel, gone)
+                except Exception:
+                    log.exception("releasing retired segments failed", extra={"node": node_id})
 
     def _save(self, collection_id: int, assignment: dict[str, int]) -> None:
         self._kv.put(f"{_LOADED}/{collection_id}", json.dumps(assignment).encode())
@@ -342,7 +431,43 @@ class QueryCoord:
                     assignment[vchannel] = node_id
                     log.warning("shard reassigned", extra={"vchannel": vchannel, "node": node_id})
                 self._save(collection_id, assignment)
+        if self.distribution is not None and live_set:
+            self.distribution.recover()
+
+    def balance(self) -> int:
+        """One memory-based balancing round (every ``query.balance_interval_s``); returns
+        the segments moved."""
+        return self.distribution.balance() if self.distribution is not None else 0
+
+    def load_balance(
+        self,
+        collection_id: int,
+        source: int,
+        destinations: Sequence[int],
+        segment_ids: Sequence[int],
+    ) -> None:
+        """Milvus's LoadBalance: move these sealed segments of the collection (all it serves
+        when none are named) from ``source`` to ``destinations`` (any other node when none
+        are named), each to the one least used once it holds it."""
+        if self.distribution is None:
+            raise MilvusError(Code.SERVICE_NOT_READY, "segment placement is not available")
+        with self._lock:
+            assignment = dict(self._assignments.get(collection_id, {}))
+        if not assignment:
+            raise errors.MilvusError(
+                Code.COLLECTION_NOT_LOADED, f"collection not loaded[collection={collection_id}]"
+            )
+        reports = self.distribution.reports()
+        moves = self.distribution.plan_moves(
+            reports, set(assignment), source, destinations, segment_ids
+        )
+        failed_before = self.distribution.moves.failed
+        self.distribution.run(moves, reports)
+        if self.distribution.moves.failed > failed_before:
+            raise MilvusError(
+                Code.UNEXPECTED, "some segments could not be moved; see the coordinator's log"
+            )
 
 
-def _handoff_key(segment: SegmentInfo, node_id: int) -> tuple[int, int, tuple[str, ...]]:
-    return segment.segment_id, node_id, tuple(sorted(segment.index_files))
+def _handoff_key(segment: SegmentInfo) -> tuple[int, tuple[str, ...]]:
+    return segment.segment_id, tuple(sorted(segment.index_files))

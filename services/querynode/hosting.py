@@ -43,16 +43,19 @@ class HostedSegments:
         segment: SegmentInfo,
         deltalogs: list[Deltalog],
     ) -> bool:
-        """Load ``segment`` with the shard's persisted deletes, or install its new index
-        files if it is here already; returns whether anything changed. Reads reach it once
-        the leader attached it."""
+        """Load ``segment`` with the shard's persisted deletes; returns whether anything
+        changed. Reads reach it once the leader attached it. Asked again for a segment held
+        here, it installs new index files and applies ``deltalogs`` again: a new leader
+        replays its channel only from the data node's checkpoint, and deletes persisted
+        before it that the old leader never forwarded must not be missed."""
         shard = self._shard_for(collection, vchannel)
         held = shard.sealed.get(segment.segment_id)
+        store = held or load_sealed(collection, segment, self._binlogs(), self._chunk_rows)
+        for pks, stamps in read_deltalogs(deltalogs, self._binlogs()):
+            with shard.lock:
+                store.delete_keys(pks, stamps)
         if held is not None:
             return install_index_files(collection, segment, held, self._binlogs()) > 0
-        store = load_sealed(collection, segment, self._binlogs(), self._chunk_rows)
-        for pks, stamps in read_deltalogs(deltalogs, self._binlogs()):
-            store.delete_keys(pks, stamps)
         with shard.lock:
             for partition_id, ts in shard.dropped.items():
                 store.drop_partition(partition_id, ts)

@@ -4,10 +4,12 @@ cluster mode) served over RPC."""
 from __future__ import annotations
 
 import faiss
+import psutil
 from kazoo.client import KazooClient
 
 from services.common import timestamp
 from services.common.config import Config
+from services.common.discovery import RoleClients
 from services.common.kv.zookeeper import cluster_root
 from services.common.metrics import SKIPPED_MESSAGES, TSAFE_LAG_MS
 from services.common.objectstore import ObjectStore
@@ -47,6 +49,10 @@ class QueryNodeService:
             info.id,
             chunk_rows=self.config.query.index_chunk_rows,
             binlogs=ObjectStore(self.config.s3),
+            # other nodes holding segments of the shards led here (in-process nodes are
+            # wired by the launcher instead)
+            peers=RoleClients(self.registry, "querynode", "QueryNode") if self._server else None,
+            memory_limit_mb=memory_limit_mb(self.config.query.memory_limit_mb),
         )
         kafka = self.config.kafka
         self.subscriber = KafkaSubscriber(
@@ -102,3 +108,17 @@ class QueryNodeService:
         if self._server is not None:
             self._server.stop(grace=1).wait()
         self.subscriber.close()
+
+
+def memory_limit_mb(configured: int) -> float:
+    """``query.memory_limit_mb``, else the cgroup's limit, else the machine's memory."""
+    if configured > 0:
+        return float(configured)
+    try:
+        with open("/sys/fs/cgroup/memory.max") as limit:
+            raw = limit.read().strip()
+        if raw != "max":
+            return int(raw) / 2**20
+    except (OSError, ValueError):
+        pass
+    return psutil.virtual_memory().total / 2**20

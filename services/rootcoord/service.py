@@ -32,6 +32,7 @@ from services.datacoord.compaction import CompactionPolicy
 from services.datacoord.core import DataCoord, DataCoordConfig
 from services.datacoord.gc import GarbageCollector
 from services.indexnode.core import IndexBuilder
+from services.querycoord.balance import BalanceConfig
 from services.querycoord.core import NodeDirectory, QueryCoord
 from services.rootcoord.core import CacheInvalidator, RootCoord
 
@@ -85,7 +86,13 @@ class CoordinatorService:
             ),
             datanode_alive=lambda: bool(self.registry.members("datanode")),
         )
-        self.querycoord = QueryCoord(kv, self.rootcoord, nodes, self.datacoord)
+        self.querycoord = QueryCoord(
+            kv,
+            self.rootcoord,
+            nodes,
+            self.datacoord,
+            BalanceConfig.from_query_config(config.query),
+        )
         store = ObjectStore(config.s3)
         self.indexes = IndexBuilder(self.datacoord, self.rootcoord, store)
         self.gc = GarbageCollector(
@@ -172,6 +179,7 @@ class CoordinatorService:
             Periodic("segment-seal", 1.0, self.datacoord.seal_idle),
             Periodic("handoff", 0.5, self.querycoord.handoff),
             Periodic("rebalance", 5.0, self.querycoord.rebalance),
+            Periodic("balance", self.config.query.balance_interval_s, self.querycoord.balance),
             Periodic("index-build", 1.0, self.indexes.run_once),
             Periodic("index-recycle", 30.0, self.indexes.recycle),
         ]
