@@ -31,6 +31,8 @@ class NodeLoad:
     hosted: dict[str, list[int]] = field(default_factory=dict)
     #: segments of its shards whose node stopped answering (reads of them fail until placed)
     lost: list[int] = field(default_factory=list)
+    #: shutting down: its shards and segments are to be handed to other nodes first
+    stopping: bool = False
 
     @property
     def memory_used_mb(self) -> float:

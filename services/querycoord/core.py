@@ -12,7 +12,7 @@ import json
 import logging
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 from services.common import errors
@@ -205,10 +205,16 @@ class QueryCoord:
             self._save(collection_id, assignment)
         log.info("collection loaded", extra={"collection": info.name, "shards": len(assignment)})
 
-    def _assign(self, info: CollectionInfo, vchannel: str, pending: dict[str, int]) -> int:
+    def _assign(
+        self,
+        info: CollectionInfo,
+        vchannel: str,
+        pending: dict[str, int],
+        exclude: Collection[int] = (),
+    ) -> int:
         """Lead ``vchannel`` from the live node leading the fewest shards (counting the
-        collection's assignment in progress, ``pending``)."""
-        live = self._nodes.live_nodes()
+        collection's assignment in progress, ``pending``), not one of ``exclude``."""
+        live = [n for n in self._nodes.live_nodes() if n not in exclude]
         if not live:
             raise MilvusError(Code.SERVICE_NOT_READY, "no query node is available")
         others = [a for cid, a in self._assignments.items() if cid != info.collection_id]
@@ -410,29 +416,50 @@ class QueryCoord:
         return dict(assignment)
 
     def rebalance(self, live: Sequence[int] | None = None) -> None:
-        """Move shards off nodes that are gone (on every membership change, and every few
-        seconds, so a shard whose load failed, e.g. S3 briefly unavailable, is retried)."""
+        """Move shards off nodes that are gone or stopping, and place again the segments
+        they served (on every membership change, and every few seconds, so a shard whose
+        load failed, e.g. S3 briefly unavailable, is retried). A stopping node is drained:
+        its shards get a new leader before it lets them go, its segments move."""
         live_set = set(self._nodes.live_nodes() if live is None else live)
+        reports = self.distribution.reports() if self.distribution is not None else {}
+        stopping = {n for n, r in reports.items() if r.stopping}
+        serving = live_set - stopping
         with self._lock:
             for collection_id, assignment in list(self._assignments.items()):
-                orphans = [v for v, n in assignment.items() if n not in live_set]
-                if not orphans or not live_set:
-                    continue
-                try:
-                    info = self._collections.describe_collection(collection_id=collection_id)
-                except MilvusError:
-                    continue
-                for vchannel in orphans:
-                    try:
-                        node_id = self._assign(info, vchannel, assignment)
-                    except Exception:
-                        log.exception("shard load failed; will retry", extra={"vchannel": vchannel})
-                        continue
-                    assignment[vchannel] = node_id
-                    log.warning("shard reassigned", extra={"vchannel": vchannel, "node": node_id})
-                self._save(collection_id, assignment)
-        if self.distribution is not None and live_set:
+                orphans = [v for v, n in assignment.items() if n not in serving]
+                if orphans and serving:
+                    self._reassign(collection_id, assignment, orphans, stopping)
+        if self.distribution is not None and serving:
             self.distribution.recover()
+            if stopping:
+                self.distribution.balance()
+
+    def _reassign(
+        self,
+        collection_id: int,
+        assignment: dict[str, int],
+        orphans: list[str],
+        stopping: set[int],
+    ) -> None:
+        try:
+            info = self._collections.describe_collection(collection_id=collection_id)
+        except MilvusError:
+            return
+        for vchannel in orphans:
+            old = assignment[vchannel]
+            try:
+                node_id = self._assign(info, vchannel, assignment, exclude=stopping)
+            except Exception:
+                log.exception("shard load failed; will retry", extra={"vchannel": vchannel})
+                continue
+            assignment[vchannel] = node_id
+            self._save(collection_id, assignment)
+            log.warning("shard reassigned", extra={"vchannel": vchannel, "node": node_id})
+            if old in stopping:  # alive: it led the shard until the new leader was ready
+                try:
+                    self._nodes.node(old).unwatch(vchannel)
+                except Exception:
+                    log.exception("unwatch failed", extra={"vchannel": vchannel, "node": old})
 
     def balance(self) -> int:
         """One memory-based balancing round (every ``query.balance_interval_s``); returns

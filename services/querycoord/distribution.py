@@ -91,6 +91,7 @@ class Distribution:
                     for s, mb in r.segments_mb.items()
                     if s not in lost and served_by.get(s) == r.node_id  # not a half-done move
                 },
+                stopping=r.stopping,
             )
             for r in reports.values()
         ]

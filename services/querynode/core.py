@@ -64,6 +64,8 @@ class QueryNode:
     ) -> None:
         self.node_id = node_id
         self.memory_limit_mb = memory_limit_mb
+        #: shutting down gracefully: the coordinator moves what this node serves elsewhere
+        self.stopping = False
         self._binlogs = binlogs
         self._chunk_rows = chunk_rows
         self._subscriber = subscriber
@@ -277,6 +279,10 @@ class QueryNode:
                 if collection_id is None or s.collection.collection_id == collection_id
             ]
 
+    def drained(self) -> bool:
+        """Nothing is served here any more (a stopping node may exit)."""
+        return not self._shards and not self._hosted.segments()
+
     def tsafe(self, vchannel: str) -> int:
         return self._shard(vchannel).tsafe.get()
 
@@ -309,7 +315,7 @@ class QueryNode:
 
     def load_report(self) -> NodeLoad:
         """What this node holds, for the coordinator's placement and balancing."""
-        report = NodeLoad(self.node_id, self.memory_limit_mb)
+        report = NodeLoad(self.node_id, self.memory_limit_mb, stopping=self.stopping)
         with self._lock:
             shards = list(self._shards.values())
         growing = 0

@@ -3,6 +3,9 @@ cluster mode) served over RPC."""
 
 from __future__ import annotations
 
+import logging
+import time
+
 import faiss
 import psutil
 from kazoo.client import KazooClient
@@ -20,6 +23,8 @@ from services.common.rpc.transport import add_port, generic_handler, new_server
 from services.common.session import SessionRegistry
 from services.querynode.core import QueryNode
 from services.querynode.subscriber import KafkaSubscriber
+
+log = logging.getLogger(__name__)
 
 
 class QueryNodeService:
@@ -102,12 +107,32 @@ class QueryNodeService:
         ]
 
     def stop(self) -> None:
+        self._drain()
         for unregister in self._unregisters:
             unregister()
         self._builder.stop()
         if self._server is not None:
             self._server.stop(grace=1).wait()
         self.subscriber.close()
+
+    def _drain(self) -> None:
+        """A graceful stop in a cluster: say so in the load report, and wait (up to
+        ``query.graceful_stop_timeout_s``) while the coordinator gives this node's shards
+        new leaders and moves its segments, so no read meets a node that went away."""
+        if self._server is None or not hasattr(self, "node") or self.node.drained():
+            return
+        others = set(self.registry.members("querynode")) - {self.node.node_id}
+        if not others:
+            return
+        self.node.stopping = True
+        started = time.monotonic()
+        deadline = started + self.config.query.graceful_stop_timeout_s
+        while not self.node.drained() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        log.info(
+            "query node drained" if self.node.drained() else "query node stopped undrained",
+            extra={"node": self.node.node_id, "after_s": round(time.monotonic() - started, 1)},
+        )
 
 
 def memory_limit_mb(configured: int) -> float:
