@@ -14,7 +14,13 @@ from services.common import timestamp
 from services.common.config import Config
 from services.common.discovery import RoleClients
 from services.common.kv.zookeeper import cluster_root
-from services.common.metrics import SKIPPED_MESSAGES, TSAFE_LAG_MS
+from services.common.metrics import (
+    QUERYNODE_MEMORY,
+    QUERYNODE_ROWS,
+    QUERYNODE_SEGMENTS,
+    SKIPPED_MESSAGES,
+    TSAFE_LAG_MS,
+)
 from services.common.objectstore import ObjectStore
 from services.common.observability import Health, Sample
 from services.common.periodic import Periodic
@@ -38,6 +44,9 @@ class QueryNodeService:
         self._unregisters = [
             TSAFE_LAG_MS.add_source(self.tsafe_lags),
             SKIPPED_MESSAGES.add_source(self.skipped),
+            QUERYNODE_MEMORY.add_source(lambda: self._load_samples("memory")),
+            QUERYNODE_SEGMENTS.add_source(lambda: self._load_samples("segments")),
+            QUERYNODE_ROWS.add_source(lambda: self._load_samples("rows")),
         ]
 
     def start(self) -> QueryNodeService:
@@ -96,6 +105,17 @@ class QueryNodeService:
             for v in self.node.watched()
             if (ts := self.node.tsafe(v))
         ]
+
+    def _load_samples(self, what: str) -> list[Sample]:
+        if not hasattr(self, "node"):
+            return []
+        report = self.node.load_report()
+        value = {
+            "memory": report.memory_percentage,
+            "segments": float(len(report.segments_mb)),
+            "rows": float(report.rows),
+        }[what]
+        return [((str(self.node.node_id),), value)]
 
     def skipped(self) -> list[Sample]:
         if not hasattr(self, "subscriber"):

@@ -112,6 +112,7 @@ class CoordinatorService:
             metrics.SEGMENT_ROWS.add_source(lambda: self._segment_samples(1)),
             metrics.FLUSH_LAG_MS.add_source(self._flush_lags),
             metrics.INDEX_BUILD_QUEUE.add_source(self._index_queue),
+            metrics.SEGMENT_MOVES.add_source(self._segment_moves),
         ]
 
     @property
@@ -149,6 +150,12 @@ class CoordinatorService:
         if not self.active:
             return []
         return [((state,), float(n)) for state, n in self.indexes.backlog().items()]
+
+    def _segment_moves(self) -> list[Sample]:
+        moves = self.querycoord.distribution
+        if not self.active or moves is None:
+            return []
+        return [(("done",), float(moves.moves.done)), (("failed",), float(moves.moves.failed))]
 
     def start(self, campaign_timeout_s: float | None = None) -> CoordinatorService:
         created = ensure_topics(self.config.kafka.bootstrap_servers, self.rootcoord.pchannels)
