@@ -120,7 +120,9 @@ class DataCoordPort(Protocol):
         self, collection_id: int, partition_id: int, vchannel: str, rows: int
     ) -> int: ...
     def flush(self, collection_id: int) -> tuple[list[int], int]: ...
-    def flushed(self, segment_ids: list[int]) -> bool: ...
+    def flushed(
+        self, segment_ids: list[int], pchannels: Sequence[str] = (), flush_ts: int = 0
+    ) -> bool: ...
     def segment_rows(self, collection_id: int) -> list[tuple[int, int, str, str, int, int]]: ...
     def drop_collection(self, collection_id: int) -> None: ...
     def index_progress(
@@ -545,8 +547,13 @@ class Proxy:
         self.ticker.wake()
         return flushed
 
-    def flushed(self, segment_ids: list[int]) -> bool:
-        return self.datacoord is None or self.datacoord.flushed(segment_ids)
+    def flushed(self, segment_ids: list[int], collection: str = "", flush_ts: int = 0) -> bool:
+        """Whether a flush is done: its segments persisted and, with the collection and the
+        flush's stamp, every channel of the collection persisted up to it (deletes too)."""
+        if self.datacoord is None:
+            return True
+        pchannels = self.meta.get(collection).pchannels if collection and flush_ts else []
+        return self.datacoord.flushed(segment_ids, pchannels, flush_ts)
 
     def persistent_segments(self, collection: str) -> tuple[int, list[SegmentRows]]:
         """(collection id, its segments as datacoord records them): GetPersistentSegmentInfo."""

@@ -428,9 +428,13 @@ class MilvusService(AdminRpcs, RbacRpcs, CompactionRpcs, milvus_pb2_grpc.MilvusS
 
     @rpc(milvus_pb2.GetFlushStateResponse)
     def GetFlushState(self, request, context):
-        return milvus_pb2.GetFlushStateResponse(
-            status=ok(), flushed=self.proxy.flushed(list(request.segmentIDs))
+        collection = (
+            qualified(db_of(request, context), request.collection_name)
+            if request.collection_name
+            else ""
         )
+        flushed = self.proxy.flushed(list(request.segmentIDs), collection, request.flush_ts)
+        return milvus_pb2.GetFlushStateResponse(status=ok(), flushed=flushed)
 
     @rpc(milvus_pb2.GetPersistentSegmentInfoResponse)
     def GetPersistentSegmentInfo(self, request, context):
