@@ -7,6 +7,7 @@ channels. Any number of proxies can serve the same cluster.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Sequence
@@ -97,13 +98,15 @@ class RootCoordPort(Protocol):
 
 
 class QueryCoordPort(Protocol):
-    def load_collection(self, collection_id: int) -> None: ...
+    def load_collection(self, collection_id: int, replica_number: int = 1) -> None: ...
     def release_collection(self, collection_id: int) -> None: ...
     def load_state(
         self, collection_id: int, partition_ids: Sequence[int] = ()
     ) -> tuple[int, int]: ...
-    def shard_leaders(self, collection_id: int) -> dict[str, int]: ...
-    def load_partitions(self, collection_id: int, partition_ids: Sequence[int]) -> None: ...
+    def replicas(self, collection_id: int) -> list[dict[str, int]]: ...
+    def load_partitions(
+        self, collection_id: int, partition_ids: Sequence[int], replica_number: int = 1
+    ) -> None: ...
     def release_partitions(self, collection_id: int, partition_ids: Sequence[int]) -> None: ...
     def loaded_partitions(self, collection_id: int) -> list[int] | None: ...
     def load_balance(
@@ -197,6 +200,8 @@ class Proxy:
         self.config = config or ProxyConfig()
         self.meta = MetaCache(rootcoord)
         self.shards = ShardLeaderCache(querycoord)
+        #: reads take the replicas in turns
+        self._replica_turns = itertools.count()
         self.ticker = ChannelsTimeTicker(pchannels, rootcoord.alloc_timestamp)
         self.report_pacer = Pacer(
             self.config.timetick_interval_ms / 1000, self.config.idle_timetick_interval_ms / 1000
@@ -204,6 +209,10 @@ class Proxy:
         self.scheduler = TaskScheduler(
             rootcoord.alloc_timestamp, self.ticker, self.config.max_concurrent_reads
         )
+
+    def next_replica(self, replicas: int) -> int:
+        """The replica the next read starts with (turns, so replicas share the reads)."""
+        return next(self._replica_turns) % replicas if replicas else 0
 
     # -- timetick reports ------------------------------------------------------------------
 
@@ -418,21 +427,23 @@ class Proxy:
 
     # -- load --------------------------------------------------------------------------------
 
-    def load_collection(self, collection: str) -> None:
+    def load_collection(self, collection: str, replica_number: int = 1) -> None:
         collection_id = self.meta.get(collection).collection_id
         self.shards.invalidate(collection_id)
-        self.querycoord.load_collection(collection_id)
+        self.querycoord.load_collection(collection_id, max(replica_number, 1))
 
     def release_collection(self, collection: str) -> None:
         collection_id = self.meta.get(collection).collection_id
         self.shards.invalidate(collection_id)
         self.querycoord.release_collection(collection_id)
 
-    def load_partitions(self, collection: str, partitions: Sequence[str]) -> None:
+    def load_partitions(
+        self, collection: str, partitions: Sequence[str], replica_number: int = 1
+    ) -> None:
         info = self.meta.get(collection)
         ids = [self.partition_id(info, name) for name in partitions]
         self.shards.invalidate(info.collection_id)
-        self.querycoord.load_partitions(info.collection_id, ids)
+        self.querycoord.load_partitions(info.collection_id, ids, max(replica_number, 1))
 
     def release_partitions(self, collection: str, partitions: Sequence[str]) -> None:
         info = self.meta.get(collection)
@@ -445,13 +456,14 @@ class Proxy:
         ids = [self.partition_id(info, name) for name in partitions]
         return self.querycoord.load_state(info.collection_id, ids)
 
-    def replica_shards(self, info: CollectionInfo) -> dict[str, list[int]]:
-        """vchannel -> the query nodes serving it, its leader first; empty while the
-        collection is not loaded."""
+    def replica_shards(self, info: CollectionInfo) -> list[dict[str, list[int]]]:
+        """Per replica, vchannel -> the query nodes serving it, its leader first; empty
+        while the collection is not loaded."""
         if self.querycoord.load_state(info.collection_id)[0] != LOAD_STATE_LOADED:
-            return {}
-        leaders = self.querycoord.shard_leaders(info.collection_id)
-        return shard_nodes(leaders, load_reports(self.nodes, leaders.values()))
+            return []
+        replicas = self.querycoord.replicas(info.collection_id)
+        reports = load_reports(self.nodes, [n for r in replicas for n in r.values()])
+        return [shard_nodes(leaders, reports) for leaders in replicas]
 
     def readable_partitions(self, info: CollectionInfo, names: Sequence[str]) -> list[int]:
         """The partition ids a read covers ([] = every one): the named ones, each of which
@@ -570,9 +582,11 @@ class Proxy:
         collection_id, segments = self.persistent_segments(collection)
         if self.querycoord.load_state(collection_id)[0] != LOAD_STATE_LOADED:
             return collection_id, []
-        leaders = self.querycoord.shard_leaders(collection_id)
-        reports = load_reports(self.nodes, leaders.values())
-        return collection_id, served_segments(segments, leaders, reports)
+        replicas = self.querycoord.replicas(collection_id)
+        reports = load_reports(self.nodes, [n for r in replicas for n in r.values()])
+        return collection_id, [
+            copy for leaders in replicas for copy in served_segments(segments, leaders, reports)
+        ]
 
     def load_balance(
         self,

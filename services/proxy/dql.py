@@ -158,22 +158,29 @@ class _ReadTask(Task):
         return ts, wait
 
     def _fan_out(self, call: Any) -> list[Any]:
-        """Run ``call(node, vchannels)`` on every node serving this collection's shards.
+        """Run ``call(node, vchannels)`` on every node leading this collection's shards in
+        one replica (replicas take turns, read by read).
 
-        The placement comes from the proxy's cache; when a node is gone or no longer serves
-        a shard, the read asks the coordinator again and, if the shards moved, runs once more.
+        The placement comes from the proxy's cache. When a node of the replica is gone or no
+        longer serves a shard, the read goes to the next replica; when every replica fails
+        so, it asks the coordinator again and, if the shards moved, runs once more.
         """
         shards = self._proxy.shards
-        leaders = shards.get(self.info).leaders
-        try:
-            return self._fan_out_to(leaders, call)
-        except MilvusError as exc:
-            if exc.code not in (Code.SERVICE_NOT_READY, Code.SERVICE_UNAVAILABLE):
-                raise
-            fresh = shards.refresh(self.info).leaders
-            if fresh == leaders:
-                raise
-            return self._fan_out_to(fresh, call)
+        replicas = shards.get(self.info).replicas
+        first = self._proxy.next_replica(len(replicas))
+        failure: MilvusError | None = None
+        for turn in range(len(replicas)):
+            try:
+                return self._fan_out_to(replicas[(first + turn) % len(replicas)], call)
+            except MilvusError as exc:
+                if exc.code not in (Code.SERVICE_NOT_READY, Code.SERVICE_UNAVAILABLE):
+                    raise
+                failure = exc
+        fresh = shards.refresh(self.info).replicas
+        if fresh == replicas or not fresh:
+            assert failure is not None
+            raise failure
+        return self._fan_out_to(fresh[first % len(fresh)], call)
 
     def _fan_out_to(self, leaders: dict[str, int], call: Any) -> list[Any]:
         by_node: dict[int, list[str]] = {}

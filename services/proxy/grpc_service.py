@@ -259,7 +259,7 @@ class MilvusService(AdminRpcs, RbacRpcs, CompactionRpcs, milvus_pb2_grpc.MilvusS
 
     @rpc(common_pb2.Status)
     def LoadCollection(self, request, context):
-        self.proxy.load_collection(ref_of(request, context))
+        self.proxy.load_collection(ref_of(request, context), request.replica_number)
         return ok()
 
     @rpc(common_pb2.Status)
@@ -269,7 +269,9 @@ class MilvusService(AdminRpcs, RbacRpcs, CompactionRpcs, milvus_pb2_grpc.MilvusS
 
     @rpc(common_pb2.Status)
     def LoadPartitions(self, request, context):
-        self.proxy.load_partitions(ref_of(request, context), list(request.partition_names))
+        self.proxy.load_partitions(
+            ref_of(request, context), list(request.partition_names), request.replica_number
+        )
         return ok()
 
     @rpc(common_pb2.Status)
@@ -456,27 +458,27 @@ class MilvusService(AdminRpcs, RbacRpcs, CompactionRpcs, milvus_pb2_grpc.MilvusS
 
     @rpc(milvus_pb2.GetQuerySegmentInfoResponse)
     def GetQuerySegmentInfo(self, request, context):
+        """One entry per segment, naming every node that holds a copy (one per replica)."""
         collection_id, served = self.proxy.query_segments(request.collectionName)
-        return milvus_pb2.GetQuerySegmentInfoResponse(
-            status=ok(),
-            infos=[
+        copies: dict[int, list] = {}
+        for copy in served:
+            copies.setdefault(copy.segment.segment_id, []).append(copy)
+        infos = []
+        for same in copies.values():
+            s = same[0].segment
+            infos.append(
                 milvus_pb2.QuerySegmentInfo(
-                    segmentID=s.segment.segment_id,
+                    segmentID=s.segment_id,
                     collectionID=collection_id,
-                    partitionID=s.segment.partition_id,
-                    mem_size=int(s.memory_mb * 2**20),
-                    num_rows=(
-                        s.segment.assigned_rows
-                        if s.segment.state == "Growing"
-                        else s.segment.num_rows
-                    ),
-                    nodeID=s.node_id,
-                    nodeIds=[s.node_id],
-                    state=_segment_state(s.segment.state),
+                    partitionID=s.partition_id,
+                    mem_size=int(sum(c.memory_mb for c in same) * 2**20),
+                    num_rows=s.assigned_rows if s.state == "Growing" else s.num_rows,
+                    nodeID=same[0].node_id,
+                    nodeIds=[c.node_id for c in same],
+                    state=_segment_state(s.state),
                 )
-                for s in served
-            ],
-        )
+            )
+        return milvus_pb2.GetQuerySegmentInfoResponse(status=ok(), infos=infos)
 
     @rpc(common_pb2.Status)
     def LoadBalance(self, request, context):

@@ -15,7 +15,7 @@ source let its copy go.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -27,6 +27,11 @@ from services.datacoord.segment import Deltalog, SegmentInfo
 from services.querycoord.balance import Balancer, Move, NodeState, SegmentLoad
 
 log = logging.getLogger(__name__)
+
+#: a copy of a sealed segment: (segment id, the node serving it)
+Copy = tuple[int, int]
+#: a balancing group: its nodes (None: every node) and the copies it may move (None: all)
+Group = tuple[Collection[int] | None, set[Copy] | None]
 
 
 class Segments(Protocol):
@@ -56,6 +61,8 @@ class Distribution:
         self._collections = collections
         self.balancer = balancer
         self.moves = MoveCounts()
+        #: the nodes a leader's shard may place segments on (its replica's); None: any
+        self.scope: Callable[[int, str], Collection[int] | None] = lambda leader, vchannel: None
 
     # -- what the nodes hold ---------------------------------------------------------------
 
@@ -71,16 +78,16 @@ class Distribution:
         return reports
 
     @staticmethod
-    def states(reports: dict[int, NodeLoad]) -> list[NodeState]:
-        """The balancer's view: memory used and limit, and the sealed segments that can
-        move (those served; lost ones are placed again instead)."""
+    def states(
+        reports: dict[int, NodeLoad],
+        nodes: Collection[int] | None = None,
+        movable: set[Copy] | None = None,
+    ) -> list[NodeState]:
+        """The balancer's view of ``nodes`` (None: every one): memory used and limit, and
+        the sealed segments that may move: those a leader reads there (not a copy of a move
+        half done; lost ones are placed again instead), of ``movable`` if given."""
         lost = {s for r in reports.values() for s in r.lost}
-        served_by = {
-            s: n
-            for r in reports.values()
-            for served in r.leading.values()
-            for s, n in served.items()
-        }
+        served = served_copies(reports) if movable is None else served_copies(reports) & movable
         return [
             NodeState(
                 r.node_id,
@@ -89,21 +96,25 @@ class Distribution:
                 {
                     s: mb
                     for s, mb in r.segments_mb.items()
-                    if s not in lost and served_by.get(s) == r.node_id  # not a half-done move
+                    if s not in lost and (s, r.node_id) in served
                 },
                 stopping=r.stopping,
             )
             for r in reports.values()
+            if nodes is None or r.node_id in nodes
         ]
 
     def place(
-        self, reports: dict[int, NodeLoad], segments: Sequence[SegmentInfo], row_bytes: int
+        self,
+        reports: dict[int, NodeLoad],
+        segments: Sequence[SegmentInfo],
+        row_bytes: int,
+        nodes: Collection[int] | None = None,
     ) -> dict[int, int]:
-        """Segment id -> the node to serve it: the least used node once it holds it."""
+        """Segment id -> the node to serve it, of ``nodes``: the least used once it holds it."""
         loads = [SegmentLoad(s.segment_id, s.num_rows * row_bytes / 2**20) for s in segments]
-        return {
-            p.segment_id: p.node_ids[0] for p in self.balancer.place(self.states(reports), loads)
-        }
+        states = self.states(reports, nodes)
+        return {p.segment_id: p.node_ids[0] for p in self.balancer.place(states, loads)}
 
     def plan_moves(
         self,
@@ -112,23 +123,25 @@ class Distribution:
         source: int,
         destinations: Sequence[int],
         segment_ids: Sequence[int],
+        nodes: Collection[int] | None = None,
     ) -> list[Move]:
         """LoadBalance's moves: the named sealed segments of these shards (all that
         ``source`` serves of them when none are named), each to the destination least used
-        once it holds it (any other live node when none are named)."""
+        once it holds it (when none are named: any other node of ``nodes``, the source's
+        replica's), never to a node holding a copy already."""
         if source not in reports:
             raise MilvusError(Code.NODE_NOT_FOUND, f"node not found[node={source}]")
         missing = [n for n in destinations if n not in reports or n == source]
         if missing:
             raise MilvusError(Code.NODE_NOT_FOUND, f"node not found[node={missing[0]}]")
-        served = {
-            s: n
+        mine = sorted(
+            s
             for r in reports.values()
             for v, shard in r.leading.items()
             if v in vchannels
             for s, n in shard.items()
-        }
-        mine = sorted(s for s, n in served.items() if n == source)
+            if n == source
+        )
         wanted = list(segment_ids) or mine
         unknown = [s for s in wanted if s not in mine]
         if unknown:
@@ -136,15 +149,21 @@ class Distribution:
                 Code.SEGMENT_NOT_FOUND,
                 f"segment not found[segment={unknown[0]}]: node {source} does not serve it",
             )
-        states = {s.node_id: s for s in self.states(reports)}
-        targets = [states[n] for n in (destinations or [n for n in states if n != source])]
+        states = {s.node_id: s for s in self.states(reports, nodes)}
+        targets = [states[n] for n in destinations or states if n != source and n in states]
         if not targets:
             raise MilvusError(Code.NODE_NOT_FOUND, "no other query node to move segments to")
         moves = []
         for segment_id in wanted:
             memory_mb = reports[source].segments_mb.get(segment_id, 0.0)
+            free = [t for t in targets if segment_id not in t.segments]
+            if not free:
+                raise MilvusError(
+                    Code.PARAMETER_INVALID,
+                    f"segment {segment_id}: every destination holds a copy already",
+                )
             target = min(
-                targets, key=lambda t: (t.percentage_of(t.memory_used_mb + memory_mb), t.node_id)
+                free, key=lambda t: (t.percentage_of(t.memory_used_mb + memory_mb), t.node_id)
             )
             moves.append(Move(segment_id, source, target.node_id, memory_mb))
             targets = [t.with_segment(segment_id, memory_mb) if t is target else t for t in targets]
@@ -175,7 +194,7 @@ class Distribution:
 
     def move(self, move: Move, reports: dict[int, NodeLoad]) -> None:
         """One balancing move (or LoadBalance's), done in the order that leaves no gap."""
-        leader_id, vchannel = self._leader_of(move.segment_id, reports)
+        leader_id, vchannel = self._leader_of(move.segment_id, move.source, reports)
         segment = self._segments.segment(move.segment_id)
         if segment is None:
             raise LookupError(f"segment {move.segment_id} is unknown")
@@ -205,11 +224,16 @@ class Distribution:
             )
         return done
 
-    def balance(self) -> int:
-        """One round of the design's memory-based balancing; returns the moves made."""
-        reports = self.reports()
-        plan = self.balancer.plan(self.states(reports))
-        return self.run(plan.moves, reports)
+    def balance(self, groups: Iterable[Group]) -> int:
+        """The design's memory-based balancing, a round per group of nodes (a replica's, or
+        every node for collections with one replica) over the copies that group may move;
+        returns the moves made."""
+        done = 0
+        for nodes, movable in groups:
+            reports = self.reports()
+            plan = self.balancer.plan(self.states(reports, nodes, movable))
+            done += self.run(plan.moves, reports)
+        return done
 
     def recover(self) -> int:
         """Place again the segments whose node is gone or missed deletes; returns how many."""
@@ -245,7 +269,8 @@ class Distribution:
         info = self._collections.describe_collection(collection_id=segment.collection_id)
         if holder in reports:  # alive but missed deletes: its copy is stale
             self._nodes.node(holder).release_hosted(vchannel, [segment_id])
-        target = self.place(reports, [segment], info.schema.row_bytes())[segment_id]
+        nodes = self.scope(leader_id, vchannel)
+        target = self.place(reports, [segment], info.schema.row_bytes(), nodes)[segment_id]
         self.serve(info, leader_id, segment, target)
         log.warning(
             "lost segment placed again",
@@ -260,9 +285,17 @@ class Distribution:
         )
 
     @staticmethod
-    def _leader_of(segment_id: int, reports: dict[int, NodeLoad]) -> tuple[int, str]:
+    def _leader_of(segment_id: int, holder: int, reports: dict[int, NodeLoad]) -> tuple[int, str]:
+        """The leader reading ``segment_id`` from ``holder``, and the shard."""
         for report in reports.values():
             for vchannel, served in report.leading.items():
-                if segment_id in served:
+                if served.get(segment_id) == holder:
                     return report.node_id, vchannel
-        raise LookupError(f"no live query node leads the shard of segment {segment_id}")
+        raise LookupError(f"no live query node reads segment {segment_id} from node {holder}")
+
+
+def served_copies(reports: dict[int, NodeLoad]) -> set[Copy]:
+    """(segment, node) for every copy a leader reads."""
+    return {
+        (s, n) for r in reports.values() for served in r.leading.values() for s, n in served.items()
+    }

@@ -186,12 +186,60 @@ def test_a_new_node_takes_segments_load_balance_moves_one_and_a_dead_node_is_rep
 
 def querynode_pid(manager: DeploymentManager, node_id: int) -> int:
     """The pid of the query node process registered as ``node_id`` (by its address)."""
+    address = querynode_sessions(manager)[node_id].address
+    return next(r.pid for r in manager.status() if r.endpoint == address and r.pid)
+
+
+def test_two_replicas_on_distinct_nodes_keep_reads_whole_when_a_node_is_killed(scaling):
+    manager, shape, uri = scaling
+    manager.up("cluster", querynodes=2, **shape)  # idempotent: both nodes are running
+    client = MilvusClient(uri)
+    name = f"replicas_{uuid.uuid4().hex[:6]}"
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("vec", DataType.FLOAT_VECTOR, dim=DIM)
+    index = client.prepare_index_params()
+    index.add_index("vec", index_type="FLAT", metric_type="L2")
+    client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
+    vectors = np.random.default_rng(2).random((FLUSHES * ROWS, DIM), np.float32)
+    for f in range(FLUSHES):
+        rows = range(f * ROWS, (f + 1) * ROWS)
+        client.insert(name, [{"id": i, "vec": vectors[i].tolist()} for i in rows])
+    client.flush(name)
+    client.release_collection(name)
+    wait_for(lambda: len(querynode_ids(manager)) == 2, 60, "two live query nodes")
+    client.load_collection(name, replica_number=2)
+    replicas = client.describe_replica(name)
+    assert len(replicas) == 2
+    nodes = [set(r.group_nodes) for r in replicas]
+    assert all(nodes) and not nodes[0] & nodes[1], nodes
+    reader = Reader(uri, name, exact_top(vectors))
+    reader.start()
+    try:
+        time.sleep(2)
+        killed = time.monotonic()
+        os.kill(querynode_pid(manager, min(nodes[1])), signal.SIGKILL)
+        time.sleep(15)  # past the session timeout: the dead node's replica is rebuilt
+    finally:
+        reader.stop_event.set()
+        reader.join()
+        reader.client.close()
+    after = [t for t, _ in reader.rounds if t > killed]
+    assert len(after) > 20, "the reader barely ran after the kill"
+    assert reader.problems() == [], reader.problems()[:3]
+    client.close()
+
+
+def querynode_ids(manager: DeploymentManager) -> list[int]:
+    return sorted(querynode_sessions(manager))
+
+
+def querynode_sessions(manager: DeploymentManager) -> dict:
     config = manager.config
     zk = connect_zookeeper(config.zookeeper)
     try:
         registry = SessionRegistry(zk, cluster_root(config.zookeeper, config.cluster.name))
-        address = registry.members("querynode")[node_id].address
+        return registry.members("querynode")
     finally:
         zk.stop()
         zk.close()
-    return next(r.pid for r in manager.status() if r.endpoint == address and r.pid)

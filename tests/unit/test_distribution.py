@@ -9,7 +9,6 @@ import pytest
 from services.common.errors import Code, MilvusError
 from services.common.kv.memory import MemoryKV
 from services.common.requests import ShardQueryRequest
-from services.datacoord.segment import PERSISTED
 from services.querycoord.balance import BalanceConfig
 from services.querycoord.core import QueryCoord
 from services.querynode.core import QueryNode
@@ -73,13 +72,12 @@ def deployment():
         segments.append(persisted([msg], store))
     for node_id in (1, 2):
         nodes.add(node_id, store)
-    coord = QueryCoord(
-        MemoryKV(), Catalog(), nodes, DataCoord(segments), BalanceConfig(90.0, 15.0)
-    )
+    datacoord = DataCoord(segments)
+    coord = QueryCoord(MemoryKV(), Catalog(), nodes, datacoord, BalanceConfig(90.0, 15.0))
     coord.load_collection(7)
-    leader = nodes.node(coord.shard_leaders(7)[VCH])
+    leader = nodes.node(coord.replicas(7)[0][VCH])
     leader.apply(VCH, pack(0, 10))  # serviceable
-    return coord, nodes, store, leader
+    return coord, nodes, store, leader, datacoord
 
 
 def count(leader: QueryNode, ts: int = 10) -> int:
@@ -91,7 +89,7 @@ def held(nodes: Nodes) -> dict[int, list[int]]:
 
 
 def test_loading_places_segments_by_memory_over_every_node(deployment):
-    coord, nodes, _, leader = deployment
+    _, nodes, _, leader, _ = deployment
     assert held(nodes) == {1: [10, 12], 2: [11, 13]}
     assert count(leader) == 200
     served = leader.load_report().leading[VCH]
@@ -99,7 +97,7 @@ def test_loading_places_segments_by_memory_over_every_node(deployment):
 
 
 def test_a_new_node_gets_segments_in_the_next_balance_round(deployment):
-    coord, nodes, store, leader = deployment
+    coord, nodes, store, leader, _ = deployment
     nodes.add(3, store)
     assert coord.balance() >= 1
     usage = [r.memory_percentage for r in coord.distribution.reports().values()]
@@ -109,7 +107,7 @@ def test_a_new_node_gets_segments_in_the_next_balance_round(deployment):
 
 
 def test_load_balance_moves_the_named_segment_and_deletes_follow_it(deployment):
-    coord, nodes, _, leader = deployment
+    coord, nodes, _, leader, _ = deployment
     source = next(n for n, segments in held(nodes).items() if 11 in segments)
     target = 3 - source
     coord.load_balance(7, source, [target], [11])
@@ -125,7 +123,7 @@ def test_load_balance_moves_the_named_segment_and_deletes_follow_it(deployment):
 
 
 def test_segments_of_a_dead_node_are_placed_again(deployment):
-    coord, nodes, store, leader = deployment
+    coord, nodes, store, leader, _ = deployment
     other = 3 - leader.node_id
     nodes.add(3, store)
     del nodes.nodes[other]  # its session expired
@@ -135,11 +133,11 @@ def test_segments_of_a_dead_node_are_placed_again(deployment):
 
 
 def test_a_stopping_leader_hands_its_shard_and_segments_over(deployment):
-    coord, nodes, store, leader = deployment
+    coord, nodes, store, leader, _ = deployment
     nodes.add(3, store)
     leader.stopping = True
     coord.rebalance()
-    new_leader = nodes.node(coord.shard_leaders(7)[VCH])
+    new_leader = nodes.node(coord.replicas(7)[0][VCH])
     assert new_leader is not leader and leader.drained()
     new_leader.apply(VCH, pack(0, 10))
     assert count(new_leader) == 200
@@ -147,14 +145,57 @@ def test_a_stopping_leader_hands_its_shard_and_segments_over(deployment):
 
 
 def test_handoff_places_a_new_segment_on_the_least_used_node(deployment):
-    coord, nodes, store, leader = deployment
+    coord, nodes, store, leader, datacoord = deployment
     coord.handoff()  # the four loaded ones are known: nothing to do
     assert sum(len(s) for s in held(nodes).values()) == 4
     rows = insert(range(200, 250), 25, np.ones((ROWS, DIM), np.float32))
     rows.segment_id = 14
     leader.apply(VCH, pack(20, 30, rows))
-    coord._segments.by_id[14] = persisted([rows], store)
-    assert coord._segments.by_id[14].state in PERSISTED
+    datacoord.by_id[14] = persisted([rows], store)
     assert coord.handoff() == 1
     assert count(leader, 30) == 250
     assert sum(len(s) for s in held(nodes).values()) == 5
+
+
+def test_replicas_live_on_their_own_nodes_and_a_dead_node_takes_down_one_copy(deployment):
+    coord, nodes, store, _, _ = deployment
+    coord.release_collection(7)
+    assert all(not node.held_segments() and node.drained() for node in nodes.nodes.values())
+    for node_id in (3, 4):
+        nodes.add(node_id, store)
+    with pytest.raises(MilvusError, match="no enough nodes"):
+        coord.load_collection(7, replica_number=5)
+    coord.load_collection(7, replica_number=2)
+    with pytest.raises(MilvusError, match="can't change the replica number"):
+        coord.load_collection(7, replica_number=1)
+    first, second = coord.replicas(7)
+    leaders = [nodes.node(first[VCH]), nodes.node(second[VCH])]
+    reports = coord.distribution.reports()
+    copies = [reports[leader.node_id].leading[VCH] for leader in leaders]
+    assert sorted(copies[0]) == sorted(copies[1]) == [10, 11, 12, 13]
+    sets = [{leader.node_id, *served.values()} for leader, served in zip(leaders, copies)]
+    assert not sets[0] & sets[1]  # no node serves both copies
+    for leader in leaders:
+        leader.apply(VCH, pack(0, 10))
+        assert count(leader) == 200
+    # a node of the second replica dies: the first one reads as before, the second recovers
+    victim = next(n for n in sets[1] if n != leaders[1].node_id)
+    del nodes.nodes[victim]
+    assert count(leaders[0]) == 200
+    coord.rebalance()
+    assert count(leaders[1]) == 200
+    assert coord.replicas(7)[0] == first
+
+
+def test_replica_node_sets_stay_even_as_nodes_come_and_go():
+    from services.querycoord.replicas import assign_nodes, dumps, loads, new_replicas
+
+    replicas = new_replicas(2, [1, 2, 3])
+    assert [r.nodes for r in replicas] == [{1, 3}, {2}]
+    assert assign_nodes(replicas, [1, 2, 3, 4]) and replicas[1].nodes == {2, 4}
+    assert not assign_nodes(replicas, [1, 2, 3, 4])
+    assert assign_nodes(replicas, [2, 3, 4]) and [r.nodes for r in replicas] == [{3}, {2, 4}]
+    replicas[0].shards = {VCH: 3}
+    assert loads(dumps(replicas)) == replicas
+    assert loads(b'{"c-dml_0_7v0": 5}')[0].shards == {VCH: 5}  # the one-replica format
+    assert new_replicas(1, [1, 2])[0].usable([2, 1]) == [1, 2]

@@ -111,7 +111,7 @@ QUERYCOORD_METHODS = (
     "load_collection",
     "release_collection",
     "load_state",
-    "shard_leaders",
+    "replicas",
     "load_partitions",
     "release_partitions",
     "loaded_partitions",
