@@ -173,7 +173,9 @@ def test_replicas_live_on_their_own_nodes_and_a_dead_node_takes_down_one_copy(de
     reports = coord.distribution.reports()
     copies = [reports[leader.node_id].leading[VCH] for leader in leaders]
     assert sorted(copies[0]) == sorted(copies[1]) == [10, 11, 12, 13]
-    sets = [{leader.node_id, *served.values()} for leader, served in zip(leaders, copies)]
+    sets = [
+        {leader.node_id, *served.values()} for leader, served in zip(leaders, copies, strict=True)
+    ]
     assert not sets[0] & sets[1]  # no node serves both copies
     for leader in leaders:
         leader.apply(VCH, pack(0, 10))
