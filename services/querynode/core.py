@@ -22,6 +22,7 @@ import numpy as np
 from services.common import binlog, errors
 from services.common.errors import Code, MilvusError
 from services.common.expr import ExprError, evaluate, parse
+from services.common.grouping import as_values, merge_groups
 from services.common.msgstream.channels import pchannel_of
 from services.common.msgstream.message import (
     CollectionDDLMsg,
@@ -37,6 +38,7 @@ from services.common.schema import CollectionInfo
 from services.common.search_range import ScoreBand, band_of, distances
 from services.datacoord.segment import LoadPlan, SegmentInfo
 from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
+from services.querynode.grouped_search import search_groups
 from services.querynode.sealed import install_index_files, load_sealed, read_deltalogs
 from services.querynode.segment import ShardStore
 from services.querynode.tsafe import TSafe
@@ -352,7 +354,7 @@ class QueryNode:
         tree = _parse(req.expr, req.expr_params)
         band = band_of(req.metric_type, req.search_params)
         parts = [self._search_shard(self._shard(v), req, tree, band) for v in req.vchannels]
-        return merge_hits(parts, req.topk)
+        return _reduce(parts, req)
 
     def query(self, req: ShardQueryRequest) -> QueryRows:
         self._hurry(req.vchannels)
@@ -403,7 +405,7 @@ class QueryNode:
         snapshot = self._snapshot(shard, req.guarantee_ts, req.wait_timeout_s)
         with shard.lock:
             parts = [self._search_store(s, req, tree, band, snapshot) for s in shard.stores()]
-        return merge_hits(parts, req.topk)
+        return _reduce(parts, req)
 
     def _search_store(
         self,
@@ -414,7 +416,10 @@ class QueryNode:
         snapshot: int,
     ) -> SearchHits:
         mask = self._mask(store, snapshot, req.partition_ids, tree)
-        scores, rows = self._search_band(store, req, mask, band)
+        if req.group_by:
+            scores, rows = search_groups(store, req, mask)
+        else:
+            scores, rows = self._search_band(store, req, mask, band)
         valid = rows >= 0  # -1 rows (fewer matches than topk) sort last in each query
         flat = rows[valid]
         return SearchHits(
@@ -423,6 +428,7 @@ class QueryNode:
             take(store.pks(), flat),
             scores[valid].astype(np.float32),
             {name: store.output(name, flat) for name in req.output_fields},
+            as_values(store.output(req.group_by, flat)) if req.group_by else None,
         )
 
     @staticmethod
@@ -468,6 +474,14 @@ class QueryNode:
             take(store.pks(), rows),
             {name: store.output(name, rows) for name in req.output_fields},
         )
+
+
+def _reduce(parts: list[SearchHits], req: ShardSearchRequest) -> SearchHits:
+    """Stores' or shards' hits as one: the best groups of a grouping search, else the best
+    ``topk`` hits."""
+    if req.group_by:
+        return merge_groups(parts, req.topk, req.group_size)
+    return merge_hits(parts, req.topk)
 
 
 def _parse(expr: str, params: dict[str, Any]) -> Any:
