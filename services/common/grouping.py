@@ -3,11 +3,15 @@
 A grouped result per query is at most ``limit`` groups of at most ``group_size`` hits each,
 groups ordered by their best hit and each group's hits best first, flattened into one list
 (Milvus's ``reduceSearchResultDataWithGroupBy``). Each level applies the same selection to
-hits sorted best first: a segment store to its own search, a query node to its stores' and
-shards' groups, the proxy to every node's groups, skipping the first ``offset`` groups last.
-A store's selection is exact (its search goes deeper until its groups are full), so the
-merged groups are exact wherever one store holds each group's best rows; as in Milvus,
-rows of one group spread over stores are merged from each store's own best groups.
+hits sorted best first: a segment store to its own search (exact: it searches deeper until
+its groups are full), a query node to its stores' and shards' groups, the proxy to every
+node's groups, skipping the first ``offset`` groups last.
+
+Merged that way the groups chosen are exact (a group among the best overall is among the
+best of the store holding its best hit), but a group's other hits may sit in stores where it
+was not among the best: Milvus leaves those out. Vectide searches twice when
+``group_size > 1``: first for the groups (one hit each), then for their hits only, filtered
+to the groups chosen (:func:`restrict_to_groups`), where every store returns them all.
 """
 
 from __future__ import annotations
@@ -104,3 +108,21 @@ def merge_groups(
 def as_values(column: Any) -> list[Any]:
     """A group-by column as plain Python values (numpy scalars hash unlike their values)."""
     return column.tolist() if isinstance(column, np.ndarray) else list(column)
+
+
+#: the expression template parameter a second grouping search filters its groups with
+GROUPS_PARAM = "__vectide_groups"
+
+
+def restrict_to_groups(
+    expr: str, params: dict[str, Any], field: str, values: list[Any]
+) -> tuple[str, dict[str, Any]]:
+    """``expr`` narrowed to rows whose ``field`` is one of ``values`` (None: null)."""
+    present = [v for v in values if v is not None]
+    clauses = [f"{field} in {{{GROUPS_PARAM}}}"] if present else []
+    if len(present) < len(values):
+        clauses.append(f"{field} is null")
+    narrowed = " or ".join(clauses)
+    if expr.strip():
+        narrowed = f"({expr}) and ({narrowed})"
+    return narrowed, {**params, GROUPS_PARAM: present}

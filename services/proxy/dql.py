@@ -12,7 +12,7 @@ import numpy as np
 
 from services.common import errors, timestamp
 from services.common.errors import Code, MilvusError
-from services.common.grouping import group_by_field, merge_groups
+from services.common.grouping import group_by_field, merge_groups, restrict_to_groups
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits, merge_hits, merge_rows, take
 from services.common.schema import (
@@ -261,13 +261,31 @@ class SearchTask(_ReadTask):
             group_by=spec.group_by_field,
             group_size=spec.group_size,
         )
-        parts = self._fan_out(lambda node, vchs: node.search(replace(request, vchannels=vchs)))
         if spec.group_by_field:
-            self.hits = merge_groups(parts, spec.limit, spec.group_size, spec.offset)
+            self.hits = self._search_groups(request)
         else:
-            self.hits = _page(merge_hits(parts, topk), spec.offset, spec.limit)
+            self.hits = _page(merge_hits(self._search(request), topk), spec.offset, spec.limit)
         if spec.round_decimal >= 0:
             self.hits.scores = np.round(self.hits.scores, spec.round_decimal)
+
+    def _search(self, request: ShardSearchRequest) -> list[SearchHits]:
+        return self._fan_out(lambda node, vchs: node.search(replace(request, vchannels=vchs)))
+
+    def _search_groups(self, request: ShardSearchRequest) -> SearchHits:
+        """The best groups, then (``group_size > 1``) every shard's hits of those groups
+        (services/common/grouping.py says why)."""
+        spec = self._spec
+        if spec.group_size == 1:
+            return merge_groups(self._search(request), spec.limit, 1, spec.offset)
+        best = merge_groups(self._search(replace(request, group_size=1)), request.topk, 1)
+        chosen = list(dict.fromkeys(best.groups or []))
+        if not chosen:
+            return best
+        expr, params = restrict_to_groups(
+            request.expr, request.expr_params, spec.group_by_field, chosen
+        )
+        narrowed = replace(request, expr=expr, expr_params=params, topk=len(chosen))
+        return merge_groups(self._search(narrowed), spec.limit, spec.group_size, spec.offset)
 
     def post_execute(self) -> tuple[CollectionInfo, SearchHits, Outputs]:
         return self.info, self.hits, self.outputs

@@ -366,7 +366,8 @@ class MilvusService(
         return {
             "collection_name": ref_of(request, context),
             "expr": expr,
-            "expr_params": template_values(request.expr_template_values),
+            # a HybridSearchRequest has none: its sub-requests carry their own
+            "expr_params": template_values(getattr(request, "expr_template_values", {})),
             "partition_names": list(request.partition_names),
             "output_fields": list(request.output_fields),
             "guarantee_ts": request.guarantee_timestamp,
