@@ -125,6 +125,17 @@ def client(standalone):
 
 
 @pytest.fixture(scope="module")
+def pair(standalone, tmp_path_factory):
+    """(a client of the module's standalone, a milvus-lite client): the same calls to both,
+    milvus-lite (a Milvus-API server) as the oracle."""
+    lite = MilvusClient(str(tmp_path_factory.mktemp("lite") / "oracle.db"))
+    ours = MilvusClient(standalone.uri)
+    yield ours, lite
+    ours.close()
+    lite.close()
+
+
+@pytest.fixture(scope="module")
 def cluster(infra):
     """One process per role (rootcoord, 2 query nodes, 2 proxies), started by `vectide up`'s
     DeploymentManager; the session's infrastructure is left running at the end."""

@@ -16,7 +16,6 @@ import requests
 from pymilvus import (
     AnnSearchRequest,
     DataType,
-    MilvusClient,
     MilvusException,
     RRFRanker,
     WeightedRanker,
@@ -24,15 +23,6 @@ from pymilvus import (
 
 N = 1500
 DIM_V, DIM_W = 8, 6
-
-
-@pytest.fixture(scope="module")
-def pair(standalone, tmp_path_factory):
-    lite = MilvusClient(str(tmp_path_factory.mktemp("lite") / "oracle.db"))
-    ours = MilvusClient(standalone.uri)
-    yield ours, lite
-    ours.close()
-    lite.close()
 
 
 def _rows(rng: np.random.Generator, ids: range) -> list[dict]:
