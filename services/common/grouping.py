@@ -83,13 +83,18 @@ def select_groups(values: list[Any], limit: int, group_size: int, offset: int = 
     return np.array([p for group in members.values() for p in group], dtype=np.int64)
 
 
-def groups_full(values: list[Any], limit: int, group_size: int) -> bool:
-    """Whether hits sorted best first already hold ``limit`` full groups: no hit further
-    down can then change the selection."""
-    sizes: dict[Any, int] = {}
+def groups_settled(values: list[Any], limit: int, group_size: int, totals: dict[Any, int]) -> bool:
+    """Whether hits sorted best first (with group ``values``) already decide the selection:
+    the first ``limit`` groups to appear (every group there is, if fewer) each hold
+    ``group_size`` hits or all their rows (``totals``: rows per group among the candidates).
+    No hit further down can then change what :func:`select_groups` keeps."""
+    seen: dict[Any, int] = {}
     for value in values:
-        sizes[value] = sizes.get(value, 0) + 1
-    return sum(n >= group_size for n in sizes.values()) >= limit
+        seen[value] = seen.get(value, 0) + 1
+    first = list(seen)[:limit]  # in order of first appearance
+    if len(first) < min(limit, len(totals)):
+        return False
+    return all(seen[g] >= min(group_size, totals[g]) for g in first)
 
 
 def merge_groups(

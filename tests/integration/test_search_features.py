@@ -15,10 +15,12 @@ import pytest
 import requests
 from pymilvus import (
     AnnSearchRequest,
+    Collection,
     DataType,
     MilvusException,
     RRFRanker,
     WeightedRanker,
+    connections,
 )
 
 N = 1500
@@ -351,3 +353,23 @@ def test_query_iterator_returns_every_row_once(pair, pk_type):
         assert sorted(seen) == sorted(expected)
         assert len(seen) == len(set(seen))
     ours.drop_collection(name)
+
+
+def test_the_orm_groups_and_fuses_as_the_client_does(standalone, pair, coll):
+    name, _ = coll
+    alias = f"orm_{uuid.uuid4().hex[:6]}"
+    connections.connect(alias, uri=standalone.uri)
+    try:
+        collection = Collection(name, using=alias)
+        grouped = collection.search(
+            QUERIES_V, "v", {"metric_type": "L2"}, limit=3, group_by_field="name", group_size=2
+        )
+        client = pair[0].search(
+            name, QUERIES_V, anns_field="v", limit=3, group_by_field="name", group_size=2
+        )
+        assert [list(hits.ids) for hits in grouped] == [[h["id"] for h in q] for q in client]
+        fused = collection.hybrid_search(_requests(), RRFRanker(), limit=5)
+        client = pair[0].hybrid_search(name, _requests(), RRFRanker(), limit=5)
+        assert [list(hits.ids) for hits in fused] == [[h["id"] for h in q] for q in client]
+    finally:
+        connections.disconnect(alias)

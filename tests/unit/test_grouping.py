@@ -10,7 +10,7 @@ from services.common.errors import Code, MilvusError
 from services.common.grouping import (
     GROUPS_PARAM,
     group_by_field,
-    groups_full,
+    groups_settled,
     merge_groups,
     restrict_to_groups,
     select_groups,
@@ -19,6 +19,8 @@ from services.common.msgstream.message import DataType, FieldColumn
 from services.common.requests import ShardSearchRequest
 from services.common.results import SearchHits
 from services.common.schema import CollectionSchema, FieldSchema
+from services.proxy import convert
+from services.proxy.dql import Outputs
 from services.querynode.core import QueryNode
 from services.querynode.segment import ShardStore
 from tests.unit.test_querynode import DIM, VCH, collection, insert, pack
@@ -37,9 +39,15 @@ def test_none_is_a_group_of_its_own():
     assert select_groups([None, 1, None, 1], limit=2, group_size=1).tolist() == [0, 1]
 
 
-def test_groups_full_needs_limit_groups_of_group_size():
-    assert not groups_full([1, 1, 2], limit=2, group_size=2)
-    assert groups_full([1, 1, 2, 3, 2], limit=2, group_size=2)
+def test_groups_settle_when_the_first_groups_are_full_or_exhausted():
+    totals = {"a": 5, "b": 1, "c": 4}
+    # b and c are full, but a (first to appear) could still gain hits further down
+    assert not groups_settled(["a", "b", "c", "c"], 2, 2, totals)
+    assert groups_settled(["a", "b", "a"], 2, 2, totals)  # b has its only row
+    assert groups_settled(["a", "a", "c"], 1, 2, totals)
+    # fewer groups than limit: settled once every group there is is complete
+    assert not groups_settled(["b", "a", "a"], 5, 2, totals)
+    assert groups_settled(["b", "a", "a", "c", "c"], 5, 2, totals)
 
 
 def _hits(pks, scores, groups, counts=None, metric="L2") -> SearchHits:
@@ -141,3 +149,14 @@ def test_a_query_node_groups_over_growing_and_sealed_rows(group_size, narrowed):
     assert hits.pks.tolist() == expected
     assert hits.groups == [i % 7 for i in expected]
     np.testing.assert_allclose(hits.scores, distances[expected], rtol=1e-5)
+
+
+def test_the_reply_carries_group_by_field_value_per_hit():
+    info = collection()
+    hits = _hits([1, 5, 6], [0.1, 0.3, 0.4], [10, 10, 60])
+    reply = convert.search_results(info, hits, Outputs([], [], pk=False), 3, group_by="n")
+    value = reply.results.group_by_field_value
+    assert (value.field_name, value.type) == ("n", DataType.INT64)
+    assert list(value.scalars.long_data.data) == [10, 10, 60]
+    plain = convert.search_results(info, hits, Outputs([], [], pk=False), 3)
+    assert not plain.results.HasField("group_by_field_value")
