@@ -373,3 +373,45 @@ def test_the_orm_groups_and_fuses_as_the_client_does(standalone, pair, coll):
         assert [list(hits.ids) for hits in fused] == [[h["id"] for h in q] for q in client]
     finally:
         connections.disconnect(alias)
+
+
+def test_a_nullable_field_groups_its_nulls_together(pair):
+    """Null is a group of its own; with group_size > 1 the second search's filter (``in``
+    the chosen values ``or is null``) keeps it."""
+    name = f"gnull_{uuid.uuid4().hex[:6]}"
+    rng = np.random.default_rng(8)
+    rows = [
+        {
+            "id": i,
+            "v": rng.standard_normal(DIM_V).tolist(),
+            "m": None if i % 3 == 0 else int(rng.integers(0, 4)),
+        }
+        for i in range(600)
+    ]
+    for client in pair:
+        schema = client.create_schema(auto_id=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("v", DataType.FLOAT_VECTOR, dim=DIM_V)
+        schema.add_field("m", DataType.INT64, nullable=True)
+        index = client.prepare_index_params()
+        index.add_index("v", index_type="FLAT", metric_type="L2")
+        client.create_collection(
+            name, schema=schema, index_params=index, consistency_level="Strong"
+        )
+        client.insert(name, rows)
+    try:
+        ours, lite = (
+            c.search(
+                name, QUERIES_V, anns_field="v", limit=5, group_by_field="m", output_fields=["m"]
+            )
+            for c in pair
+        )
+        _same(ours, lite)
+        assert all(None in [h["entity"]["m"] for h in hits] for hits in ours)
+        sized = pair[0].search(
+            name, QUERIES_V, anns_field="v", limit=5, group_by_field="m", group_size=3
+        )
+        _check_exact(sized, rows, QUERIES_V, "v", "L2", "m", 5, 3, 0, FILTERS[""])
+    finally:
+        for client in pair:
+            client.drop_collection(name)

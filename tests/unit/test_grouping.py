@@ -18,6 +18,8 @@ from services.common.grouping import (
 from services.common.msgstream.message import DataType, FieldColumn
 from services.common.requests import ShardSearchRequest
 from services.common.results import SearchHits
+from services.common.rpc import codec
+from services.common.rpc import types as _types  # noqa: F401  (registers the RPC types)
 from services.common.schema import CollectionSchema, FieldSchema
 from services.proxy import convert
 from services.proxy.dql import Outputs
@@ -160,3 +162,11 @@ def test_the_reply_carries_group_by_field_value_per_hit():
     assert list(value.scalars.long_data.data) == [10, 10, 60]
     plain = convert.search_results(info, hits, Outputs([], [], pk=False), 3)
     assert not plain.results.HasField("group_by_field_value")
+
+
+def test_grouped_requests_and_hits_cross_the_internal_rpc_wire():
+    request = ShardSearchRequest(7, [VCH], "vec", np.ones((1, DIM), np.float32), "L2", 2, 1, 0.1)
+    request.group_by, request.group_size = "n", 3
+    assert (codec.decode(codec.encode(request)).group_by, request.group_size) == ("n", 3)
+    hits = _hits([1, 2], [0.1, 0.2], ["x", None])
+    assert codec.decode(codec.encode(hits)).groups == ["x", None]
