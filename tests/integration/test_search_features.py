@@ -23,6 +23,8 @@ from pymilvus import (
     connections,
 )
 
+from tests.integration.conftest import exact_groups
+
 N = 1500
 DIM_V, DIM_W = 8, 6
 
@@ -98,23 +100,10 @@ def _in_p1(row: dict) -> bool:
     return row["id"] % 500 >= 400
 
 
-def _exact_groups(rows, query, field, metric, limit, size, offset, keep) -> list[tuple]:
-    """Milvus's grouping over every matching row, exactly: groups ordered by their best hit,
-    ``offset`` groups skipped, then ``limit`` groups of their ``size`` best hits."""
-    kept = [r for r in rows if keep(r)]
-    vectors = np.array([r[field] for r in kept])
-    scores = ((vectors - query) ** 2).sum(axis=1) if metric == "L2" else vectors @ query
-    groups: dict = {}
-    for i in np.argsort(scores if metric == "L2" else -scores, kind="stable"):
-        groups.setdefault(kept[i]["by"], []).append((kept[i]["id"], float(scores[i])))
-    chosen = list(groups.values())[offset : offset + limit]
-    return [hit for members in chosen for hit in members[:size]]
-
-
 def _check_exact(result, rows, queries, anns, metric, by, limit, size, offset, keep) -> None:
     labelled = [{**r, "by": r[by]} for r in rows]
     for hits, query in zip(_hits(result), queries, strict=True):
-        expected = _exact_groups(labelled, np.array(query), anns, metric, limit, size, offset, keep)
+        expected = exact_groups(labelled, np.array(query), anns, metric, limit, size, offset, keep)
         assert [i for i, _ in hits] == [i for i, _ in expected]
         np.testing.assert_allclose([d for _, d in hits], [d for _, d in expected], rtol=1e-4)
 
