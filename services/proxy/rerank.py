@@ -105,6 +105,16 @@ def fused_descending(ranker: Ranker, metrics: list[str]) -> bool:
     return any(m in SIMILARITY_METRICS for m in metrics)
 
 
+def _starts(searches: list[SearchHits]) -> np.ndarray:
+    """``[search, query]``: where that query's hits of that search begin, in all searches'
+    hits laid end to end."""
+    bases = np.cumsum([0] + [len(s.scores) for s in searches])[:-1]
+    per_query = [np.concatenate([[0], np.cumsum(s.counts)[:-1]]) for s in searches]
+    return np.array(
+        [b + offsets for b, offsets in zip(bases, per_query, strict=True)], dtype=np.int64
+    ).reshape(len(searches), -1)
+
+
 def route_scores(ranker: Ranker, searches: list[SearchHits], q: int) -> list[np.ndarray]:
     """Each search's contribution, per hit of query ``q``, to the fused score."""
     metrics = [s.metric_type for s in searches]
@@ -124,26 +134,22 @@ def route_scores(ranker: Ranker, searches: list[SearchHits], q: int) -> list[np.
 def fuse(searches: list[SearchHits], ranker: Ranker, cut: Cut) -> SearchHits:
     """The searches' hits (one :class:`SearchHits` per search, same queries and output
     columns) fused into one result; output values come from a hit's first search."""
-    nq = searches[0].nq
-    metrics = [s.metric_type for s in searches]
-    descending = fused_descending(ranker, metrics)
-    flat_pks = concat([s.pks for s in searches])
-    bases = np.cumsum([0] + [len(s.scores) for s in searches])
+    descending = fused_descending(ranker, [s.metric_type for s in searches])
+    pks = [_key(pk) for pk in concat([s.pks for s in searches])]
+    groups = concat([s.groups for s in searches]) if cut.group_size else []
+    starts = _starts(searches)
     counts: list[int] = []
     picked: list[int] = []
     scores: list[float] = []
-    for q in range(nq):
+    for q in range(searches[0].nq):
         total: dict[Any, float] = {}
-        first: dict[Any, int] = {}
+        first: dict[Any, int] = {}  # where each key's hit was met first
         for i, contrib in enumerate(route_scores(ranker, searches, q)):
-            start = int(bases[i] + np.sum(searches[i].counts[:q]))
-            for j, value in enumerate(contrib.tolist()):
-                pk = _key(flat_pks[start + j])
-                total[pk] = total.get(pk, 0.0) + value
-                first.setdefault(pk, start + j)
+            for position, value in enumerate(contrib.tolist(), int(starts[i, q])):
+                total[pks[position]] = total.get(pks[position], 0.0) + value
+                first.setdefault(pks[position], position)
         if cut.group_size:
-            flat_groups = concat([s.groups for s in searches])
-            keys = _grouped(total, {pk: flat_groups[p] for pk, p in first.items()}, cut)
+            keys = _grouped(total, {pk: groups[p] for pk, p in first.items()}, cut)
         else:
             ordered = sorted(total, key=lambda pk: (-total[pk] if descending else total[pk], pk))
             keys = ordered[cut.offset : cut.offset + cut.limit]
