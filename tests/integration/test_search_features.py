@@ -3,7 +3,8 @@ unmodified pymilvus, against milvus-lite on the same rows (FLAT indexes: exact a
 where milvus-lite ranks differently from Milvus (weighted fusion), against Milvus's formula.
 
 Vectide's collection has 4 shards and rows in several chunks (interim indexes beside exact
-search), so groups and fused lists are merged across shards and stores."""
+search), so groups and fused lists are merged across shards and stores; a cluster's two query
+nodes split the shards of another, so the proxy merges too."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pymilvus import (
     AnnSearchRequest,
     Collection,
     DataType,
+    MilvusClient,
     MilvusException,
     RRFRanker,
     WeightedRanker,
@@ -65,13 +67,14 @@ def coll(pair):
         index.add_index("v", index_type="FLAT", metric_type="L2")
         index.add_index("w", index_type="FLAT", metric_type="IP")
         client.create_collection(
-            name, schema=schema, index_params=index, consistency_level="Strong"
+            name, schema=schema, index_params=index, consistency_level="Strong", num_shards=4
         )
         client.create_partition(name, "p1")
         for start in range(0, N, 500):  # several inserts: several chunks and segments
             batch = rows[start : start + 500]
             client.insert(name, batch[:400])
             client.insert(name, batch[400:], partition_name="p1")
+    assert pair[0].describe_collection(name)["num_shards"] == 4
     yield name, rows
     for client in pair:
         client.drop_collection(name)
@@ -404,3 +407,46 @@ def test_a_nullable_field_groups_its_nulls_together(pair):
     finally:
         for client in pair:
             client.drop_collection(name)
+
+
+def test_groups_merge_across_query_nodes_of_a_cluster(cluster):
+    """Two query nodes serve the shards: the proxy merges their groups and fused lists."""
+    client = MilvusClient(cluster.uris[0])
+    name = f"gcl_{uuid.uuid4().hex[:6]}"
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("v", DataType.FLOAT_VECTOR, dim=DIM_V)
+    schema.add_field("w", DataType.FLOAT_VECTOR, dim=DIM_W)
+    schema.add_field("g", DataType.INT64)
+    index = client.prepare_index_params()
+    index.add_index("v", index_type="FLAT", metric_type="L2")
+    index.add_index("w", index_type="FLAT", metric_type="IP")
+    client.create_collection(
+        name, schema=schema, index_params=index, consistency_level="Strong", num_shards=4
+    )
+    rows = [
+        {k: r[k] for k in ("id", "v", "w", "g")}
+        for r in _rows(np.random.default_rng(6), range(800))
+    ]
+    client.insert(name, rows)
+    try:
+        [replica] = client.describe_replica(name)
+        assert len({shard.shard_leader for shard in replica.shards}) == 2
+        grouped = client.search(
+            name, QUERIES_V, anns_field="v", limit=3, offset=1, group_by_field="g", group_size=4
+        )
+        _check_exact(grouped, rows, QUERIES_V, "v", "L2", "g", 3, 4, 1, FILTERS[""])
+        fused = client.hybrid_search(name, _requests(), RRFRanker(20), limit=6)
+        subs = [
+            client.search(name, QUERIES_V[:2], anns_field="v", limit=12),
+            client.search(name, QUERIES_W[:2], anns_field="w", limit=9, filter="g > 2"),
+        ]
+        for q, hits in enumerate(fused):
+            total: dict[int, float] = {}
+            for sub in subs:
+                for rank, h in enumerate(sub[q], 1):
+                    total[h["id"]] = total.get(h["id"], 0.0) + 1 / (20 + rank)
+            assert [h["id"] for h in hits] == sorted(total, key=lambda i: (-total[i], i))[:6]
+    finally:
+        client.drop_collection(name)
+        client.close()
