@@ -47,6 +47,26 @@ def _rows(rng: np.random.Generator, ids: range) -> list[dict]:
     ]
 
 
+def _create(client: MilvusClient, name: str) -> None:
+    """Two vector fields (L2 and IP, FLAT: exact), groupable scalars and two that are not,
+    4 shards."""
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("v", DataType.FLOAT_VECTOR, dim=DIM_V)
+    schema.add_field("w", DataType.FLOAT_VECTOR, dim=DIM_W)
+    schema.add_field("g", DataType.INT64)
+    schema.add_field("name", DataType.VARCHAR, max_length=16)
+    schema.add_field("flag", DataType.BOOL)
+    schema.add_field("f", DataType.FLOAT)
+    schema.add_field("j", DataType.JSON)
+    index = client.prepare_index_params()
+    index.add_index("v", index_type="FLAT", metric_type="L2")
+    index.add_index("w", index_type="FLAT", metric_type="IP")
+    client.create_collection(
+        name, schema=schema, index_params=index, consistency_level="Strong", num_shards=4
+    )
+
+
 @pytest.fixture(scope="module")
 def coll(pair):
     """The same rows in both: two vector fields (L2 and IP), groupable scalars, a partition."""
@@ -54,21 +74,7 @@ def coll(pair):
     rng = np.random.default_rng(5)
     rows = _rows(rng, range(N))
     for client in pair:
-        schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-        schema.add_field("id", DataType.INT64, is_primary=True)
-        schema.add_field("v", DataType.FLOAT_VECTOR, dim=DIM_V)
-        schema.add_field("w", DataType.FLOAT_VECTOR, dim=DIM_W)
-        schema.add_field("g", DataType.INT64)
-        schema.add_field("name", DataType.VARCHAR, max_length=16)
-        schema.add_field("flag", DataType.BOOL)
-        schema.add_field("f", DataType.FLOAT)
-        schema.add_field("j", DataType.JSON)
-        index = client.prepare_index_params()
-        index.add_index("v", index_type="FLAT", metric_type="L2")
-        index.add_index("w", index_type="FLAT", metric_type="IP")
-        client.create_collection(
-            name, schema=schema, index_params=index, consistency_level="Strong", num_shards=4
-        )
+        _create(client, name)
         client.create_partition(name, "p1")
         for start in range(0, N, 500):  # several inserts: several chunks and segments
             batch = rows[start : start + 500]
@@ -413,21 +419,8 @@ def test_groups_merge_across_query_nodes_of_a_cluster(cluster):
     """Two query nodes serve the shards: the proxy merges their groups and fused lists."""
     client = MilvusClient(cluster.uris[0])
     name = f"gcl_{uuid.uuid4().hex[:6]}"
-    schema = client.create_schema(auto_id=False)
-    schema.add_field("id", DataType.INT64, is_primary=True)
-    schema.add_field("v", DataType.FLOAT_VECTOR, dim=DIM_V)
-    schema.add_field("w", DataType.FLOAT_VECTOR, dim=DIM_W)
-    schema.add_field("g", DataType.INT64)
-    index = client.prepare_index_params()
-    index.add_index("v", index_type="FLAT", metric_type="L2")
-    index.add_index("w", index_type="FLAT", metric_type="IP")
-    client.create_collection(
-        name, schema=schema, index_params=index, consistency_level="Strong", num_shards=4
-    )
-    rows = [
-        {k: r[k] for k in ("id", "v", "w", "g")}
-        for r in _rows(np.random.default_rng(6), range(800))
-    ]
+    _create(client, name)
+    rows = _rows(np.random.default_rng(6), range(800))
     client.insert(name, rows)
     try:
         [replica] = client.describe_replica(name)
