@@ -45,6 +45,7 @@ class Code(IntEnum):
     ALIAS_NOT_FOUND = 1600
     ALIAS_COLLECTION_NAME_CONFLICT = 1601
     ALIAS_ALREADY_EXIST = 1602
+    FIELD_NOT_FOUND = 1700
     #: the RESTful API's own codes (merr's "high-level restful api" block)
     NEED_AUTHENTICATE = 1800
     INCORRECT_PARAMETER_FORMAT = 1801

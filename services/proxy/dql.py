@@ -12,6 +12,7 @@ import numpy as np
 
 from services.common import errors, timestamp
 from services.common.errors import Code, MilvusError
+from services.common.grouping import group_by_field, merge_groups, restrict_to_groups
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits, merge_hits, merge_rows, take
 from services.common.schema import (
@@ -56,6 +57,10 @@ class SearchSpec(ReadSpec):
     offset: int = 0
     round_decimal: int = -1
     params: dict[str, Any] = field(default_factory=dict)
+    #: grouping search: the field hits are grouped by; ``limit`` and ``offset`` then count
+    #: groups of up to ``group_size`` hits
+    group_by_field: str = ""
+    group_size: int = 1
 
 
 @dataclass
@@ -216,7 +221,12 @@ class SearchTask(_ReadTask):
             raise errors.invalid(
                 f"limit must be 1 or more and offset 0 or more, got {spec.limit} and {spec.offset}"
             )
-        limits.check_search(self._proxy.config.quota, len(spec.vectors), spec.limit + spec.offset)
+        self._check_grouping()
+        limits.check_search(
+            self._proxy.config.quota,
+            len(spec.vectors),
+            (spec.limit + spec.offset) * spec.group_size,
+        )
         index = self.info.index_on(field.name)
         metric = index.metric_type if index else "L2"
         if spec.metric_type and spec.metric_type.upper() != metric:
@@ -225,8 +235,17 @@ class SearchTask(_ReadTask):
                 f"[actual={spec.metric_type}]"
             )
         self.metric = metric
-        band_of(metric, spec.params)  # a band that cannot hold a hit is the client's error
+        band = band_of(metric, spec.params)  # a band that cannot hold a hit: client's error
+        if band is not None and spec.group_by_field:
+            raise errors.invalid("Not allowed to do range-search when doing search-group-by")
         self.outputs = resolve_outputs(schema, spec.output_fields)
+
+    def _check_grouping(self) -> None:
+        spec = self._spec
+        if spec.group_by_field:
+            group_by_field(self.info.schema, spec.group_by_field)
+        if spec.group_size < 1:
+            raise errors.invalid(f"group_size must be 1 or more, got {spec.group_size}")
 
     def execute(self) -> None:
         spec = self._spec
@@ -246,12 +265,34 @@ class SearchTask(_ReadTask):
             partition_ids=self.partition_ids,
             output_fields=self.outputs.fetch,
             search_params=spec.params,
+            group_by=spec.group_by_field,
+            group_size=spec.group_size,
         )
-        parts = self._fan_out(lambda node, vchs: node.search(replace(request, vchannels=vchs)))
-        merged = merge_hits(parts, topk)
-        self.hits = _page(merged, spec.offset, spec.limit)
+        if spec.group_by_field:
+            self.hits = self._search_groups(request)
+        else:
+            self.hits = _page(merge_hits(self._search(request), topk), spec.offset, spec.limit)
         if spec.round_decimal >= 0:
             self.hits.scores = np.round(self.hits.scores, spec.round_decimal)
+
+    def _search(self, request: ShardSearchRequest) -> list[SearchHits]:
+        return self._fan_out(lambda node, vchs: node.search(replace(request, vchannels=vchs)))
+
+    def _search_groups(self, request: ShardSearchRequest) -> SearchHits:
+        """The best groups, then (``group_size > 1``) every shard's hits of those groups
+        (services/common/grouping.py says why)."""
+        spec = self._spec
+        if spec.group_size == 1:
+            return merge_groups(self._search(request), spec.limit, 1, spec.offset)
+        best = merge_groups(self._search(replace(request, group_size=1)), request.topk, 1)
+        chosen = list(dict.fromkeys(best.groups or []))
+        if not chosen:
+            return best
+        expr, params = restrict_to_groups(
+            request.expr, request.expr_params, spec.group_by_field, chosen
+        )
+        narrowed = replace(request, expr=expr, expr_params=params, topk=len(chosen))
+        return merge_groups(self._search(narrowed), spec.limit, spec.group_size, spec.offset)
 
     def post_execute(self) -> tuple[CollectionInfo, SearchHits, Outputs]:
         return self.info, self.hits, self.outputs

@@ -22,13 +22,13 @@ from services.common.msgstream.channels import pchannel_of
 from services.common.msgstream.message import CollectionDDLMsg, InsertMsg, MsgPack
 from services.common.placement import NodeLoad
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
-from services.common.results import QueryRows, SearchHits, merge_hits, merge_rows
+from services.common.results import QueryRows, SearchHits, merge_rows
 from services.common.schema import CollectionInfo
 from services.common.search_range import ScoreBand, band_of
 from services.datacoord.segment import Deltalog, LoadPlan, SegmentInfo
 from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
 from services.querynode.hosting import HostedSegments
-from services.querynode.reads import parse_filter, query_store, search_store
+from services.querynode.reads import parse_filter, query_store, reduce_hits, search_store
 from services.querynode.scatter import PeerNode, Peers, Scatter, by_node
 from services.querynode.sealed import install_index_files, load_sealed, read_deltalogs
 from services.querynode.segment import ShardStore
@@ -438,7 +438,7 @@ class QueryNode:
         tree = parse_filter(req.expr, req.expr_params)
         band = band_of(req.metric_type, req.search_params)
         parts = [self._search_shard(self._shard(v), req, tree, band) for v in req.vchannels]
-        return merge_hits(parts, req.topk)
+        return reduce_hits(parts, req)
 
     def query(self, req: ShardQueryRequest) -> QueryRows:
         self._hurry(req.vchannels)
@@ -485,7 +485,7 @@ class QueryNode:
             pending = self._scatter.start(shard, remote)
             parts = [search_store(s, req, tree, band, snapshot) for s in shard.stores()]
         parts += self._scatter.gather(shard, remote, pending)
-        return merge_hits(parts, req.topk)
+        return reduce_hits(parts, req)
 
     def _query_shard(self, shard: Shard, req: ShardQueryRequest, tree: Any) -> QueryRows:
         snapshot = self._snapshot(shard, req.guarantee_ts, req.wait_timeout_s)

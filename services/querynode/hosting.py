@@ -17,11 +17,11 @@ from collections.abc import Callable
 from services.common import binlog
 from services.common.errors import Code, MilvusError
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
-from services.common.results import QueryRows, SearchHits, merge_hits, merge_rows
+from services.common.results import QueryRows, SearchHits, merge_rows
 from services.common.schema import CollectionInfo
 from services.common.search_range import band_of
 from services.datacoord.segment import Deltalog, SegmentInfo
-from services.querynode.reads import parse_filter, query_store, search_store
+from services.querynode.reads import parse_filter, query_store, reduce_hits, search_store
 from services.querynode.sealed import install_index_files, load_sealed, read_deltalogs
 from services.querynode.segment import ShardStore
 from services.querynode.shard import Removal, Shard, apply_removal
@@ -82,7 +82,7 @@ class HostedSegments:
         band = band_of(req.metric_type, req.search_params)
         stores, missing = self._stores(vchannel, segment_ids)
         parts = [search_store(s, req, tree, band, snapshot) for s in stores]
-        return (merge_hits(parts, req.topk) if parts else None), missing
+        return (reduce_hits(parts, req) if parts else None), missing
 
     def query(
         self, req: ShardQueryRequest, vchannel: str, segment_ids: list[int], snapshot: int

@@ -13,10 +13,12 @@ import numpy as np
 
 from services.common import errors
 from services.common.expr import ExprError, evaluate, parse
+from services.common.grouping import as_values, merge_groups
 from services.common.msgstream.message import DataType
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
-from services.common.results import QueryRows, SearchHits, pk_order, take
+from services.common.results import QueryRows, SearchHits, merge_hits, pk_order, take
 from services.common.search_range import ScoreBand, distances
+from services.querynode.grouped_search import search_groups
 from services.querynode.segment import ShardStore
 
 
@@ -71,7 +73,10 @@ def search_store(
     snapshot: int,
 ) -> SearchHits:
     mask = visible(store, snapshot, req.partition_ids, tree)
-    scores, rows = _search_band(store, req, mask, band)
+    if req.group_by:
+        scores, rows = search_groups(store, req, mask)
+    else:
+        scores, rows = _search_band(store, req, mask, band)
     valid = rows >= 0  # -1 rows (fewer matches than topk) sort last in each query
     flat = rows[valid]
     return SearchHits(
@@ -80,7 +85,16 @@ def search_store(
         take(store.pks(), flat),
         scores[valid].astype(np.float32),
         {name: store.output(name, flat) for name in req.output_fields},
+        as_values(store.output(req.group_by, flat)) if req.group_by else None,
     )
+
+
+def reduce_hits(parts: list[SearchHits], req: ShardSearchRequest) -> SearchHits:
+    """Stores', nodes' or shards' hits as one: the best groups of a grouping search, else
+    the best ``topk`` hits."""
+    if req.group_by:
+        return merge_groups(parts, req.topk, req.group_size)
+    return merge_hits(parts, req.topk)
 
 
 def _search_band(
