@@ -191,8 +191,7 @@ def querynode_pid(manager: DeploymentManager, node_id: int) -> int:
 
 
 def test_two_replicas_on_distinct_nodes_keep_reads_whole_when_a_node_is_killed(scaling):
-    manager, shape, uri = scaling
-    manager.up("cluster", querynodes=2, **shape)  # idempotent: both nodes are running
+    manager, _, uri = scaling
     client = MilvusClient(uri)
     name = f"replicas_{uuid.uuid4().hex[:6]}"
     schema = client.create_schema(auto_id=False)
@@ -207,6 +206,7 @@ def test_two_replicas_on_distinct_nodes_keep_reads_whole_when_a_node_is_killed(s
         client.insert(name, [{"id": i, "vec": vectors[i].tolist()} for i in rows])
     client.flush(name)
     client.release_collection(name)
+    # the node killed before is back (the supervisor restarted it, under a new id)
     wait_for(lambda: len(querynode_ids(manager)) == 2, 60, "two live query nodes")
     client.load_collection(name, replica_number=2)
     replicas = client.describe_replica(name)
