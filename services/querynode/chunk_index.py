@@ -90,9 +90,16 @@ class ChunkIndexes:
         return chunk if (chunk + 1) * self.chunk_rows <= num_rows else None
 
     def install(self, chunk: int, index: faiss.Index) -> None:
+        """Keep ``index`` as chunk ``chunk``, unless the chunks moved while it was built
+        (``drop_head``: the next round builds it again, at its new number)."""
         with self._lock:
             if chunk == len(self._built):
                 self._built.append(index)
+
+    def drop_head(self, chunks: int) -> None:
+        """Forget the first ``chunks`` indexes (their rows left the store)."""
+        with self._lock:
+            self._built = self._built[chunks:]
 
     def search(
         self, queries: np.ndarray, k: int, mask: np.ndarray, params: dict[str, object]

@@ -45,6 +45,11 @@ class FixedColumn:
         """The filled part. Valid until the next append (which may move the buffer)."""
         return self._data[: self._len]
 
+    def drop_head(self, rows: int) -> None:
+        """Forget the first ``rows`` values, and their memory."""
+        self._data = self._data[rows : self._len].copy()
+        self._len -= rows
+
 
 class ObjectColumn:
     """VarChar values, or JSON documents kept as text and parsed once, on first read."""
@@ -80,6 +85,12 @@ class ObjectColumn:
 
     def raw(self) -> list[str]:
         return self._values
+
+    def drop_head(self, rows: int) -> None:
+        self._values = self._values[rows:]
+        parsed = min(rows, self._parsed_upto)
+        self._parsed = self._parsed[parsed:]
+        self._parsed_upto -= parsed
 
 
 def _loads(text: str) -> Any:

@@ -190,6 +190,7 @@ class QueryNode:
                         old.hide(rows)
             shard.sealed[segment.segment_id] = sealed
             shard.covered |= {segment.segment_id, *segment.compacted_from}
+            shard.store.free_hidden_head()
         log.info(
             "segment moved here" if moving else "segment handed off",
             extra={
@@ -217,6 +218,7 @@ class QueryNode:
             if segment_id not in shard.covered:  # a handoff: the growing rows go
                 shard.store.hide(shard.store.segment_rows(segment_id))
                 shard.covered.add(segment_id)
+                shard.store.free_hidden_head()
             shard.remote[segment_id] = node_id
             shard.lost.discard(segment_id)
         log.info(

@@ -40,6 +40,7 @@ class ShardStore:
         chunk_rows: int = DEFAULT_CHUNK_ROWS,
     ) -> None:
         self.schema = schema
+        self._chunk_rows = chunk_rows
         #: interim faiss indexes per vector field (FLAT needs none: it is exact)
         self.indexes: dict[str, ChunkIndexes] = {
             i.field_name: ChunkIndexes(IndexSpec.of(i), chunk_rows)
@@ -218,6 +219,37 @@ class ShardStore:
     def hide(self, rows: np.ndarray) -> None:
         """Make rows invisible to every read (a sealed copy now serves them)."""
         self._insert_ts.view()[rows] = NEVER
+
+    def free_hidden_head(self) -> int:
+        """Free the leading whole chunks of rows that are all hidden (handed off: a sealed
+        copy serves them), with their interim indexes; returns how many rows went. Growing
+        rows are handed off oldest first, so their memory comes back as segments flush;
+        whole chunks only, so the indexes of the chunks that stay are kept. Row offsets
+        shift: call it under the shard lock, between reads."""
+        shown = self._insert_ts.view() != NEVER
+        head = int(np.argmax(shown)) if shown.any() else len(shown)
+        chunks = head // self._chunk_rows
+        if not chunks:
+            return 0
+        rows = chunks * self._chunk_rows
+        for column in (
+            self._pks,
+            self._insert_ts,
+            self._deleted_at,
+            self._partition,
+            self._segment,
+            *self._columns.values(),
+            *self._valid.values(),
+            *self._sq_norms.values(),
+        ):
+            column.drop_head(rows)
+        for indexes in self.indexes.values():
+            indexes.drop_head(chunks)
+        if self._pk_is_str:
+            self._str_rows = {}
+            for row, key in enumerate(self._pks.view()):
+                self._str_rows.setdefault(key, []).append(row)
+        return rows
 
     # -- reads -----------------------------------------------------------------------------
 

@@ -147,3 +147,28 @@ def test_a_new_leader_takes_the_segments_it_holds_and_scatters_the_rest(cluster)
     assert ids(three, 20) == [i for i in range(50) if i not in (3, 4)]
     two.watch(collection(), VCH, LoadPlan([segment], [], replay_offset=0))
     assert two.load_report().hosted == {} and two.held_segments() == [9]
+
+
+def test_handed_off_growing_rows_are_freed_in_whole_chunks_and_reads_stay_whole():
+    """Rows a sealed copy serves leave the growing store's memory, leading chunks first,
+    with their interim indexes; the rows after them keep theirs and stay searchable."""
+    from services.querynode.segment import ShardStore
+
+    store = DictStore()
+    node = QueryNode(1, chunk_rows=16, binlogs=store)
+    node.watch(collection("IVF_FLAT"), VCH)
+    vectors = np.random.default_rng(4).standard_normal((80, DIM)).astype(np.float32)
+    old, new = insert(range(40), 5, vectors[:40]), insert(range(40, 80), 6, vectors[40:])
+    old.segment_id, new.segment_id = 9, 10
+    node.apply(VCH, pack(0, 10, old, new))
+    assert node.build_pending_indexes() == 1 and node.build_pending_indexes() == 1
+    while node.build_pending_indexes():
+        pass
+    growing: ShardStore = node._shards[VCH].store  # the store under test
+    assert growing.indexes["vec"].indexed_rows == 80
+    assert node.load_segment(VCH, persisted([old], store))
+    assert growing.num_rows == 48  # rows 0..31 freed (2 chunks); 32..39 share a chunk with 40..
+    assert growing.indexes["vec"].indexed_rows == 48
+    assert count(node, 10) == 80 and ids(node, 10) == list(range(80))
+    hits = node.search(ShardSearchRequest(7, [VCH], "vec", vectors[70:72], "L2", 1, 10, 0.2))
+    assert np.asarray(hits.pks).tolist() == [70, 71]
