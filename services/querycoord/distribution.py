@@ -24,7 +24,7 @@ from services.common.msgstream.channels import pchannel_of
 from services.common.placement import NodeLoad
 from services.common.schema import CollectionInfo
 from services.datacoord.segment import Deltalog, SegmentInfo
-from services.querycoord.balance import Balancer, Move, NodeState, SegmentLoad
+from services.querycoord.balance import Balancer, Move, NodeState, PlacementError, SegmentLoad
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,33 @@ class Distribution:
         """Segment id -> the node to serve it, of ``nodes``: the least used once it holds it."""
         loads = [SegmentLoad(s.segment_id, s.num_rows * row_bytes / 2**20) for s in segments]
         states = self.states(reports, nodes)
-        return {p.segment_id: p.node_ids[0] for p in self.balancer.place(states, loads)}
+        try:
+            return {p.segment_id: p.node_ids[0] for p in self.balancer.place(states, loads)}
+        except PlacementError as exc:
+            return self._place_over_limit(states, loads, exc)
+
+    @staticmethod
+    def _place_over_limit(
+        states: list[NodeState], loads: list[SegmentLoad], exc: PlacementError
+    ) -> dict[int, int]:
+        """No node has room under the limit: the data is served anyway (growing rows held it
+        already), each segment on the node least used once it holds it, and a warning says
+        the query nodes need more memory."""
+        active = {n.node_id: n for n in states if not n.stopping}
+        if not active:
+            raise MilvusError(Code.SERVICE_NOT_READY, "no query node is available") from exc
+        log.warning("query nodes over their memory limit; placing anyway", extra={"why": str(exc)})
+        placed = {}
+        for load in loads:
+            free = [n for n in active.values() if load.segment_id not in n.segments] or list(
+                active.values()
+            )
+            node = min(
+                free, key=lambda n: (n.percentage_of(n.memory_used_mb + load.memory_mb), n.node_id)
+            )
+            placed[load.segment_id] = node.node_id
+            active[node.node_id] = node.with_segment(load.segment_id, load.memory_mb)
+        return placed
 
     def plan_moves(
         self,

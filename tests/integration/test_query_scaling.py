@@ -18,6 +18,7 @@ from pymilvus import DataType, MilvusClient, connections, utility
 from services.common.kv.zookeeper import cluster_root, connect_zookeeper
 from services.common.session import SessionRegistry
 from services.infra.deployment import DeploymentManager
+from services.infra.query_status import query_status
 from services.infra.spark import master_url
 from tests.infra import REPO, TEST_PORTS
 from tests.integration.conftest import free_block, isolated
@@ -80,11 +81,15 @@ def placement(client: MilvusClient, name: str) -> dict[int, int]:
     }
 
 
-def wait_for(condition, timeout_s: float, what: str) -> None:
+def wait_for(condition, timeout_s: float, what: str, state=lambda: "") -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what} {state()}"
         time.sleep(0.5)
+
+
+def _metrics(manager: DeploymentManager) -> list[str]:
+    return [r.metrics for r in manager.status() if r.pid and r.metrics != "-"]
 
 
 class Reader(threading.Thread):
@@ -141,7 +146,12 @@ def test_a_new_node_takes_segments_load_balance_moves_one_and_a_dead_node_is_rep
         time.sleep(1)
         manager.up("cluster", querynodes=2, **shape)  # a second node joins the running cluster
         joined = time.monotonic()
-        wait_for(lambda: len(set(placement(client, name).values())) == 2, 30, "a balance round")
+        wait_for(
+            lambda: len(set(placement(client, name).values())) == 2,
+            30,
+            "a balance round",
+            lambda: f"placement {placement(client, name)}, {query_status(_metrics(manager))}",
+        )
         print(f"the new node served segments {time.monotonic() - joined:.1f}s after joining")
         served = placement(client, name)
         per_node = [list(served.values()).count(n) for n in set(served.values())]
@@ -181,6 +191,7 @@ def test_a_new_node_takes_segments_load_balance_moves_one_and_a_dead_node_is_rep
     late = [t for t, p in reader.rounds if p is None and t > killed]
     assert late and len(reader.rounds) > 50
     assert client.query(name, "", output_fields=["count(*)"])[0]["count(*)"] == FLUSHES * ROWS
+    client.release_collection(name)  # the next test's replicas get the nodes' memory
     client.close()
 
 

@@ -201,3 +201,21 @@ def test_replica_node_sets_stay_even_as_nodes_come_and_go():
     assert loads(dumps(replicas)) == replicas
     assert loads(b'{"c-dml_0_7v0": 5}')[0].shards == {VCH: 5}  # the one-replica format
     assert new_replicas(1, [1, 2])[0].usable([2, 1]) == [1, 2]
+
+
+def test_segments_beyond_every_nodes_limit_are_still_served_on_the_least_used():
+    store, nodes = DictStore(), Nodes()
+    rng = np.random.default_rng(5)
+    segments = []
+    for i in range(3):
+        msg = insert(range(i * ROWS, (i + 1) * ROWS), 5, rng.random((ROWS, DIM), np.float32))
+        msg.segment_id = 20 + i
+        segments.append(persisted([msg], store))
+    for node_id in (1, 2):
+        nodes.add(node_id, store).memory_limit_mb = LIMIT_MB / 20  # a segment is 200 %
+    coord = QueryCoord(MemoryKV(), Catalog(), nodes, DataCoord(segments), BalanceConfig())
+    coord.load_collection(7)
+    leader = nodes.node(coord.replicas(7)[0][VCH])
+    leader.apply(VCH, pack(0, 10))
+    assert count(leader) == 150
+    assert sorted(len(s) for s in held(nodes).values()) == [1, 2]
