@@ -95,6 +95,24 @@ def run_rounds(
     return nodes, rounds
 
 
+def summary(nodes: int = 10, segments: int = 1000, seed: int = 7) -> dict[str, float]:
+    """The default simulation's figures, for `make bench`'s report."""
+    rng = random.Random(seed)
+    start = unbalanced_start(rng, nodes, segment_sizes(rng, segments), 1)
+    started = time.perf_counter()
+    after, rounds = run_rounds(Balancer(BalanceConfig()), start)
+    return {
+        "nodes": nodes,
+        "segments": segments,
+        "spread_before": round(spread(start), 1),
+        "spread_after": round(spread(after), 1),
+        "rounds": len(rounds),
+        "moves": sum(r.moves for r in rounds),
+        "moved_gb": round(sum(r.moved_mb for r in rounds) / 1024, 1),
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+
+
 def describe(title: str, nodes: Sequence[NodeState]) -> str:
     per_node = "  ".join(f"{n.node_id}:{n.usage_percentage:.1f}" for n in nodes)
     return (

@@ -270,6 +270,33 @@ def memory_table(results: dict[str, Any]) -> str:
     return _rows(["process", "RSS at start, MiB", "RSS loaded, MiB", "MiB per 1M vectors"], rows)
 
 
+def scaling_table(results: dict[str, Any]) -> str:
+    """Issue 18's figures: 1 vs 2 query nodes, and the balancer simulation."""
+    lines = ["Query nodes (issue 18)"]
+    scaling = results.get("query_scaling")
+    if scaling:
+        one, two = scaling["one_node"], scaling["two_nodes"]
+        usage = ", ".join(
+            f"node {n['node_id']} {n.get('memory_percent', 0):.0f} %" for n in two["nodes"]
+        )
+        lines += [
+            f"  {one['clients']} clients, {scaling['rows']:,} rows in flushed HNSW segments: "
+            f"1 query node {_num(one['qps'])}/s, 2 query nodes {_num(two['qps'])}/s "
+            f"(x{scaling['ratio']}); the second node served segments "
+            f"{scaling['balanced_after_s']}s after joining",
+            f"  memory after balancing ({scaling['memory_limit_mb']} MB limit): {usage}; "
+            f"spread {scaling['memory_spread_percent']} points",
+        ]
+    sim = results.get("balance_sim")
+    if sim:
+        lines.append(
+            f"  simulated: {sim['nodes']} nodes, {sim['segments']} segments: spread "
+            f"{sim['spread_before']} -> {sim['spread_after']} points in {sim['rounds']} rounds, "
+            f"{sim['moves']} moves ({sim['moved_gb']} GB), {sim['seconds']}s of planning"
+        )
+    return "\n".join(lines)
+
+
 def targets_table(results: dict[str, Any]) -> str:
     rows = []
     for t in results.get("targets", []):
@@ -321,6 +348,7 @@ def table(results: dict[str, Any]) -> str:
         ]
     parts += ["", consistency_table(results), "", freshness_table(results), ""]
     parts += [memory_table(results), "", idle.report_table(results), ""]
+    parts += [scaling_table(results), ""]
     parts += [targets_table(results)]
     for note in results.get("skipped", []):
         parts += ["", f"Note: {note}"]

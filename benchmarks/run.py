@@ -547,6 +547,8 @@ def run(opts: Options) -> dict[str, Any]:
             ceiling.start()
             systems["ceiling"] = ceiling_phases(ceiling, sets[0], opts)
         run_servers(results, sets, opts, ceiling, started)
+        if "vectide" in opts.systems:
+            scaling_phases(results, sets[0], opts)
     finally:
         if ceiling is not None:
             ceiling.stop()
@@ -579,6 +581,20 @@ def run_servers(
         systems[target.name] = run_server(target, sets, opts, before)
         if probe is not None:
             systems[target.name]["ceiling_probe"] = probe
+
+
+def scaling_phases(results: dict[str, Any], data: Dataset, opts: Options) -> None:
+    """Issue 18: the balancer simulated over 10 nodes and 1,000 segments, and 8 clients
+    against a cluster's one, then two query nodes (its own deployment, after the others)."""
+    from benchmarks import balance_sim, query_scaling
+
+    log("== query nodes: the balancer simulated, then 1 vs 2 query nodes of a cluster")
+    results["balance_sim"] = balance_sim.summary()
+    results["load_average"]["query_scaling"] = os.getloadavg()
+    rows = min(data.rows, 50_000)
+    results["query_scaling"] = query_scaling.run(
+        data.vectors[:rows], data.queries, opts.clients, opts.concurrent_s * 2
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
