@@ -68,6 +68,23 @@ def scaling(infra):
         manager.down(infra=False)
 
 
+def flushed_collection(client: MilvusClient, prefix: str, seed: int) -> tuple[str, np.ndarray]:
+    """A Strong collection with an exact index and ``FLUSHES`` flushed segments of ``ROWS``."""
+    name = f"{prefix}_{uuid.uuid4().hex[:6]}"
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("vec", DataType.FLOAT_VECTOR, dim=DIM)
+    index = client.prepare_index_params()
+    index.add_index("vec", index_type="FLAT", metric_type="L2")
+    client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
+    vectors = np.random.default_rng(seed).random((FLUSHES * ROWS, DIM), np.float32)
+    for f in range(FLUSHES):
+        rows = range(f * ROWS, (f + 1) * ROWS)
+        client.insert(name, [{"id": i, "vec": vectors[i].tolist()} for i in rows])
+        client.flush(name)
+    return name, vectors
+
+
 def exact_top(vectors: np.ndarray, k: int = 10) -> list[list[int]]:
     distances = ((QUERIES[:, None, :] - vectors[None, :, :]) ** 2).sum(axis=2)
     return np.argsort(distances, axis=1, kind="stable")[:, :k].tolist()
@@ -124,18 +141,7 @@ class Reader(threading.Thread):
 def test_a_new_node_takes_segments_load_balance_moves_one_and_a_dead_node_is_replaced(scaling):
     manager, shape, uri = scaling
     client = MilvusClient(uri)
-    name = f"scale_{uuid.uuid4().hex[:6]}"
-    schema = client.create_schema(auto_id=False)
-    schema.add_field("id", DataType.INT64, is_primary=True)
-    schema.add_field("vec", DataType.FLOAT_VECTOR, dim=DIM)
-    index = client.prepare_index_params()
-    index.add_index("vec", index_type="FLAT", metric_type="L2")
-    client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
-    vectors = np.random.default_rng(1).random((FLUSHES * ROWS, DIM), np.float32)
-    for f in range(FLUSHES):
-        rows = range(f * ROWS, (f + 1) * ROWS)
-        client.insert(name, [{"id": i, "vec": vectors[i].tolist()} for i in rows])
-        client.flush(name)
+    name, vectors = flushed_collection(client, "scale", seed=1)
     # loaded again after the flushes: one node holds every sealed segment, no growing rows
     client.release_collection(name)
     client.load_collection(name)
@@ -208,18 +214,7 @@ def querynode_pid(manager: DeploymentManager, node_id: int) -> int:
 def test_two_replicas_on_distinct_nodes_keep_reads_whole_when_a_node_is_killed(scaling):
     manager, _, uri = scaling
     client = MilvusClient(uri)
-    name = f"replicas_{uuid.uuid4().hex[:6]}"
-    schema = client.create_schema(auto_id=False)
-    schema.add_field("id", DataType.INT64, is_primary=True)
-    schema.add_field("vec", DataType.FLOAT_VECTOR, dim=DIM)
-    index = client.prepare_index_params()
-    index.add_index("vec", index_type="FLAT", metric_type="L2")
-    client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
-    vectors = np.random.default_rng(2).random((FLUSHES * ROWS, DIM), np.float32)
-    for f in range(FLUSHES):
-        rows = range(f * ROWS, (f + 1) * ROWS)
-        client.insert(name, [{"id": i, "vec": vectors[i].tolist()} for i in rows])
-    client.flush(name)
+    name, vectors = flushed_collection(client, "replicas", seed=2)
     client.release_collection(name)
     # the node killed before is back (the supervisor restarted it, under a new id)
     wait_for(lambda: len(querynode_ids(manager)) == 2, 60, "two live query nodes")

@@ -60,16 +60,22 @@ class Catalog:
         return collection()
 
 
+def flushed(store: DictStore, segment_ids: list[int]) -> list:
+    """Segments of ``ROWS`` rows each (ids 0.. in order), as the data node writes them."""
+    rng = np.random.default_rng(segment_ids[0])
+    segments = []
+    for i, segment_id in enumerate(segment_ids):
+        msg = insert(range(i * ROWS, (i + 1) * ROWS), 5, rng.random((ROWS, DIM), np.float32))
+        msg.segment_id = segment_id
+        segments.append(persisted([msg], store))
+    return segments
+
+
 @pytest.fixture
 def deployment():
     """Four flushed segments of 50 rows (ids 10..13; ids 0..199), two nodes."""
     store, nodes = DictStore(), Nodes()
-    rng = np.random.default_rng(3)
-    segments = []
-    for i in range(4):
-        msg = insert(range(i * ROWS, (i + 1) * ROWS), 5, rng.random((ROWS, DIM), np.float32))
-        msg.segment_id = 10 + i
-        segments.append(persisted([msg], store))
+    segments = flushed(store, [10, 11, 12, 13])
     for node_id in (1, 2):
         nodes.add(node_id, store)
     datacoord = DataCoord(segments)
@@ -205,12 +211,7 @@ def test_replica_node_sets_stay_even_as_nodes_come_and_go():
 
 def test_segments_beyond_every_nodes_limit_are_still_served_on_the_least_used():
     store, nodes = DictStore(), Nodes()
-    rng = np.random.default_rng(5)
-    segments = []
-    for i in range(3):
-        msg = insert(range(i * ROWS, (i + 1) * ROWS), 5, rng.random((ROWS, DIM), np.float32))
-        msg.segment_id = 20 + i
-        segments.append(persisted([msg], store))
+    segments = flushed(store, [20, 21, 22])
     for node_id in (1, 2):
         nodes.add(node_id, store).memory_limit_mb = LIMIT_MB / 20  # a segment is 200 %
     coord = QueryCoord(MemoryKV(), Catalog(), nodes, DataCoord(segments), BalanceConfig())
