@@ -108,6 +108,7 @@ class QueryCoord:
             self.distribution = Distribution(nodes, segments, collections, Balancer(balance))
             self.distribution.scope = self._scope
             self._loader = ShardLoader(nodes, collections, segments, self.distribution)
+            self._loader.leader_now = self._leader_now
         #: collection id -> its replicas (leaders per shard, node sets)
         self._replicas: dict[int, list[Replica]] = {}
         #: collection id -> loaded partition ids, for collections loaded by partitions (a
@@ -291,6 +292,14 @@ class QueryCoord:
             if replicas is None:
                 raise _not_loaded(collection_id)
             return [dict(r.shards) for r in replicas]
+
+    def _leader_now(self, collection_id: int, replica: int, vchannel: str) -> int | None:
+        """Without the lock (the handoff calls it inside a plan's lock, which loads hold
+        while they take ours): one dict read each, atomic, at worst a moment old."""
+        replicas = self._replicas.get(collection_id)
+        if replicas is None or replica >= len(replicas):
+            return None
+        return replicas[replica].shards.get(vchannel)
 
     def _scope(self, leader: int, vchannel: str) -> Collection[int] | None:
         """The nodes the shard ``leader`` leads may place its segments on."""

@@ -10,7 +10,8 @@ files to whichever node serves a segment.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable
+import threading
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from services.common.errors import MilvusError
@@ -47,6 +48,12 @@ class ShardLoader:
         self._distribution = distribution
         #: (segment, replica, index files) handed off: new index files go out again
         self._handed: set[tuple[int, int, tuple[str, ...]]] = set()
+        #: a plan and a handoff never run at once: a handoff working from an older view of
+        #: the replicas would place a segment the new leader's plan placed already
+        self._lock = threading.Lock()
+        #: (collection, replica, vchannel) -> the shard's leader now (None: not loaded);
+        #: must not take the coordinator's lock (which is held around ``plan``)
+        self.leader_now: Callable[[int, int, str], int | None] = lambda c, r, v: None
 
     # -- a new leader ----------------------------------------------------------------------
 
@@ -61,6 +68,17 @@ class ShardLoader:
         """The shard's load plan for its new leader ``node_id`` in ``replica``: segments
         placed over ``nodes``, the shard's deltalogs, and the replay offset: the data
         node's checkpoint, or earlier if a segment not yet flushed started before it."""
+        with self._lock:
+            return self._plan(info, vchannel, node_id, replica, nodes)
+
+    def _plan(
+        self,
+        info: CollectionInfo,
+        vchannel: str,
+        node_id: int,
+        replica: int,
+        nodes: Collection[int] | None,
+    ) -> LoadPlan:
         pchannel = pchannel_of(vchannel)
         mine = [s for s in self._segments.segments(info.collection_id) if s.vchannel == vchannel]
         checkpoint = self._segments.checkpoint(pchannel)
@@ -144,19 +162,37 @@ class ShardLoader:
                 if segment.compacted_from and indexed and not segment.index_files:
                     continue
                 reports = self._distribution.reports() if reports is None else reports
-                if leader_id not in reports:
-                    continue
-                try:
-                    self._hand_off(segment, reports[leader_id], reports, replica.nodes)
-                except Exception:
-                    log.exception(
-                        "handoff failed; will retry",
-                        extra={"segment": segment.segment_id, "node": leader_id},
-                    )
-                    continue
-                self._handed.add(key)
-                handed += 1
+                if leader_id in reports and self._hand_off_once(
+                    replica, segment, reports[leader_id], reports
+                ):
+                    handed += 1
         return handed
+
+    def _hand_off_once(
+        self,
+        replica: ShardLeaders,
+        segment: SegmentInfo,
+        leader: NodeLoad,
+        reports: dict[int, NodeLoad],
+    ) -> bool:
+        """Hand ``segment`` off to its shard's leader in ``replica``, unless a plan placed it
+        meanwhile or the shard has another leader now (the collection was released and
+        loaded again while this round walked it)."""
+        key = _handoff_key(segment, replica.replica)
+        with self._lock:
+            now = self.leader_now(replica.collection_id, replica.replica, segment.vchannel)
+            if key in self._handed or now != leader.node_id:
+                return False
+            try:
+                self._hand_off(segment, leader, reports, replica.nodes)
+            except Exception:
+                log.exception(
+                    "handoff failed; will retry",
+                    extra={"segment": segment.segment_id, "node": leader.node_id},
+                )
+                return False
+            self._handed.add(key)
+            return True
 
     def _hand_off(
         self,
