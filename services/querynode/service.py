@@ -4,10 +4,10 @@ cluster mode) served over RPC."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 import faiss
-import psutil
 from kazoo.client import KazooClient
 
 from services.common import timestamp
@@ -166,4 +166,4 @@ def memory_limit_mb(configured: int) -> float:
             return int(raw) / 2**20
     except (OSError, ValueError):
         pass
-    return psutil.virtual_memory().total / 2**20
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
