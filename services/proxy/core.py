@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from services.common import errors
+from services.common import errors, vector_types
 from services.common.config import QuotaConfig
 from services.common.errors import Code, MilvusError
 from services.common.expr import pk_terms
@@ -29,6 +29,7 @@ from services.common.schema import (
     CollectionSchema,
     ConsistencyLevel,
     DatabaseInfo,
+    FieldSchema,
     IndexInfo,
 )
 from services.datacoord.compaction_jobs import JobState
@@ -42,9 +43,6 @@ from services.proxy.task_scheduler import TaskScheduler
 from services.querycoord.core import LOAD_STATE_LOADED
 
 log = logging.getLogger(__name__)
-
-INDEX_TYPES = {"FLAT", "IVF_FLAT", "HNSW", "AUTOINDEX"}
-METRIC_TYPES = {"L2", "IP", "COSINE"}
 
 
 class RootCoordPort(Protocol):
@@ -354,15 +352,7 @@ class Proxy:
             raise errors.invalid(
                 f"Vectide indexes vector fields only; {field_name} is {field.data_type.name}"
             )
-        index_type = str(params.pop("index_type", "AUTOINDEX") or "AUTOINDEX").upper()
-        metric = str(params.pop("metric_type", "COSINE" if index_type == "AUTOINDEX" else "L2"))
-        metric = metric.upper()
-        if index_type not in INDEX_TYPES:
-            raise errors.invalid(
-                f"invalid index type: {index_type} (supported: {', '.join(sorted(INDEX_TYPES))})"
-            )
-        if metric not in METRIC_TYPES:
-            raise errors.invalid(f"metric type {metric} not supported for float vectors")
+        index_type, metric = _index_kind(field, params)
         index = IndexInfo(
             0, index_name, field_name, index_type, metric, {k: str(v) for k, v in params.items()}
         )
@@ -569,3 +559,25 @@ class Proxy:
             consistency_level=ConsistencyLevel.EVENTUALLY,
         )
         return self.query(spec)[1].count or 0
+
+
+def _index_kind(field: FieldSchema, params: dict[str, Any]) -> tuple[str, str]:
+    """(index type, metric) of an index on ``field``, taken out of ``params``; a type or
+    metric the field's vector type cannot have is refused, naming both."""
+    kind = field.data_type.name
+    index_type = str(params.pop("index_type", "AUTOINDEX") or "AUTOINDEX").upper()
+    automatic = index_type == "AUTOINDEX" and field.data_type in vector_types.FLOAT_TYPES
+    default = "COSINE" if automatic else vector_types.default_metric(field.data_type)
+    metric = str(params.pop("metric_type", default) or default).upper()
+    supported = vector_types.indexes_of(field.data_type)
+    if index_type not in supported:
+        raise errors.invalid(
+            f"invalid index type: {index_type} for {kind} field {field.name} "
+            f"(supported: {', '.join(sorted(supported))})"
+        )
+    if metric == "BM25":
+        raise errors.invalid("metric type BM25 is not supported by Vectide (full-text search)")
+    if metric not in vector_types.metrics_of(field.data_type):
+        allowed = ", ".join(sorted(vector_types.metrics_of(field.data_type)))
+        raise errors.invalid(f"metric type {metric} not supported for {kind} ({allowed})")
+    return index_type, metric

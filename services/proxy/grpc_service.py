@@ -364,7 +364,7 @@ class MilvusService(AdminRpcs, RbacRpcs, CompactionRpcs, milvus_pb2_grpc.MilvusS
         if field is None:
             raise errors.invalid("anns_field is required")
         spec = SearchSpec(
-            vectors=convert.read_vectors(request.placeholder_group, field.dim),
+            vectors=convert.read_vectors(request.placeholder_group, field),
             anns_field=field.name,
             metric_type=str(_loads(params.get("metric_type", '""')) or ""),
             limit=convert.int_param(_loads(params.get("topk", "10")), "topk"),

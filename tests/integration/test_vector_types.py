@@ -1,0 +1,206 @@
+"""Vector types beyond float32, and ARRAY fields, through unmodified pymilvus: each is
+inserted, searched and read back, then flushed (Spark data node binlogs on S3), released and
+loaded again (sealed segments), and searched the same.
+
+Oracles: milvus-lite for sparse vectors, ARRAY fields, and float16/bfloat16 (as float32
+vectors holding the same values: lite 3.2 has no half-float type); numpy for binary vectors
+(milvus-lite has none): HAMMING counts differing bits, JACCARD is 1 - |a&b| / |a|b|, as
+Milvus's knowhere scores them.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import numpy as np
+import pytest
+from pymilvus import DataType, MilvusClient, MilvusException
+from pymilvus.grpc_gen.common_pb2 import SegmentState
+
+from services.common.vector_types import as_float32, bfloat16_bits
+from tests.integration.conftest import free_port, isolated
+from tests.integration.test_persistence import Persistent
+
+ROWS = 300
+TOP = 10
+
+
+@pytest.fixture(scope="module")
+def deployment(infra):
+    config = isolated(infra, "vt")
+    config.data.trigger_s = 1.0
+    config.service.rootcoord_port = free_port()
+    with Persistent(config).running() as holder:
+        yield holder
+
+
+@pytest.fixture(scope="module")
+def lite(tmp_path_factory):
+    client = MilvusClient(str(tmp_path_factory.mktemp("lite") / "oracle.db"))
+    yield client
+    client.close()
+
+
+def _name(kind: str) -> str:
+    return f"vt_{kind}_{uuid.uuid4().hex[:6]}"
+
+
+def _reload(client: MilvusClient, name: str, indexed: tuple[str, ...] = ()) -> None:
+    """Flush to S3 binlogs, wait for the index node's files of the ``indexed`` fields, then
+    release and load: reads now come from sealed segments (and those index files)."""
+    client.flush(name)
+    deadline = time.monotonic() + 120
+    for field in indexed:
+        while client.describe_index(name, field)["indexed_rows"] < ROWS:
+            assert time.monotonic() < deadline, f"no index file for {field}"
+            time.sleep(0.5)
+    client.release_collection(name)
+    client.load_collection(name)
+    segments = client.list_loaded_segments(name)
+    assert sum(s.num_rows for s in segments if s.state == SegmentState.Flushed) == ROWS
+
+
+# -- binary vectors ---------------------------------------------------------------------------
+
+
+def _binary_oracle(bits: np.ndarray, query: np.ndarray, metric: str) -> np.ndarray:
+    if metric == "HAMMING":
+        return (bits != query).sum(axis=1).astype(np.float64)
+    inter = (bits & query).sum(axis=1)
+    union = (bits | query).sum(axis=1)
+    return 1.0 - np.divide(inter, union, out=np.ones(len(bits)), where=union > 0)
+
+
+def _check_binary_search(client, name, bits, queries, metric) -> None:
+    packed = [np.packbits(q).tobytes() for q in queries]
+    results = client.search(name, packed, limit=TOP, search_params={"metric_type": metric})
+    for query, hits in zip(queries, results, strict=True):
+        truth = _binary_oracle(bits, query, metric)
+        got = [h["distance"] for h in hits]
+        assert got == pytest.approx(sorted(truth)[:TOP], abs=1e-5)  # best first, exact
+        for hit in hits:  # ties may order ids either way; each id's score must be its own
+            assert hit["distance"] == pytest.approx(truth[hit["id"]], abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("metric", "index_type"), [("HAMMING", "BIN_FLAT"), ("JACCARD", "BIN_IVF_FLAT")]
+)
+def test_binary_vectors_search_as_milvus_scores_them(deployment, metric, index_type):
+    client = deployment.client
+    name = _name("bin")
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("bv", DataType.BINARY_VECTOR, dim=64)
+    index = client.prepare_index_params()
+    index.add_index("bv", index_type=index_type, metric_type=metric, params={"nlist": 8})
+    client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
+    rng = np.random.default_rng(7)
+    bits = rng.integers(0, 2, (ROWS, 64), dtype=np.uint8)
+    client.insert(name, [{"id": i, "bv": np.packbits(bits[i]).tobytes()} for i in range(ROWS)])
+    queries = rng.integers(0, 2, (3, 64), dtype=np.uint8)
+    _check_binary_search(client, name, bits, queries, metric)
+    got = client.query(name, "id in [0, 5]", output_fields=["bv"])
+    assert {r["id"]: bytes(r["bv"][0]) for r in got} == {
+        i: np.packbits(bits[i]).tobytes() for i in (0, 5)
+    }
+
+    _reload(client, name)
+    _check_binary_search(client, name, bits, queries, metric)
+    got = client.query(name, "id == 7", output_fields=["bv"])
+    assert bytes(got[0]["bv"][0]) == np.packbits(bits[7]).tobytes()
+
+
+def test_binary_vector_errors_name_the_problem(deployment):
+    client = deployment.client
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("bv", DataType.BINARY_VECTOR, dim=12)
+    with pytest.raises(MilvusException, match="not a multiple of 8"):
+        client.create_collection(_name("bad"), schema=schema)
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("bv", DataType.BINARY_VECTOR, dim=16)
+    name = _name("bin")
+    client.create_collection(name, schema=schema)
+    index = client.prepare_index_params()
+    index.add_index("bv", index_type="HNSW", metric_type="HAMMING")
+    with pytest.raises(MilvusException, match="HNSW for BINARY_VECTOR"):
+        client.create_index(name, index)
+    index = client.prepare_index_params()
+    index.add_index("bv", index_type="BIN_FLAT", metric_type="L2")
+    with pytest.raises(MilvusException, match="L2 not supported for BINARY_VECTOR"):
+        client.create_index(name, index)
+
+
+# -- float16 and bfloat16 ---------------------------------------------------------------------
+
+HALF_DIM = 8
+
+
+def _half_collections(client, lite, index_type: str) -> tuple[str, str]:
+    name = _name("half")
+    for target, kinds in (
+        (client, (DataType.FLOAT16_VECTOR, DataType.BFLOAT16_VECTOR)),
+        (lite, (DataType.FLOAT_VECTOR, DataType.FLOAT_VECTOR)),
+    ):
+        schema = target.create_schema(auto_id=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("h", kinds[0], dim=HALF_DIM)
+        schema.add_field("b", kinds[1], dim=HALF_DIM)
+        index = target.prepare_index_params()
+        ours = target is client
+        index.add_index("h", index_type=index_type if ours else "FLAT", metric_type="L2")
+        index.add_index("b", index_type=index_type if ours else "FLAT", metric_type="IP")
+        target.create_collection(
+            name, schema=schema, index_params=index, consistency_level="Strong"
+        )
+    return name, name
+
+
+def _half_search(client, name, field, queries, metric) -> list[list[tuple[int, float]]]:
+    results = client.search(
+        name, queries, anns_field=field, limit=TOP, search_params={"metric_type": metric}
+    )
+    return [[(h["id"], h["distance"]) for h in hits] for hits in results]
+
+
+def _same_hits(got, want) -> None:
+    for g, w in zip(got, want, strict=True):
+        assert [i for i, _ in g] == [i for i, _ in w]
+        assert [d for _, d in g] == pytest.approx([d for _, d in w], rel=1e-4, abs=1e-4)
+
+
+@pytest.mark.parametrize("index_type", ["FLAT", "HNSW"])
+def test_half_float_vectors_search_as_float32(deployment, lite, index_type):
+    client = deployment.client
+    name, _ = _half_collections(client, lite, index_type)
+    rng = np.random.default_rng(11)
+    h = rng.standard_normal((ROWS, HALF_DIM)).astype(np.float16)
+    b = bfloat16_bits(rng.standard_normal((ROWS, HALF_DIM)).astype(np.float32))
+    b_wide = as_float32(103, b)
+    client.insert(name, [{"id": i, "h": h[i], "b": b[i].tobytes()} for i in range(ROWS)])
+    lite.insert(
+        name,
+        [{"id": i, "h": h[i].astype(np.float32), "b": b_wide[i]} for i in range(ROWS)],
+    )
+    qh = rng.standard_normal((2, HALF_DIM)).astype(np.float16)
+    qb = bfloat16_bits(rng.standard_normal((2, HALF_DIM)).astype(np.float32))
+
+    def check() -> None:
+        _same_hits(
+            _half_search(client, name, "h", list(qh), "L2"),
+            _half_search(lite, name, "h", [q.astype(np.float32) for q in qh], "L2"),
+        )
+        _same_hits(
+            _half_search(client, name, "b", [q.tobytes() for q in qb], "IP"),
+            _half_search(lite, name, "b", list(as_float32(103, qb)), "IP"),
+        )
+        got = client.query(name, "id in [3, 4]", output_fields=["h", "b"])
+        for row in got:
+            assert np.array_equal(np.frombuffer(row["h"][0], np.float16), h[row["id"]])
+            assert bytes(row["b"][0]) == b[row["id"]].tobytes()
+
+    check()
+    _reload(client, name, () if index_type == "FLAT" else ("h", "b"))
+    check()
