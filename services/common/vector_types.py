@@ -15,6 +15,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -35,27 +36,25 @@ _POPCOUNT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(a
 _BINARY_BLOCK = 4096
 
 
-def metrics_of(data_type: DataType) -> frozenset[str]:
-    if data_type == DataType.BINARY_VECTOR:
-        return BINARY_METRICS
-    if data_type == DataType.SPARSE_FLOAT_VECTOR:
-        return SPARSE_METRICS
-    return FLOAT_METRICS
+@dataclass(frozen=True)
+class VectorKind:
+    """What a kind of vector field can be indexed and searched with."""
+
+    metrics: frozenset[str]
+    indexes: frozenset[str]
+    #: the metric of a search without an index, and of an index that names none
+    default_metric: str
 
 
-def indexes_of(data_type: DataType) -> frozenset[str]:
-    if data_type == DataType.BINARY_VECTOR:
-        return BINARY_INDEXES
-    if data_type == DataType.SPARSE_FLOAT_VECTOR:
-        return SPARSE_INDEXES
-    return FLOAT_INDEXES
+_FLOAT = VectorKind(FLOAT_METRICS, FLOAT_INDEXES, "L2")
+_KINDS = {
+    DataType.BINARY_VECTOR: VectorKind(BINARY_METRICS, BINARY_INDEXES, "HAMMING"),
+    DataType.SPARSE_FLOAT_VECTOR: VectorKind(SPARSE_METRICS, SPARSE_INDEXES, "IP"),
+}
 
 
-def default_metric(data_type: DataType) -> str:
-    """The metric of a vector field searched without an index's (Milvus's defaults)."""
-    if data_type == DataType.BINARY_VECTOR:
-        return "HAMMING"
-    return "IP" if data_type == DataType.SPARSE_FLOAT_VECTOR else "L2"
+def kind_of(data_type: DataType) -> VectorKind:
+    return _KINDS.get(data_type, _FLOAT)
 
 
 # -- half-precision floats -------------------------------------------------------------------

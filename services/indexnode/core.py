@@ -24,7 +24,7 @@ from services.common import binlog, vector_types
 from services.common.msgstream.message import DataType
 from services.common.schema import CollectionInfo, IndexInfo
 from services.datacoord.segment import PERSISTED, SegmentInfo, SegmentState
-from services.querynode.chunk_index import IndexSpec
+from services.querynode.chunk_index import IndexSpec, is_interim
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +116,8 @@ class IndexBuilder:
         """Persisted segments without the file of an index that needs one."""
         for info in self._collections.show_collections():
             for index in info.indexes:
-                if not IndexSpec.of(index).approximate:
-                    continue  # FLAT needs no index file: it is a scan
+                if not is_interim(index, info.schema):
+                    continue  # FLAT (and binary, sparse) need no index file: a scan
                 for segment in self._segments.segments(info.collection_id, PERSISTED):
                     if str(index.index_id) not in segment.index_files:
                         yield info, index, segment

@@ -41,6 +41,7 @@ from services.proxy.meta_cache import MetaCache
 from services.proxy.shard_cache import ShardLeaderCache
 from services.proxy.task_scheduler import TaskScheduler
 from services.querycoord.core import LOAD_STATE_LOADED
+from services.querynode.chunk_index import is_interim
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +220,8 @@ class Proxy:
     ) -> CollectionInfo:
         shards = shards_num or self.config.default_shards
         for vector in schema.vector_fields:
+            if vector.data_type == DataType.SPARSE_FLOAT_VECTOR:
+                continue  # sparse vectors have no dim
             limits.check_dim(self.config.quota, vector.name, vector.dim)
         limits.check_collection_count(self.config.quota, len(self.rootcoord.show_collections()))
         return self.scheduler.ddl(
@@ -378,7 +381,7 @@ class Proxy:
         info = self.meta.get(collection)
         if self.datacoord is None:
             return 0, 0, 0
-        needs_files = index.index_type in ("IVF_FLAT", "HNSW", "AUTOINDEX")
+        needs_files = is_interim(index, info.schema)
         return self.datacoord.index_progress(info.collection_id, index.index_id, needs_files)
 
     def drop_index(self, collection: str, index_name: str) -> None:
@@ -564,20 +567,19 @@ class Proxy:
 def _index_kind(field: FieldSchema, params: dict[str, Any]) -> tuple[str, str]:
     """(index type, metric) of an index on ``field``, taken out of ``params``; a type or
     metric the field's vector type cannot have is refused, naming both."""
-    kind = field.data_type.name
+    name, kind = field.data_type.name, vector_types.kind_of(field.data_type)
     index_type = str(params.pop("index_type", "AUTOINDEX") or "AUTOINDEX").upper()
     automatic = index_type == "AUTOINDEX" and field.data_type in vector_types.FLOAT_TYPES
-    default = "COSINE" if automatic else vector_types.default_metric(field.data_type)
+    default = "COSINE" if automatic else kind.default_metric
     metric = str(params.pop("metric_type", default) or default).upper()
-    supported = vector_types.indexes_of(field.data_type)
-    if index_type not in supported:
+    if index_type not in kind.indexes:
         raise errors.invalid(
-            f"invalid index type: {index_type} for {kind} field {field.name} "
-            f"(supported: {', '.join(sorted(supported))})"
+            f"invalid index type: {index_type} for {name} field {field.name} "
+            f"(supported: {', '.join(sorted(kind.indexes))})"
         )
     if metric == "BM25":
         raise errors.invalid("metric type BM25 is not supported by Vectide (full-text search)")
-    if metric not in vector_types.metrics_of(field.data_type):
-        allowed = ", ".join(sorted(vector_types.metrics_of(field.data_type)))
-        raise errors.invalid(f"metric type {metric} not supported for {kind} ({allowed})")
+    if metric not in kind.metrics:
+        allowed = ", ".join(sorted(kind.metrics))
+        raise errors.invalid(f"metric type {metric} not supported for {name} ({allowed})")
     return index_type, metric

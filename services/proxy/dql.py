@@ -225,7 +225,9 @@ class SearchTask(_ReadTask):
             )
         limits.check_search(self._proxy.config.quota, len(spec.vectors), spec.limit + spec.offset)
         index = self.info.index_on(field.name)
-        metric = index.metric_type if index else vector_types.default_metric(field.data_type)
+        metric = (
+            index.metric_type if index else vector_types.kind_of(field.data_type).default_metric
+        )
         if spec.metric_type and spec.metric_type.upper() != metric:
             raise errors.invalid(
                 f"metric type not match: invalid parameter[expected={metric}]"

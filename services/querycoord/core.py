@@ -29,7 +29,7 @@ from services.datacoord.segment import (
     SegmentInfo,
     SegmentState,
 )
-from services.querynode.chunk_index import IndexSpec
+from services.querynode.chunk_index import is_interim
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +252,7 @@ class QueryCoord:
             info = self._collections.describe_collection(collection_id=collection_id)
         except MilvusError:
             return False
-        return any(IndexSpec.of(index).approximate for index in info.indexes)
+        return any(is_interim(index, info.schema) for index in info.indexes)
 
     # -- garbage collection ------------------------------------------------------------------
 

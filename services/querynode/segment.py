@@ -24,7 +24,12 @@ from services.common.msgstream.message import (
 from services.common.nullable import with_nulls
 from services.common.results import SIMILARITY_METRICS, take
 from services.common.schema import CollectionSchema, FieldSchema, IndexInfo
-from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS, ChunkIndexes, IndexSpec
+from services.querynode.chunk_index import (
+    DEFAULT_CHUNK_ROWS,
+    ChunkIndexes,
+    IndexSpec,
+    is_interim,
+)
 from services.querynode.columns import FixedColumn, ObjectColumn
 from services.querynode.sparse import SparseColumn
 
@@ -52,7 +57,7 @@ class ShardStore:
         self.indexes: dict[str, ChunkIndexes] = {
             i.field_name: ChunkIndexes(IndexSpec.of(i), chunk_rows)
             for i in indexes or []
-            if IndexSpec.of(i).approximate
+            if is_interim(i, schema)
         }
         pk = schema.primary
         self._pk_is_str = pk.data_type == DataType.VARCHAR
@@ -282,7 +287,7 @@ class ShardStore:
         HAMMING or JACCARD distance (binary vectors); sparse vectors: inner product.
         """
         data_type = self._types[field]
-        allowed = vector_types.metrics_of(data_type)
+        allowed = vector_types.kind_of(data_type).metrics
         if metric not in allowed:
             raise ValueError(
                 f"metric type {metric} not supported for {data_type.name} "

@@ -204,3 +204,158 @@ def test_half_float_vectors_search_as_float32(deployment, lite, index_type):
     check()
     _reload(client, name, () if index_type == "FLAT" else ("h", "b"))
     check()
+
+
+# -- sparse vectors ---------------------------------------------------------------------------
+
+
+def _sparse_rows(rng: np.random.Generator, count: int) -> list[dict[int, float]]:
+    """Rows of 1-6 non-zeros over 40 dimensions, values on a 1/8 grid so sums are exact."""
+    rows = []
+    for _ in range(count):
+        keys = rng.choice(40, size=int(rng.integers(1, 7)), replace=False)
+        rows.append({int(k): float(rng.integers(1, 17)) / 8 for k in keys})
+    return rows
+
+
+def _sparse_hits(client, name, queries, params) -> list[list[tuple[int, float]]]:
+    results = client.search(
+        name, queries, anns_field="sv", limit=TOP, output_fields=["sv"],
+        search_params={"metric_type": "IP", "params": params},
+    )  # fmt: skip
+    return [sorted((h["id"], h["distance"]) for h in hits) for hits in results]
+
+
+@pytest.mark.parametrize("index_type", ["SPARSE_INVERTED_INDEX", "SPARSE_WAND"])
+def test_sparse_vectors_match_milvus_lite(deployment, lite, index_type):
+    client = deployment.client
+    name = _name("sparse")
+    for target in (client, lite):
+        schema = target.create_schema(auto_id=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("sv", DataType.SPARSE_FLOAT_VECTOR)
+        index = target.prepare_index_params()
+        ours = target is client  # milvus-lite has SPARSE_INVERTED_INDEX only
+        kind = index_type if ours else "SPARSE_INVERTED_INDEX"
+        index.add_index("sv", index_type=kind, metric_type="IP")
+        target.create_collection(
+            name, schema=schema, index_params=index, consistency_level="Strong"
+        )
+    rng = np.random.default_rng(5)
+    vectors = _sparse_rows(rng, ROWS)
+    for target in (client, lite):
+        target.insert(name, [{"id": i, "sv": v} for i, v in enumerate(vectors)])
+    # queries whose scores have no ties (distinct powers of two), so ids compare exactly
+    queries = [{3: 1.0, 17: 2.0, 30: 4.0}, {0: 8.0, 5: 1.0}]
+
+    def check() -> None:
+        got = _sparse_hits(client, name, queries, {"drop_ratio_search": 0.0})
+        assert got == _sparse_hits(lite, name, queries, {"drop_ratio_search": 0.0})
+        row = client.query(name, "id == 9", output_fields=["sv"])[0]["sv"]
+        assert row == pytest.approx(vectors[9])
+
+    check()
+    _reload(client, name)
+    check()
+    # drop_ratio_search drops the query's smallest values: int(0.7 * 3) of them, {30: 4.0} stays
+    dropped = _sparse_hits(client, name, [queries[0]], {"drop_ratio_search": 0.7})
+    assert dropped == _sparse_hits(client, name, [{30: 4.0}], {})
+    with pytest.raises(MilvusException, match="drop_ratio_search"):
+        _sparse_hits(client, name, queries, {"drop_ratio_search": 1.5})
+    index = client.prepare_index_params()
+    index.add_index("sv", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+    client.release_collection(name)
+    client.drop_index(name, "sv")
+    with pytest.raises(MilvusException, match="BM25 is not supported"):
+        client.create_index(name, index)
+
+
+# -- ARRAY fields -----------------------------------------------------------------------------
+
+ARRAY_FILTERS = [
+    "array_contains(ints, 3)",
+    "array_contains_all(ints, [1, 2])",
+    "array_contains_any(tags, ['red', 'blue'])",
+    "array_length(ints) == 2",
+    "ints[0] > 3",
+    "floats[1] < 0.5",
+    "array_contains(flags, true) and id < 100",
+    "not array_contains_any(ints, [0, 9])",
+]
+
+
+def _array_schema(target):
+    schema = target.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("vec", DataType.FLOAT_VECTOR, dim=4)
+    schema.add_field("ints", DataType.ARRAY, element_type=DataType.INT64, max_capacity=5)
+    schema.add_field("small", DataType.ARRAY, element_type=DataType.INT8, max_capacity=3)
+    schema.add_field("floats", DataType.ARRAY, element_type=DataType.DOUBLE, max_capacity=4)
+    schema.add_field("flags", DataType.ARRAY, element_type=DataType.BOOL, max_capacity=2)
+    schema.add_field(
+        "tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=3, max_length=8
+    )
+    return schema
+
+
+def _array_rows(rng: np.random.Generator, count: int) -> list[dict]:
+    colours = ["red", "green", "blue", "grey"]
+    return [
+        {
+            "id": i,
+            "vec": rng.standard_normal(4).round(3).tolist(),
+            "ints": rng.integers(0, 10, int(rng.integers(0, 6))).tolist(),
+            "small": rng.integers(-100, 100, int(rng.integers(0, 4))).tolist(),
+            "floats": (rng.integers(0, 8, int(rng.integers(0, 5))) / 8).tolist(),
+            "flags": rng.integers(0, 2, int(rng.integers(0, 3))).astype(bool).tolist(),
+            "tags": [colours[c] for c in rng.integers(0, 4, int(rng.integers(0, 4)))],
+        }
+        for i in range(count)
+    ]
+
+
+def test_array_fields_match_milvus_lite(deployment, lite):
+    client = deployment.client
+    name = _name("array")
+    for target in (client, lite):
+        index = target.prepare_index_params()
+        index.add_index("vec", index_type="FLAT", metric_type="L2")
+        target.create_collection(
+            name, schema=_array_schema(target), index_params=index, consistency_level="Strong"
+        )
+        target.insert(name, _array_rows(np.random.default_rng(3), ROWS))
+
+    def rows(target, expr: str) -> list[dict]:
+        got = target.query(name, expr, output_fields=["ints", "small", "floats", "flags", "tags"])
+        return sorted((dict(r) for r in got), key=lambda r: r["id"])
+
+    def check() -> None:
+        for expr in ARRAY_FILTERS:
+            assert rows(client, expr) == rows(lite, expr), expr
+        hits = client.search(name, [[0.1, 0.2, 0.3, 0.4]], limit=5, output_fields=["tags"])
+        want = lite.search(name, [[0.1, 0.2, 0.3, 0.4]], limit=5, output_fields=["tags"])
+        assert [(h["id"], h["entity"]["tags"]) for h in hits[0]] == [
+            (h["id"], h["entity"]["tags"]) for h in want[0]
+        ]
+
+    check()
+    _reload(client, name)
+    check()
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ({"ints": [1, 2, 3, 4, 5, 6]}, "exceeds max_capacity 5"),
+        ({"tags": ["much too long"]}, "exceeds max_length 8"),
+        ({"small": [300]}, "out of range for INT8"),
+    ],
+)
+def test_array_values_are_checked(deployment, row, message):
+    client = deployment.client
+    name = _name("array")
+    client.create_collection(name, schema=_array_schema(client))
+    base = {"id": 1, "vec": [0.0] * 4, "ints": [], "small": [], "floats": [], "flags": [],
+            "tags": []}  # fmt: skip
+    with pytest.raises(MilvusException, match=message):
+        client.insert(name, [base | row])
