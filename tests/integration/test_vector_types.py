@@ -278,6 +278,7 @@ ARRAY_FILTERS = [
     "array_contains_any(tags, ['red', 'blue'])",
     "array_length(ints) == 2",
     "ints[0] > 3",
+    "ints[4] == 1 or tags[2] == 'red'",
     "floats[1] < 0.5",
     "array_contains(flags, true) and id < 100",
     "not array_contains_any(ints, [0, 9])",
