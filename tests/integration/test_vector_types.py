@@ -282,6 +282,8 @@ ARRAY_FILTERS = [
     "floats[1] < 0.5",
     "array_contains(flags, true) and id < 100",
     "not array_contains_any(ints, [0, 9])",
+    "opt is null",
+    "array_contains(opt, 3)",
 ]
 
 
@@ -295,6 +297,9 @@ def _array_schema(target):
     schema.add_field("flags", DataType.ARRAY, element_type=DataType.BOOL, max_capacity=2)
     schema.add_field(
         "tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=3, max_length=8
+    )
+    schema.add_field(
+        "opt", DataType.ARRAY, element_type=DataType.INT32, max_capacity=2, nullable=True
     )
     return schema
 
@@ -310,6 +315,7 @@ def _array_rows(rng: np.random.Generator, count: int) -> list[dict]:
             "floats": (rng.integers(0, 8, int(rng.integers(0, 5))) / 8).tolist(),
             "flags": rng.integers(0, 2, int(rng.integers(0, 3))).astype(bool).tolist(),
             "tags": [colours[c] for c in rng.integers(0, 4, int(rng.integers(0, 4)))],
+            "opt": None if i % 3 else [i % 4, 2],
         }
         for i in range(count)
     ]
@@ -327,7 +333,9 @@ def test_array_fields_match_milvus_lite(deployment, lite):
         target.insert(name, _array_rows(np.random.default_rng(3), ROWS))
 
     def rows(target, expr: str) -> list[dict]:
-        got = target.query(name, expr, output_fields=["ints", "small", "floats", "flags", "tags"])
+        got = target.query(
+            name, expr, output_fields=["ints", "small", "floats", "flags", "tags", "opt"]
+        )
         return sorted((dict(r) for r in got), key=lambda r: r["id"])
 
     def check() -> None:
@@ -357,6 +365,6 @@ def test_array_values_are_checked(deployment, row, message):
     name = _name("array")
     client.create_collection(name, schema=_array_schema(client))
     base = {"id": 1, "vec": [0.0] * 4, "ints": [], "small": [], "floats": [], "flags": [],
-            "tags": []}  # fmt: skip
+            "tags": [], "opt": None}  # fmt: skip
     with pytest.raises(MilvusException, match=message):
         client.insert(name, [base | row])
