@@ -410,3 +410,50 @@ def test_iterators_and_ranges_work_on_the_new_types(deployment):
     assert (
         sorted(h["id"] for h in hits) == np.flatnonzero((hamming >= 10) & (hamming < 14)).tolist()
     )
+
+
+def test_every_type_crosses_the_internal_rpc_of_a_cluster(cluster):
+    """Query nodes in their own processes: query vectors, hits and outputs of each type
+    travel the proxy <-> query node RPC."""
+    client = MilvusClient(cluster.uris[0])
+    name = _name("cluster")
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("bv", DataType.BINARY_VECTOR, dim=16)
+    schema.add_field("h", DataType.BFLOAT16_VECTOR, dim=2)
+    schema.add_field("sv", DataType.SPARSE_FLOAT_VECTOR)
+    schema.add_field("arr", DataType.ARRAY, element_type=DataType.INT64, max_capacity=2)
+    index = client.prepare_index_params()
+    index.add_index("bv", index_type="BIN_FLAT", metric_type="HAMMING")
+    index.add_index("h", index_type="FLAT", metric_type="IP")
+    index.add_index("sv", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+    client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
+    rows = [
+        {
+            "id": i,
+            "bv": np.packbits(np.array([i >> k & 1 for k in range(16)], np.uint8)).tobytes(),
+            "h": bfloat16_bits(np.array([i, 1.0], np.float32)).tobytes(),
+            "sv": {i % 7: float(i)},
+            "arr": [i, i % 3],
+        }
+        for i in range(1, 41)
+    ]
+    client.insert(name, rows)
+    try:
+        fields = ["bv", "h", "sv", "arr"]
+        hits = client.search(name, [rows[4]["bv"]], anns_field="bv", limit=1, output_fields=fields)[
+            0
+        ]
+        assert hits[0]["id"] == 5 and hits[0]["distance"] == 0.0
+        assert hits[0]["entity"]["sv"] == {5: 5.0} and hits[0]["entity"]["arr"] == [5, 2]
+        assert hits[0]["entity"]["h"] == rows[4]["h"]  # search hits carry the bytes bare
+        hits = client.search(name, [{3: 1.0}], anns_field="sv", limit=3)[0]
+        assert [(h["id"], h["distance"]) for h in hits] == [(38, 38.0), (31, 31.0), (24, 24.0)]
+        query = bfloat16_bits(np.array([1.0, 0.0], np.float32)).tobytes()
+        hits = client.search(name, [query], anns_field="h", limit=2)[0]
+        assert [(h["id"], h["distance"]) for h in hits] == [(40, 40.0), (39, 39.0)]
+        got = client.query(name, "array_contains(arr, 7)", output_fields=["arr"])
+        assert sorted((r["id"], r["arr"]) for r in got) == [(7, [7, 1])]
+    finally:
+        client.drop_collection(name)
+        client.close()

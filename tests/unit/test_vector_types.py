@@ -11,6 +11,10 @@ from services.common import binlog, vector_types
 from services.common.errors import MilvusError
 from services.common.msgstream import codec
 from services.common.msgstream.message import DataType, FieldColumn, InsertMsg
+from services.common.requests import ShardSearchRequest
+from services.common.results import SearchHits
+from services.common.rpc import codec as rpc_codec
+from services.common.rpc import types  # noqa: F401  (registers the RPC dataclasses)
 from services.common.schema import CollectionSchema, FieldSchema, IndexInfo
 from services.proxy import typed_fields
 from services.proxy.core import _index_kind
@@ -215,3 +219,15 @@ def test_index_info_of_binary_fields_never_asks_for_index_files():
     assert not is_interim(IndexInfo(1, "i", "bin", "AUTOINDEX", "HAMMING"), schema)
     assert is_interim(IndexInfo(2, "j", "half", "HNSW", "L2"), schema)
     assert not is_interim(IndexInfo(3, "k", "sp", "AUTOINDEX", "IP"), schema)
+
+
+def test_search_requests_and_hits_of_the_new_types_cross_internal_rpc():
+    request = ShardSearchRequest(1, ["v0"], "sp", [SPARSE({1: 2.0}), b""], "IP", 3, 0, 1.0)
+    back = rpc_codec.decode(rpc_codec.encode(request))
+    assert back.vectors == request.vectors
+    half = np.ones((2, 3), np.float16)
+    hits = SearchHits(
+        "IP", [2], np.arange(2), np.zeros(2, np.float32), {"h": half, "s": [b"x", b""]}
+    )
+    back = rpc_codec.decode(rpc_codec.encode(hits))
+    assert back.fields["h"].dtype == np.float16 and back.fields["s"] == [b"x", b""]
