@@ -331,6 +331,9 @@ def test_array_fields_match_milvus_lite(deployment, lite):
             name, schema=_array_schema(target), index_params=index, consistency_level="Strong"
         )
         target.insert(name, _array_rows(np.random.default_rng(3), ROWS))
+    described = {f["name"]: f for f in client.describe_collection(name)["fields"]}
+    assert described["tags"]["element_type"] == DataType.VARCHAR
+    assert described["tags"]["params"] == {"max_capacity": 3, "max_length": 8}
 
     def rows(target, expr: str) -> list[dict]:
         got = target.query(

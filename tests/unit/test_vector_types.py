@@ -4,6 +4,7 @@ scores, the channel codec and binlogs, the shard store's search, and the proxy's
 import json
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from pymilvus.grpc_gen import common_pb2, schema_pb2
 
@@ -127,6 +128,13 @@ def test_new_columns_cross_the_channel_and_binlogs_unchanged():
         raw = binlog.encode_column(sent.data, sent.data_type, sent.dim)
         values, _ = binlog.read_column(raw, sent.data_type, sent.dim)
         assert np.array_equal(np.asarray(values), np.asarray(sent.data))
+        # compaction filters and concatenates binlog columns without knowing their type
+        column = binlog.decode_arrow(raw)
+        keep = pa.array([True, False, True, True])
+        merged = pa.concat_arrays([column.filter(keep), column])
+        values, _ = binlog.read_column(binlog.encode_arrow(merged), sent.data_type, sent.dim)
+        want = [sent.data[i] for i in (0, 2, 3, 0, 1, 2, 3)]
+        assert np.array_equal(np.asarray(values), np.asarray(want))
 
 
 def test_shard_store_searches_each_vector_type():
