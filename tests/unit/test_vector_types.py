@@ -17,7 +17,7 @@ from services.common.results import SearchHits
 from services.common.rpc import codec as rpc_codec
 from services.common.rpc import types  # noqa: F401  (registers the RPC dataclasses)
 from services.common.schema import CollectionSchema, FieldSchema, IndexInfo
-from services.proxy import typed_fields
+from services.proxy import convert, typed_fields
 from services.proxy.core import _index_kind
 from services.querynode.chunk_index import is_interim
 from services.querynode.segment import ShardStore
@@ -239,3 +239,28 @@ def test_search_requests_and_hits_of_the_new_types_cross_internal_rpc():
     )
     back = rpc_codec.decode(rpc_codec.encode(hits))
     assert back.fields["h"].dtype == np.float16 and back.fields["s"] == [b"x", b""]
+
+
+def _proto_schema(*fields: schema_pb2.FieldSchema) -> bytes:
+    schema = schema_pb2.CollectionSchema(name="c")
+    schema.fields.add(name="id", data_type=int(DataType.INT64), is_primary_key=True)
+    schema.fields.extend(fields)
+    return schema.SerializeToString()
+
+
+def test_types_still_unsupported_are_refused_by_name():
+    int8 = schema_pb2.FieldSchema(name="v", data_type=schema_pb2.DataType.Int8Vector)
+    int8.type_params.add(key="dim", value="8")
+    with pytest.raises(MilvusError, match="Int8Vector is not supported"):
+        convert.schema_from_proto(_proto_schema(int8), "c")
+    nested = schema_pb2.FieldSchema(
+        name="a", data_type=int(DataType.ARRAY), element_type=int(DataType.JSON)
+    )
+    nested.type_params.add(key="max_capacity", value="4")
+    vector = schema_pb2.FieldSchema(name="v", data_type=int(DataType.SPARSE_FLOAT_VECTOR))
+    with pytest.raises(MilvusError, match="element type JSON is not supported"):
+        convert.schema_from_proto(_proto_schema(vector, nested), "c")
+    binary = schema_pb2.FieldSchema(name="b", data_type=int(DataType.BINARY_VECTOR))
+    binary.type_params.add(key="dim", value="12")
+    with pytest.raises(MilvusError, match="not a multiple of 8"):
+        convert.schema_from_proto(_proto_schema(binary), "c")
