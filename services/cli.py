@@ -130,8 +130,15 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     return 0
 
 
+def _metrics_urls(roles) -> list[str]:
+    """Where the query nodes' and the coordinators' figures are (standalone holds both)."""
+    wanted = ("querynode", "rootcoord", "standalone")
+    return [r.metrics for r in roles if r.role in wanted and r.pid and r.metrics != "-"]
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from services.infra.deployment import DeploymentManager
+    from services.infra.query_status import query_status
 
     manager = DeploymentManager(load_config(args.config))
     infra = manager.infra.status()
@@ -145,6 +152,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                     "roles": [asdict(r) for r in roles],
                     "supervisor": supervisor,
                     "spark": manager.spark_status(),
+                    "query": query_status(_metrics_urls(roles)),
                 },
                 indent=2,
             )
@@ -173,6 +181,13 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(
                 f"spark        master {spark['master'] or '-'} ({spark['workers']} workers), "
                 f"driver UI {spark['driver_ui'] or '-'}"
+            )
+        query = query_status(_metrics_urls(roles))
+        for node in query["nodes"]:
+            print(
+                f"querynode {node['node_id']:<3} memory {node.get('memory_percent', 0):.1f} %  "
+                f"{int(node.get('sealed_segments', 0))} sealed segments  "
+                f"{int(node.get('rows', 0))} rows"
             )
     healthy = all(s.healthy for s in infra) and all(r.healthy for r in roles)
     healthy = healthy and (bool(supervisor["pid"]) or not supervisor["enabled"])

@@ -182,6 +182,7 @@ def start_standalone(
             deployment.observe("querynode", service.health)
             deployment.stoppers.append(service.start().stop)
             nodes.add(service.node)
+            service.node.set_peers(nodes)
         proxies = LocalProxies()
         coord = CoordinatorService(
             config,

@@ -166,10 +166,9 @@ class QueryConfig:
     #: growing rows; the rest is searched exactly.
     index_chunk_rows: int = 16_384
     #: Memory-based balancing of sealed segments over query nodes (the seeds' design, Milvus's
-    #: queryCoord keys of the same names). services/querycoord/balance.py decides the moves;
-    #: the running coordinator does not call it yet (it still assigns whole shards), so these
-    #: four keys take effect once it does. How often the coordinator reads every node's memory
-    #: use and balances (Milvus's balanceIntervalSeconds).
+    #: queryCoord keys of the same names): services/querycoord/balance.py decides the moves,
+    #: services/querycoord/distribution.py makes them. How often the coordinator reads every
+    #: node's memory use and balances (Milvus's balanceIntervalSeconds).
     balance_interval_s: float = 60.0
     #: A query node's memory limit, in MB, against which its use is a percentage; 0 = the
     #: node's cgroup limit, else the machine's memory.
@@ -179,6 +178,10 @@ class QueryConfig:
     overloaded_memory_threshold_percentage: float = 90.0
     #: Two nodes' usage percentages differing by more than this triggers a rebalance.
     memory_usage_max_difference_percentage: float = 30.0
+    #: A query node stopped gracefully (SIGTERM) waits up to this long for the coordinator
+    #: to move its shards and segments to other nodes before it exits (Milvus's
+    #: queryNode.gracefulStopTimeout); a node that is the last one exits at once.
+    graceful_stop_timeout_s: float = 30.0
 
 
 @dataclass

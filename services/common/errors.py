@@ -27,11 +27,13 @@ class Code(IntEnum):
     PARTITION_NOT_FOUND = 200
     PARTITION_NOT_LOADED = 201
     RESOURCE_GROUP_NOT_FOUND = 300
+    SEGMENT_NOT_FOUND = 600
     INDEX_NOT_FOUND = 700
     INDEX_DUPLICATE = 702
     DATABASE_NOT_FOUND = 800
     DATABASE_NUM_LIMIT_EXCEEDED = 801
     DATABASE_INVALID_NAME = 802
+    NODE_NOT_FOUND = 901
     PARAMETER_INVALID = 1100
     PARAMETER_MISSING = 1101
     #: wrong credentials where a reply carries them (UpdateCredential's old password)
@@ -43,6 +45,7 @@ class Code(IntEnum):
     ALIAS_NOT_FOUND = 1600
     ALIAS_COLLECTION_NAME_CONFLICT = 1601
     ALIAS_ALREADY_EXIST = 1602
+    FIELD_NOT_FOUND = 1700
     #: the RESTful API's own codes (merr's "high-level restful api" block)
     NEED_AUTHENTICATE = 1800
     INCORRECT_PARAMETER_FORMAT = 1801

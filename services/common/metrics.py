@@ -65,6 +65,29 @@ INDEX_BUILD_QUEUE = StateGauge(
     "Index builds by state: pending (a persisted segment without its file), failed.",
     ("state",),
 )
+QUERYNODE_MEMORY = StateGauge(
+    "vectide_querynode_memory_percent",
+    "A query node's estimated memory use (sealed segments and growing rows) as a percentage "
+    "of its limit (query.memory_limit_mb): what the coordinator balances by.",
+    ("node_id",),
+)
+QUERYNODE_SEGMENTS = StateGauge(
+    "vectide_querynode_sealed_segments",
+    "Sealed segments a query node holds in memory (its shards' own and those it serves for "
+    "other leaders).",
+    ("node_id",),
+)
+QUERYNODE_ROWS = StateGauge(
+    "vectide_querynode_rows",
+    "Rows a query node holds in memory, growing and sealed.",
+    ("node_id",),
+)
+SEGMENT_MOVES = StateGauge(
+    "vectide_querycoord_segment_moves",
+    "Sealed segments moved between query nodes since the coordinator started (balancing and "
+    "LoadBalance), by outcome: done or failed.",
+    ("outcome",),
+)
 LEADER = StateGauge(
     "vectide_leader",
     "1 when this process is the active one of its role, 0 while it waits as standby.",

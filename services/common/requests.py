@@ -25,6 +25,10 @@ class ShardSearchRequest:
     partition_ids: list[int] = field(default_factory=list)
     output_fields: list[str] = field(default_factory=list)
     search_params: dict[str, Any] = field(default_factory=dict)
+    #: grouping search: the scalar field hits are grouped by ("" for none); ``topk`` then
+    #: counts groups of up to ``group_size`` hits each
+    group_by: str = ""
+    group_size: int = 1
 
 
 @dataclass

@@ -24,6 +24,8 @@ class SearchHits:
     scores: np.ndarray
     #: output field name -> values aligned with the hits
     fields: dict[str, Any] = field(default_factory=dict)
+    #: a grouping search's group-by value of each hit (None: not grouped)
+    groups: Any = None
 
     @property
     def nq(self) -> int:
@@ -57,13 +59,27 @@ def merge_hits(parts: list[SearchHits], topk: int) -> SearchHits:
     parts = [p for p in parts if p.nq]
     if len(parts) == 1:
         return parts[0]
+    return reduce_hits(parts, lambda scores, _groups: best_first(scores, parts[0])[:topk])
+
+
+def best_first(scores: np.ndarray, like: SearchHits) -> np.ndarray:
+    """Positions of ``scores`` best first under ``like``'s metric (ties keep their order)."""
+    descending = like.metric_type in SIMILARITY_METRICS
+    return np.argsort(-scores if descending else scores, kind="stable")
+
+
+def reduce_hits(parts: list[SearchHits], pick: Any) -> SearchHits:
+    """Several parts' hits as one: per query, ``pick(scores, groups)`` chooses (and orders)
+    positions among that query's hits of every part, in part order."""
+    parts = [p for p in parts if p.nq]
     if not parts:
         raise ValueError("nothing to merge")
     nq = parts[0].nq
-    descending = parts[0].metric_type in SIMILARITY_METRICS
     starts = [np.concatenate([[0], np.cumsum(p.counts)]).astype(np.int64) for p in parts]
     all_pks = concat([p.pks for p in parts])
     all_scores = np.concatenate([p.scores for p in parts])
+    grouped = parts[0].groups is not None
+    all_groups = concat([p.groups for p in parts]) if grouped else None
     bases = np.cumsum([0] + [len(p.scores) for p in parts])[:-1]
     names = list(parts[0].fields)
     all_fields = {n: concat([p.fields[n] for p in parts]) for n in names}
@@ -73,8 +89,7 @@ def merge_hits(parts: list[SearchHits], topk: int) -> SearchHits:
         idx = np.concatenate(
             [np.arange(s[q], s[q + 1]) + b for s, b in zip(starts, bases, strict=True)]
         ).astype(np.int64)
-        scores = all_scores[idx]
-        order = np.argsort(-scores if descending else scores, kind="stable")[:topk]
+        order = pick(all_scores[idx], take(all_groups, idx) if grouped else None)
         picked.append(idx[order])
         counts.append(len(order))
     index = np.concatenate(picked) if picked else np.empty(0, dtype=np.int64)
@@ -84,6 +99,7 @@ def merge_hits(parts: list[SearchHits], topk: int) -> SearchHits:
         take(all_pks, index),
         all_scores[index],
         {n: take(v, index) for n, v in all_fields.items()},
+        take(all_groups, index) if grouped else None,
     )
 
 

@@ -15,6 +15,8 @@ DYNAMIC_FIELD = "$meta"
 #: Milvus numbers user fields from 100 (0 and 1 are the system row id and timestamp fields).
 FIRST_FIELD_ID = 100
 SUPPORTED_TYPES = frozenset(DataType)
+_ROW_BOOKKEEPING_BYTES = 32
+_VARIABLE_VALUE_BYTES = 64
 
 
 class ConsistencyLevel(IntEnum):
@@ -79,6 +81,20 @@ class CollectionSchema:
 
     def field(self, name: str) -> FieldSchema | None:
         return next((f for f in self.fields if f.name == name), None)
+
+    def row_bytes(self) -> int:
+        """What a row costs a query node in memory, roughly: fixed-width values at their
+        width, variable ones at a typical 64 bytes, plus the per-row bookkeeping (insert and
+        delete stamps, partition, segment: 32 bytes) and each vector's squared norm. The
+        balancer weighs segments by it, before they are loaded and after."""
+        total = _ROW_BOOKKEEPING_BYTES
+        for f in self.fields:
+            dtype = FIXED_DTYPES.get(f.data_type)
+            if dtype is None:
+                total += _VARIABLE_VALUE_BYTES
+                continue
+            total += dtype.itemsize * max(f.dim, 1) + (4 if f.is_vector else 0)
+        return total
 
 
 @dataclass

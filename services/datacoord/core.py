@@ -24,7 +24,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 
 from services.common.kv.base import MetaKV
@@ -215,12 +215,23 @@ class DataCoord(CompactionCoord):
                 return [], flush_ts
             return waiting, flush_ts
 
-    def flushed(self, segment_ids: list[int]) -> bool:
+    def flushed(
+        self, segment_ids: list[int], pchannels: Sequence[str] = (), flush_ts: int = 0
+    ) -> bool:
+        """GetFlushState: the segments are persisted and, as Milvus's flush promises, so is
+        everything written to ``pchannels`` before ``flush_ts`` (their checkpoints passed it:
+        deletes too, which live in no segment). Without a data node only the segments count,
+        so a client does not wait forever."""
         with self._lock:
-            return all(
+            segments = all(
                 self._segments[s].state in (*PERSISTED, *RETIRED)
                 for s in segment_ids
                 if s in self._segments
+            )
+            if not segments or not flush_ts or not self._datanode_alive():
+                return segments
+            return all(
+                (c := self._checkpoints.get(p)) is not None and c.ts >= flush_ts for p in pchannels
             )
 
     # -- data node progress --------------------------------------------------------------------

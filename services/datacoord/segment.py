@@ -115,3 +115,6 @@ class LoadPlan:
     segments: list[SegmentInfo] = field(default_factory=list)
     deltalogs: list[Deltalog] = field(default_factory=list)
     replay_offset: int = 0
+    #: segments of the shard other nodes hold already: segment id -> node id (the leader
+    #: scatters reads of them there instead of loading them)
+    remote: dict[int, int] = field(default_factory=dict)

@@ -208,15 +208,33 @@ class DeploymentManager:
         return self.status()
 
     def _check_no_other_deployment(self, roles: list[RoleProcess]) -> None:
+        """Refuse to start over a different deployment, except one that differs only in
+        its number of query nodes: that one is scaled (``_scale_querynodes``)."""
         recorded = self._recorded()
         running = {r.name for r in recorded if self._process(r).pid() is not None}
         if self.supervisor.pid() is not None:  # it may be restarting every role right now
             running |= {r.name for r in recorded}
-        if running and running != {r.name for r in roles}:
-            raise InfraError(
-                f"a different deployment is running ({', '.join(sorted(running))}): "
-                "run `vectide down` first"
-            )
+        wanted = {r.name for r in roles}
+        if not running or running == wanted:
+            return
+        if _without_querynodes(running) == _without_querynodes(wanted):
+            self._scale_querynodes(recorded, wanted)
+            return
+        raise InfraError(
+            f"a different deployment is running ({', '.join(sorted(running))}): "
+            "run `vectide down` first"
+        )
+
+    def _scale_querynodes(self, recorded: list[RoleProcess], wanted: set[str]) -> None:
+        """Stop the supervisor (``up`` starts one again, which adopts the running roles and
+        starts the new query nodes) and the query nodes no longer wanted: a node stopped
+        gracefully hands its shards and segments to the others."""
+        if self.supervisor.stop():
+            self._progress("supervisor: stopped, to scale the query nodes")
+        for role in recorded:
+            gone = role.role == "querynode" and role.name not in wanted
+            if gone and self._process(role).stop():
+                self._progress(f"{role.name}: stopped")
 
     @property
     def supervisor(self) -> ManagedProcess:
@@ -366,6 +384,10 @@ class DeploymentManager:
             "workers": len([w for w in (state or {}).get("workers", []) if w["state"] == "ALIVE"]),
             "driver_ui": ui or None,
         }
+
+
+def _without_querynodes(names: set[str]) -> set[str]:
+    return {n for n in names if not n.startswith("querynode")}
 
 
 def http_ok(url: str, timeout_s: float = 1.0) -> bool:

@@ -432,10 +432,15 @@ def ids_proto(pks: np.ndarray | list[str]) -> schema_pb2.IDs:
 
 
 def search_results(
-    info: CollectionInfo, hits: SearchHits, outputs: Outputs, limit: int
+    info: CollectionInfo,
+    hits: SearchHits,
+    outputs: Outputs,
+    limit: int,
+    group_by: str = "",
 ) -> milvus_pb2.SearchResults:
     """A search reply as Milvus's proxy builds it: the requested columns, then the primary
-    key's when it was asked for (the Node SDK reads every listed name from ``fields_data``)."""
+    key's when it was asked for (the Node SDK reads every listed name from ``fields_data``),
+    and a grouping search's ``group_by_field_value``, one value per hit."""
     schema = info.schema
     data = schema_pb2.SearchResultData(
         num_queries=hits.nq,
@@ -449,6 +454,8 @@ def search_results(
     data.fields_data.extend(_columns(schema, outputs.fetch, hits.fields))
     if outputs.pk:
         data.fields_data.append(field_data(schema.primary, hits.pks))
+    if hits.groups is not None and group_by:
+        data.group_by_field_value.CopyFrom(field_data(schema.field(group_by), hits.groups))
     return milvus_pb2.SearchResults(status=ok_status(), results=data, collection_name=info.name)
 
 

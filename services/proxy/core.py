@@ -7,6 +7,7 @@ channels. Any number of proxies can serve the same cluster.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from services.common.expr import pk_terms
 from services.common.msgstream.message import DataType, FieldColumn, Message, PrimaryKeys
 from services.common.names import DEFAULT_DB, qualified
 from services.common.pacer import Pacer
+from services.common.placement import NodeLoad
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits
 from services.common.schema import (
@@ -38,6 +40,12 @@ from services.proxy.channels_time_ticker import ChannelsTimeTicker
 from services.proxy.dml import DeleteTask, InsertTask, MutationResult
 from services.proxy.dql import Outputs, QuerySpec, QueryTask, SearchSpec, SearchTask
 from services.proxy.meta_cache import MetaCache
+from services.proxy.segment_placement import (
+    ServedSegment,
+    load_reports,
+    served_segments,
+    shard_nodes,
+)
 from services.proxy.shard_cache import ShardLeaderCache
 from services.proxy.task_scheduler import TaskScheduler
 from services.querycoord.core import LOAD_STATE_LOADED
@@ -89,15 +97,24 @@ class RootCoordPort(Protocol):
 
 
 class QueryCoordPort(Protocol):
-    def load_collection(self, collection_id: int) -> None: ...
+    def load_collection(self, collection_id: int, replica_number: int = 1) -> None: ...
     def release_collection(self, collection_id: int) -> None: ...
     def load_state(
         self, collection_id: int, partition_ids: Sequence[int] = ()
     ) -> tuple[int, int]: ...
-    def shard_leaders(self, collection_id: int) -> dict[str, int]: ...
-    def load_partitions(self, collection_id: int, partition_ids: Sequence[int]) -> None: ...
+    def replicas(self, collection_id: int) -> list[dict[str, int]]: ...
+    def load_partitions(
+        self, collection_id: int, partition_ids: Sequence[int], replica_number: int = 1
+    ) -> None: ...
     def release_partitions(self, collection_id: int, partition_ids: Sequence[int]) -> None: ...
     def loaded_partitions(self, collection_id: int) -> list[int] | None: ...
+    def load_balance(
+        self,
+        collection_id: int,
+        source: int,
+        destinations: Sequence[int],
+        segment_ids: Sequence[int],
+    ) -> None: ...
 
 
 class DataCoordPort(Protocol):
@@ -105,7 +122,9 @@ class DataCoordPort(Protocol):
         self, collection_id: int, partition_id: int, vchannel: str, rows: int
     ) -> int: ...
     def flush(self, collection_id: int) -> tuple[list[int], int]: ...
-    def flushed(self, segment_ids: list[int]) -> bool: ...
+    def flushed(
+        self, segment_ids: list[int], pchannels: Sequence[str] = (), flush_ts: int = 0
+    ) -> bool: ...
     def segment_rows(self, collection_id: int) -> list[tuple[int, int, str, str, int, int]]: ...
     def drop_collection(self, collection_id: int) -> None: ...
     def index_progress(
@@ -118,7 +137,7 @@ class DataCoordPort(Protocol):
 
 
 class QueryNodePort(Protocol):
-    def sealed_segments(self, vchannel: str) -> list[int]: ...
+    def load_report(self) -> NodeLoad: ...
     def search(self, req: ShardSearchRequest) -> SearchHits: ...
     def query(self, req: ShardQueryRequest) -> QueryRows: ...
 
@@ -180,6 +199,8 @@ class Proxy:
         self.config = config or ProxyConfig()
         self.meta = MetaCache(rootcoord)
         self.shards = ShardLeaderCache(querycoord)
+        #: reads take the replicas in turns
+        self._replica_turns = itertools.count()
         self.ticker = ChannelsTimeTicker(pchannels, rootcoord.alloc_timestamp)
         self.report_pacer = Pacer(
             self.config.timetick_interval_ms / 1000, self.config.idle_timetick_interval_ms / 1000
@@ -187,6 +208,10 @@ class Proxy:
         self.scheduler = TaskScheduler(
             rootcoord.alloc_timestamp, self.ticker, self.config.max_concurrent_reads
         )
+
+    def next_replica(self, replicas: int) -> int:
+        """The replica the next read starts with (turns, so replicas share the reads)."""
+        return next(self._replica_turns) % replicas if replicas else 0
 
     # -- timetick reports ------------------------------------------------------------------
 
@@ -395,21 +420,23 @@ class Proxy:
 
     # -- load --------------------------------------------------------------------------------
 
-    def load_collection(self, collection: str) -> None:
+    def load_collection(self, collection: str, replica_number: int = 1) -> None:
         collection_id = self.meta.get(collection).collection_id
         self.shards.invalidate(collection_id)
-        self.querycoord.load_collection(collection_id)
+        self.querycoord.load_collection(collection_id, max(replica_number, 1))
 
     def release_collection(self, collection: str) -> None:
         collection_id = self.meta.get(collection).collection_id
         self.shards.invalidate(collection_id)
         self.querycoord.release_collection(collection_id)
 
-    def load_partitions(self, collection: str, partitions: Sequence[str]) -> None:
+    def load_partitions(
+        self, collection: str, partitions: Sequence[str], replica_number: int = 1
+    ) -> None:
         info = self.meta.get(collection)
         ids = [self.partition_id(info, name) for name in partitions]
         self.shards.invalidate(info.collection_id)
-        self.querycoord.load_partitions(info.collection_id, ids)
+        self.querycoord.load_partitions(info.collection_id, ids, max(replica_number, 1))
 
     def release_partitions(self, collection: str, partitions: Sequence[str]) -> None:
         info = self.meta.get(collection)
@@ -422,11 +449,14 @@ class Proxy:
         ids = [self.partition_id(info, name) for name in partitions]
         return self.querycoord.load_state(info.collection_id, ids)
 
-    def replica_shards(self, info: CollectionInfo) -> dict[str, int]:
-        """vchannel -> the query node serving it; empty while the collection is not loaded."""
+    def replica_shards(self, info: CollectionInfo) -> list[dict[str, list[int]]]:
+        """Per replica, vchannel -> the query nodes serving it, its leader first; empty
+        while the collection is not loaded."""
         if self.querycoord.load_state(info.collection_id)[0] != LOAD_STATE_LOADED:
-            return {}
-        return self.querycoord.shard_leaders(info.collection_id)
+            return []
+        replicas = self.querycoord.replicas(info.collection_id)
+        reports = load_reports(self.nodes, [n for r in replicas for n in r.values()])
+        return [shard_nodes(leaders, reports) for leaders in replicas]
 
     def readable_partitions(self, info: CollectionInfo, names: Sequence[str]) -> list[int]:
         """The partition ids a read covers ([] = every one): the named ones, each of which
@@ -522,8 +552,13 @@ class Proxy:
         self.ticker.wake()
         return flushed
 
-    def flushed(self, segment_ids: list[int]) -> bool:
-        return self.datacoord is None or self.datacoord.flushed(segment_ids)
+    def flushed(self, segment_ids: list[int], collection: str = "", flush_ts: int = 0) -> bool:
+        """Whether a flush is done: its segments persisted and, with the collection and the
+        flush's stamp, every channel of the collection persisted up to it (deletes too)."""
+        if self.datacoord is None:
+            return True
+        pchannels = self.meta.get(collection).pchannels if collection and flush_ts else []
+        return self.datacoord.flushed(segment_ids, pchannels, flush_ts)
 
     def persistent_segments(self, collection: str) -> tuple[int, list[SegmentRows]]:
         """(collection id, its segments as datacoord records them): GetPersistentSegmentInfo."""
@@ -533,22 +568,30 @@ class Proxy:
         rows = self.datacoord.segment_rows(info.collection_id)
         return info.collection_id, [SegmentRows(*r) for r in rows]
 
-    def query_segments(self, collection: str) -> tuple[int, list[tuple[SegmentRows, int]]]:
-        """Segments the query nodes serve, with the node serving each: the sealed copies
-        they loaded, and the growing segments of their shards (GetQuerySegmentInfo)."""
+    def query_segments(self, collection: str) -> tuple[int, list[ServedSegment]]:
+        """Segments the query nodes serve, with the node serving each and its memory: the
+        sealed copies they loaded, and the growing segments of their shards
+        (GetQuerySegmentInfo)."""
         collection_id, segments = self.persistent_segments(collection)
         if self.querycoord.load_state(collection_id)[0] != LOAD_STATE_LOADED:
             return collection_id, []
-        leaders = self.querycoord.shard_leaders(collection_id)
-        served: list[tuple[SegmentRows, int]] = []
-        for vchannel, node_id in leaders.items():
-            sealed = set(self.nodes.node(node_id).sealed_segments(vchannel))
-            served += [
-                (s, node_id)
-                for s in segments
-                if s.vchannel == vchannel and (s.segment_id in sealed or s.state == "Growing")
-            ]
-        return collection_id, served
+        replicas = self.querycoord.replicas(collection_id)
+        reports = load_reports(self.nodes, [n for r in replicas for n in r.values()])
+        return collection_id, [
+            copy for leaders in replicas for copy in served_segments(segments, leaders, reports)
+        ]
+
+    def load_balance(
+        self,
+        collection: str,
+        source: int,
+        destinations: Sequence[int],
+        segment_ids: Sequence[int],
+    ) -> None:
+        info = self.meta.get(collection)
+        self.querycoord.load_balance(
+            info.collection_id, source, list(destinations), list(segment_ids)
+        )
 
     def row_count(self, collection: str) -> int:
         """Rows visible now (loaded collections), as GetCollectionStatistics reports."""

@@ -12,6 +12,7 @@ import numpy as np
 
 from services.common import errors, timestamp, vector_types
 from services.common.errors import Code, MilvusError
+from services.common.grouping import group_by_field, merge_groups, restrict_to_groups
 from services.common.msgstream.message import DataType, row_width
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits, merge_hits, merge_rows, take
@@ -58,6 +59,10 @@ class SearchSpec(ReadSpec):
     offset: int = 0
     round_decimal: int = -1
     params: dict[str, Any] = field(default_factory=dict)
+    #: grouping search: the field hits are grouped by; ``limit`` and ``offset`` then count
+    #: groups of up to ``group_size`` hits
+    group_by_field: str = ""
+    group_size: int = 1
 
 
 @dataclass
@@ -160,22 +165,29 @@ class _ReadTask(Task):
         return ts, wait
 
     def _fan_out(self, call: Any) -> list[Any]:
-        """Run ``call(node, vchannels)`` on every node serving this collection's shards.
+        """Run ``call(node, vchannels)`` on every node leading this collection's shards in
+        one replica (replicas take turns, read by read).
 
-        The placement comes from the proxy's cache; when a node is gone or no longer serves
-        a shard, the read asks the coordinator again and, if the shards moved, runs once more.
+        The placement comes from the proxy's cache. When a node of the replica is gone or no
+        longer serves a shard, the read goes to the next replica; when every replica fails
+        so, it asks the coordinator again and, if the shards moved, runs once more.
         """
         shards = self._proxy.shards
-        leaders = shards.get(self.info).leaders
-        try:
-            return self._fan_out_to(leaders, call)
-        except MilvusError as exc:
-            if exc.code not in (Code.SERVICE_NOT_READY, Code.SERVICE_UNAVAILABLE):
-                raise
-            fresh = shards.refresh(self.info).leaders
-            if fresh == leaders:
-                raise
-            return self._fan_out_to(fresh, call)
+        replicas = shards.get(self.info).replicas
+        first = self._proxy.next_replica(len(replicas))
+        failure: MilvusError | None = None
+        for turn in range(len(replicas)):
+            try:
+                return self._fan_out_to(replicas[(first + turn) % len(replicas)], call)
+            except MilvusError as exc:
+                if exc.code not in (Code.SERVICE_NOT_READY, Code.SERVICE_UNAVAILABLE):
+                    raise
+                failure = exc
+        fresh = shards.refresh(self.info).replicas
+        if fresh == replicas or not fresh:
+            assert failure is not None
+            raise failure
+        return self._fan_out_to(fresh[first % len(fresh)], call)
 
     def _fan_out_to(self, leaders: dict[str, int], call: Any) -> list[Any]:
         by_node: dict[int, list[str]] = {}
@@ -223,7 +235,12 @@ class SearchTask(_ReadTask):
             raise errors.invalid(
                 f"limit must be 1 or more and offset 0 or more, got {spec.limit} and {spec.offset}"
             )
-        limits.check_search(self._proxy.config.quota, len(spec.vectors), spec.limit + spec.offset)
+        self._check_grouping()
+        limits.check_search(
+            self._proxy.config.quota,
+            len(spec.vectors),
+            (spec.limit + spec.offset) * spec.group_size,
+        )
         index = self.info.index_on(field.name)
         metric = (
             index.metric_type if index else vector_types.kind_of(field.data_type).default_metric
@@ -234,13 +251,22 @@ class SearchTask(_ReadTask):
                 f"[actual={spec.metric_type}]"
             )
         self.metric = metric
-        band_of(metric, spec.params)  # a band that cannot hold a hit is the client's error
+        band = band_of(metric, spec.params)  # a band that cannot hold a hit: client's error
+        if band is not None and spec.group_by_field:
+            raise errors.invalid("Not allowed to do range-search when doing search-group-by")
         if field.data_type == DataType.SPARSE_FLOAT_VECTOR:
             try:
                 vector_types.drop_ratio(spec.params)
             except ValueError as exc:
                 raise errors.invalid(str(exc)) from None
         self.outputs = resolve_outputs(schema, spec.output_fields)
+
+    def _check_grouping(self) -> None:
+        spec = self._spec
+        if spec.group_by_field:
+            group_by_field(self.info.schema, spec.group_by_field)
+        if spec.group_size < 1:
+            raise errors.invalid(f"group_size must be 1 or more, got {spec.group_size}")
 
     def execute(self) -> None:
         spec = self._spec
@@ -260,12 +286,34 @@ class SearchTask(_ReadTask):
             partition_ids=self.partition_ids,
             output_fields=self.outputs.fetch,
             search_params=spec.params,
+            group_by=spec.group_by_field,
+            group_size=spec.group_size,
         )
-        parts = self._fan_out(lambda node, vchs: node.search(replace(request, vchannels=vchs)))
-        merged = merge_hits(parts, topk)
-        self.hits = _page(merged, spec.offset, spec.limit)
+        if spec.group_by_field:
+            self.hits = self._search_groups(request)
+        else:
+            self.hits = _page(merge_hits(self._search(request), topk), spec.offset, spec.limit)
         if spec.round_decimal >= 0:
             self.hits.scores = np.round(self.hits.scores, spec.round_decimal)
+
+    def _search(self, request: ShardSearchRequest) -> list[SearchHits]:
+        return self._fan_out(lambda node, vchs: node.search(replace(request, vchannels=vchs)))
+
+    def _search_groups(self, request: ShardSearchRequest) -> SearchHits:
+        """The best groups, then (``group_size > 1``) every shard's hits of those groups
+        (services/common/grouping.py says why)."""
+        spec = self._spec
+        if spec.group_size == 1:
+            return merge_groups(self._search(request), spec.limit, 1, spec.offset)
+        best = merge_groups(self._search(replace(request, group_size=1)), request.topk, 1)
+        chosen = list(dict.fromkeys(best.groups or []))
+        if not chosen:
+            return best
+        expr, params = restrict_to_groups(
+            request.expr, request.expr_params, spec.group_by_field, chosen
+        )
+        narrowed = replace(request, expr=expr, expr_params=params, topk=len(chosen))
+        return merge_groups(self._search(narrowed), spec.limit, spec.group_size, spec.offset)
 
     def post_execute(self) -> tuple[CollectionInfo, SearchHits, Outputs]:
         return self.info, self.hits, self.outputs

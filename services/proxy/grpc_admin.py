@@ -154,33 +154,35 @@ class AdminRpcs:
             name=DEFAULT_RESOURCE_GROUP,
             capacity=DEFAULT_RESOURCE_GROUP_CAPACITY,
             num_available_node=len(nodes),
-            num_loaded_replica={c.name: 1 for c in loaded},
+            num_loaded_replica={
+                c.name: len(self.proxy.querycoord.replicas(c.collection_id)) for c in loaded
+            },
             nodes=[common_pb2.NodeInfo(node_id=m.node_id, address=m.address) for m in nodes],
         )
         return milvus_pb2.DescribeResourceGroupResponse(status=ok(), resource_group=group)
 
     @rpc(milvus_pb2.GetReplicasResponse)
     def GetReplicas(self, request, context):
-        """One replica per loaded collection (Milvus's default replica number), naming the
-        query node that serves each shard; an unloaded collection has none."""
+        """Each replica of a loaded collection, naming the query nodes that serve each
+        shard (its leader first); an unloaded collection has none."""
         info = self.proxy.describe_collection(ref_of(request, context), request.collectionID)
-        leaders = self.proxy.replica_shards(info)
-        if not leaders:
-            return milvus_pb2.GetReplicasResponse(status=ok())
-        shards = [
-            milvus_pb2.ShardReplica(
-                leaderID=node,
-                dm_channel_name=vchannel,
-                node_ids=[node] if request.with_shard_nodes else [],
+        replicas = []
+        for index, shards in enumerate(self.proxy.replica_shards(info)):
+            replicas.append(
+                milvus_pb2.ReplicaInfo(
+                    replicaID=info.collection_id * 100 + index,
+                    collectionID=info.collection_id,
+                    partition_ids=[p.partition_id for p in info.partitions],
+                    shard_replicas=[
+                        milvus_pb2.ShardReplica(
+                            leaderID=nodes[0],
+                            dm_channel_name=vchannel,
+                            node_ids=nodes if request.with_shard_nodes else [],
+                        )
+                        for vchannel, nodes in sorted(shards.items())
+                    ],
+                    node_ids=sorted({n for nodes in shards.values() for n in nodes}),
+                    resource_group_name=DEFAULT_RESOURCE_GROUP,
+                )
             )
-            for vchannel, node in sorted(leaders.items())
-        ]
-        replica = milvus_pb2.ReplicaInfo(
-            replicaID=info.collection_id,
-            collectionID=info.collection_id,
-            partition_ids=[p.partition_id for p in info.partitions],
-            shard_replicas=shards,
-            node_ids=sorted(set(leaders.values())),
-            resource_group_name=DEFAULT_RESOURCE_GROUP,
-        )
-        return milvus_pb2.GetReplicasResponse(status=ok(), replicas=[replica])
+        return milvus_pb2.GetReplicasResponse(status=ok(), replicas=replicas)

@@ -1,8 +1,9 @@
 """The Milvus gRPC service (pymilvus's own servicer base): each RPC unpacks its request,
 calls the proxy core and packs the answer; every error becomes a Milvus status.
 
-Databases, aliases and the cluster RPCs live in grpc_admin.py, users, roles and grants in
-grpc_rbac.py, compaction in grpc_compaction.py (mixins). RPCs listed in none answer with
+Search and HybridSearch live in grpc_search.py, databases, aliases and the cluster RPCs in
+grpc_admin.py, users, roles and grants in grpc_rbac.py, compaction in grpc_compaction.py
+(mixins). RPCs listed in none answer with
 pymilvus's base class (UNIMPLEMENTED), which pymilvus reports as an error, never as silent
 success.
 """
@@ -19,24 +20,25 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc, schema_pb
 from services import __version__
 from services.common import errors, timestamp
 from services.common.config import QuotaConfig
-from services.common.errors import MilvusError
 from services.common.names import qualified, split
 from services.common.security.rbac import Rbac
 from services.proxy import convert, limits
 from services.proxy.core import Proxy
-from services.proxy.dql import QuerySpec, SearchSpec
+from services.proxy.dql import QuerySpec
 from services.proxy.expr_params import template_values
 from services.proxy.grpc_admin import AdminRpcs
 from services.proxy.grpc_auth import CURRENT_USER
 from services.proxy.grpc_common import MILVUS_VERSION, db_of, ok, ref_of, rpc
 from services.proxy.grpc_compaction import CompactionRpcs
 from services.proxy.grpc_rbac import RbacRpcs
+from services.proxy.grpc_search import SearchRpcs
 from services.proxy.limits import RateLimiter
-from services.proxy.search_iterator import iterator_page, mark_page, page_params
 from services.proxy.system_info import Member
 
 
-class MilvusService(AdminRpcs, RbacRpcs, CompactionRpcs, milvus_pb2_grpc.MilvusServiceServicer):
+class MilvusService(
+    SearchRpcs, AdminRpcs, RbacRpcs, CompactionRpcs, milvus_pb2_grpc.MilvusServiceServicer
+):
     def __init__(
         self,
         proxy: Proxy,
@@ -259,7 +261,7 @@ class MilvusService(AdminRpcs, RbacRpcs, CompactionRpcs, milvus_pb2_grpc.MilvusS
 
     @rpc(common_pb2.Status)
     def LoadCollection(self, request, context):
-        self.proxy.load_collection(ref_of(request, context))
+        self.proxy.load_collection(ref_of(request, context), request.replica_number)
         return ok()
 
     @rpc(common_pb2.Status)
@@ -269,7 +271,9 @@ class MilvusService(AdminRpcs, RbacRpcs, CompactionRpcs, milvus_pb2_grpc.MilvusS
 
     @rpc(common_pb2.Status)
     def LoadPartitions(self, request, context):
-        self.proxy.load_partitions(ref_of(request, context), list(request.partition_names))
+        self.proxy.load_partitions(
+            ref_of(request, context), list(request.partition_names), request.replica_number
+        )
         return ok()
 
     @rpc(common_pb2.Status)
@@ -347,44 +351,6 @@ class MilvusService(AdminRpcs, RbacRpcs, CompactionRpcs, milvus_pb2_grpc.MilvusS
 
     # -- reads ---------------------------------------------------------------------------
 
-    @rpc(milvus_pb2.SearchResults)
-    def Search(self, request, context):
-        if request.sub_reqs or request.search_by_primary_keys:
-            raise MilvusError(
-                errors.Code.UNIMPLEMENTED,
-                "hybrid search and search by primary keys are not supported yet",
-            )
-        params = {kv.key: kv.value for kv in request.search_params}
-        info = self.proxy.meta.get(ref_of(request, context))
-        anns_field = _loads(params.get("anns_field", '""')) or ""
-        field = info.schema.field(anns_field) if anns_field else None
-        if field is None:
-            vectors = info.schema.vector_fields
-            field = vectors[0] if len(vectors) == 1 else None
-        if field is None:
-            raise errors.invalid("anns_field is required")
-        spec = SearchSpec(
-            vectors=convert.read_vectors(request.placeholder_group, field),
-            anns_field=field.name,
-            metric_type=str(_loads(params.get("metric_type", '""')) or ""),
-            limit=convert.int_param(_loads(params.get("topk", "10")), "topk"),
-            offset=convert.int_param(_loads(params.get("offset", "0")) or 0, "offset"),
-            round_decimal=convert.int_param(
-                _loads(params.get("round_decimal", "-1")), "round_decimal"
-            ),
-            params=_params(params.get("params")),
-            **self._read_common(request, request.dsl, context),
-        )
-        page = iterator_page({k: _loads(v) for k, v in params.items()})
-        if page is not None:
-            spec.params = page_params(page, spec.params)
-        self._charge(limits.SEARCH, len(spec.vectors))
-        info, hits, outputs = self.proxy.search(spec)
-        reply = convert.search_results(info, hits, outputs, spec.limit)
-        if page is not None:
-            mark_page(reply, page, hits)
-        return reply
-
     @rpc(milvus_pb2.QueryResults)
     def Query(self, request, context):
         self._charge(limits.QUERY, 1)
@@ -402,7 +368,8 @@ class MilvusService(AdminRpcs, RbacRpcs, CompactionRpcs, milvus_pb2_grpc.MilvusS
         return {
             "collection_name": ref_of(request, context),
             "expr": expr,
-            "expr_params": template_values(request.expr_template_values),
+            # a HybridSearchRequest has none: its sub-requests carry their own
+            "expr_params": template_values(getattr(request, "expr_template_values", {})),
             "partition_names": list(request.partition_names),
             "output_fields": list(request.output_fields),
             "guarantee_ts": request.guarantee_timestamp,
@@ -428,9 +395,13 @@ class MilvusService(AdminRpcs, RbacRpcs, CompactionRpcs, milvus_pb2_grpc.MilvusS
 
     @rpc(milvus_pb2.GetFlushStateResponse)
     def GetFlushState(self, request, context):
-        return milvus_pb2.GetFlushStateResponse(
-            status=ok(), flushed=self.proxy.flushed(list(request.segmentIDs))
+        collection = (
+            qualified(db_of(request, context), request.collection_name)
+            if request.collection_name
+            else ""
         )
+        flushed = self.proxy.flushed(list(request.segmentIDs), collection, request.flush_ts)
+        return milvus_pb2.GetFlushStateResponse(status=ok(), flushed=flushed)
 
     @rpc(milvus_pb2.GetPersistentSegmentInfoResponse)
     def GetPersistentSegmentInfo(self, request, context):
@@ -452,38 +423,40 @@ class MilvusService(AdminRpcs, RbacRpcs, CompactionRpcs, milvus_pb2_grpc.MilvusS
 
     @rpc(milvus_pb2.GetQuerySegmentInfoResponse)
     def GetQuerySegmentInfo(self, request, context):
+        """One entry per segment, naming every node that holds a copy (one per replica)."""
         collection_id, served = self.proxy.query_segments(request.collectionName)
-        return milvus_pb2.GetQuerySegmentInfoResponse(
-            status=ok(),
-            infos=[
+        copies: dict[int, list] = {}
+        for copy in served:
+            copies.setdefault(copy.segment.segment_id, []).append(copy)
+        infos = []
+        for same in copies.values():
+            s = same[0].segment
+            infos.append(
                 milvus_pb2.QuerySegmentInfo(
                     segmentID=s.segment_id,
                     collectionID=collection_id,
                     partitionID=s.partition_id,
+                    mem_size=int(sum(c.memory_mb for c in same) * 2**20),
                     num_rows=s.assigned_rows if s.state == "Growing" else s.num_rows,
-                    nodeID=node_id,
-                    nodeIds=[node_id],
+                    nodeID=same[0].node_id,
+                    nodeIds=[c.node_id for c in same],
                     state=_segment_state(s.state),
                 )
-                for s, node_id in served
-            ],
+            )
+        return milvus_pb2.GetQuerySegmentInfoResponse(status=ok(), infos=infos)
+
+    @rpc(common_pb2.Status)
+    def LoadBalance(self, request, context):
+        """Move sealed segments between query nodes (pymilvus ``utility.load_balance``)."""
+        self.proxy.load_balance(
+            qualified(db_of(request, context), request.collectionName),
+            request.src_nodeID,
+            list(request.dst_nodeIDs),
+            list(request.sealed_segmentIDs),
         )
+        return ok()
 
 
 def _segment_state(state: str) -> int:
     """Datacoord's state as Milvus's enum (Indexed is Flushed with an index to Milvus)."""
     return common_pb2.SegmentState.Value("Flushed" if state == "Indexed" else state)
-
-
-def _loads(text: str | None) -> Any:
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def _params(text: str | None) -> dict[str, Any]:
-    value = _loads(text)
-    return value if isinstance(value, dict) else {}

@@ -1,6 +1,6 @@
-"""RESTful v2 ``/entities/*``: insert, upsert, delete, query, get and search, each built
-into the request pymilvus would send and answered by the same MilvusService method.
-Hybrid search is not offered (the gRPC service does not implement it either)."""
+"""RESTful v2 ``/entities/*``: insert, upsert, delete, query, get, search and hybrid_search,
+each built into the request pymilvus would send and answered by the same MilvusService
+method."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ class EntityHandlers:
             "query": self.query,
             "get": self.get,
             "search": self.search,
+            "hybrid_search": self.hybrid_search,
         }
 
     def _write(self, call: RestCall, upsert: bool) -> dict[str, Any]:
@@ -135,17 +136,88 @@ class EntityHandlers:
             use_default_consistency=use_default,
             expr_template_values=rb.template_values(body),
         )
-        results = self.api.call("Search", request, call.db_name, call.deadline).results
-        if not results.top_k or not results.scores:
-            return {"code": 0, "data": [], "cost": 0}
-        rows = rest_rows.rows(
-            results.fields_data,
-            list(results.output_fields),
-            results.ids,
-            rest_rows.distances(results.scores),
-            call.int64_as_number,
+        return _hits(call, self.api.call("Search", request, call.db_name, call.deadline))
+
+    def hybrid_search(self, call: RestCall) -> dict[str, Any]:
+        """``search``: one search per entry (``data``, ``annsField``, ``filter``, ``limit``,
+        ``params``/``metricType`` or ``searchParams``), fused by ``rerank`` (``strategy``
+        rrf or weighted, its ``params``); ``limit``, ``offset``, ``outputFields``,
+        ``groupingField``/``groupSize``/``strictGroupSize`` apply to the fused list."""
+        body = call.body
+        schema = self.api.schema(call)
+        subs = rb.get(body, "search", list)
+        if not all(isinstance(sub, dict) for sub in subs):
+            raise rb.bad_format("search must be a list of objects")
+        rerank = rb.get(body, "rerank", dict, {})
+        level, use_default = rb.consistency(body)
+        request = milvus_pb2.HybridSearchRequest(
+            collection_name=call.collection,
+            partition_names=rb.name_list(body, "partitionNames", []),
+            requests=[self._sub_search(call, schema, sub) for sub in subs],
+            rank_params=_rank_params(body, rerank),
+            output_fields=rb.name_list(body, "outputFields", []),
+            consistency_level=level,
+            use_default_consistency=use_default,
         )
-        return {"code": 0, "data": rows, "cost": 0}
+        return _hits(call, self.api.call("HybridSearch", request, call.db_name, call.deadline))
+
+    @staticmethod
+    def _sub_search(
+        call: RestCall, schema: schema_pb2.CollectionSchema, sub: dict[str, Any]
+    ) -> milvus_pb2.SearchRequest:
+        field = _anns_field(schema, rb.get(sub, "annsField", str, ""))
+        data = sub.get("data")
+        if data is None:
+            raise rb.missing("data is required")
+        if "searchParams" not in sub:  # Milvus's hybrid entries carry them flat
+            sub = {
+                **sub,
+                "searchParams": {
+                    "params": rb.get(sub, "params", dict, {}),
+                    "metricType": rb.get(sub, "metricType", str, ""),
+                },
+            }
+        return milvus_pb2.SearchRequest(
+            collection_name=call.collection,
+            dsl=rb.get(sub, "filter", str, ""),
+            dsl_type=common_pb2.DslType.BoolExprV1,
+            placeholder_group=rest_rows.placeholder_group(data, field),
+            search_params=_search_params(sub, field.name),
+            nq=len(data),
+            expr_template_values=rb.template_values(sub),
+        )
+
+
+def _hits(call: RestCall, reply: milvus_pb2.SearchResults) -> dict[str, Any]:
+    """A search reply's hits as rows, each with its ``distance``."""
+    results = reply.results
+    if not results.top_k or not results.scores:
+        return {"code": 0, "data": [], "cost": 0}
+    rows = rest_rows.rows(
+        results.fields_data,
+        list(results.output_fields),
+        results.ids,
+        rest_rows.distances(results.scores),
+        call.int64_as_number,
+    )
+    return {"code": 0, "data": rows, "cost": 0}
+
+
+def _rank_params(body: dict[str, Any], rerank: dict[str, Any]) -> list[common_pb2.KeyValuePair]:
+    """The rank_params pymilvus sends for a ranker, ``limit`` and ``offset``, and grouping."""
+    pairs: dict[str, Any] = {
+        "strategy": rb.get(rerank, "strategy", str, "rrf"),
+        "params": rb.get(rerank, "params", dict, {}),
+        "limit": rb.get(body, "limit", int, DEFAULT_LIMIT),
+        "offset": rb.get(body, "offset", int, 0),
+        "round_decimal": -1,
+    }
+    group_by = rb.get(body, "groupingField", str, "")
+    if group_by:
+        pairs["group_by_field"] = group_by
+        pairs["group_size"] = rb.get(body, "groupSize", int, 1)
+        pairs["strict_group_size"] = rb.get(body, "strictGroupSize", bool, False)
+    return [common_pb2.KeyValuePair(key=k, value=json.dumps(v)) for k, v in pairs.items()]
 
 
 def _anns_field(schema: schema_pb2.CollectionSchema, name: str) -> schema_pb2.FieldSchema:

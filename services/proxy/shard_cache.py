@@ -1,5 +1,5 @@
-"""Where each loaded collection is served, as this proxy last learned it: the query node of
-every shard, and which partitions are loaded.
+"""Where each loaded collection is served, as this proxy last learned it: the query node
+leading every shard in each replica, and which partitions are loaded.
 
 Every read needs both. Asking the query coordinator on each read cost round trips per search
 in a cluster and made even Eventually reads hang while the coordinator was stalled. Like
@@ -22,13 +22,13 @@ from services.common.schema import CollectionInfo
 
 class PlacementSource(Protocol):
     def loaded_partitions(self, collection_id: int) -> list[int] | None: ...
-    def shard_leaders(self, collection_id: int) -> dict[str, int]: ...
+    def replicas(self, collection_id: int) -> list[dict[str, int]]: ...
 
 
 @dataclass(frozen=True)
 class Placement:
-    #: vchannel -> the query node serving it
-    leaders: dict[str, int]
+    #: per replica, vchannel -> the query node leading it
+    replicas: list[dict[str, int]]
     #: the partition ids reads may see; None when the whole collection is loaded
     partitions: list[int] | None
 
@@ -54,8 +54,9 @@ class ShardLeaderCache:
             if exc.code == Code.COLLECTION_NOT_LOADED:
                 raise errors.collection_not_loaded(info.name) from exc
             raise
-        placement = Placement(dict(self._source.shard_leaders(info.collection_id)), partitions)
-        if all(v in placement.leaders for v in info.vchannels):  # a partial answer is not kept
+        placement = Placement(self._source.replicas(info.collection_id), partitions)
+        whole = all(v in r for r in placement.replicas for v in info.vchannels)
+        if placement.replicas and whole:  # a partial answer is not kept
             with self._lock:
                 self._placements[info.collection_id] = placement
         return placement

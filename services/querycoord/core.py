@@ -1,9 +1,10 @@
-"""Query coordinator: which live query node serves each shard of each loaded collection.
+"""Query coordinator: which query nodes serve each loaded collection, in how many replicas.
 
-Loading assigns every vchannel of the collection to the least-loaded live node and tells it
-to watch; the assignment is persisted, so a restarted coordinator knows what is loaded. When
-a node's session disappears, its shards move to live nodes (which replay them from the
-collection's start offsets until segments are persisted on S3).
+Loading gives every shard of every replica a leader (the live node of the replica leading
+the fewest shards), which reads the shard's channel; the shard's sealed segments go where
+memory use is lowest (``shard_loading.py``, ``distribution.py``). The leaders are
+persisted, so a restarted coordinator knows what is loaded. When a node's session
+disappears or the node is stopping, its shards get new leaders and its segments new nodes.
 """
 
 from __future__ import annotations
@@ -12,24 +13,22 @@ import json
 import logging
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 from services.common import errors
 from services.common.errors import Code, MilvusError
 from services.common.kv.base import MetaKV
-from services.common.msgstream.channels import pchannel_of
 from services.common.msgstream.message import Position
+from services.common.placement import NodeLoad
 from services.common.ports import CollectionSource
 from services.common.schema import CollectionInfo
-from services.datacoord.segment import (
-    PERSISTED,
-    Deltalog,
-    LoadPlan,
-    SegmentInfo,
-    SegmentState,
-)
-from services.querynode.chunk_index import is_interim
+from services.datacoord.segment import Deltalog, LoadPlan, SegmentInfo, SegmentState
+from services.querycoord import replicas as replica_codec
+from services.querycoord.balance import BalanceConfig, Balancer
+from services.querycoord.distribution import Distribution, Group
+from services.querycoord.replicas import Replica, assign_nodes, new_replicas
+from services.querycoord.shard_loading import ShardLeaders, ShardLoader
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +47,29 @@ class QueryNodePort(Protocol):
     def watch(
         self, collection: CollectionInfo, vchannel: str, plan: LoadPlan | None = None
     ) -> None: ...
-    def load_segment(self, vchannel: str, segment: SegmentInfo) -> bool: ...
+    def load_segment(
+        self,
+        vchannel: str,
+        segment: SegmentInfo,
+        deltalogs: list[Deltalog] | None = None,
+        since_ts: int = 0,
+    ) -> bool: ...
+    def host_segment(
+        self,
+        collection: CollectionInfo,
+        vchannel: str,
+        segment: SegmentInfo,
+        deltalogs: list[Deltalog],
+    ) -> bool: ...
+    def attach_segment(
+        self, vchannel: str, segment_id: int, node_id: int, since_ts: int
+    ) -> None: ...
     def unwatch(self, vchannel: str) -> None: ...
-    def watched(self, collection_id: int | None = None) -> list[str]: ...
-    def sealed_segments(self, vchannel: str) -> list[int]: ...
+    def release(self, collection_id: int) -> None: ...
     def held_segments(self) -> list[int]: ...
     def release_segments(self, vchannel: str, segment_ids: list[int]) -> int: ...
+    def release_hosted(self, vchannel: str, segment_ids: list[int]) -> int: ...
+    def load_report(self) -> NodeLoad: ...
 
 
 class SegmentSource(Protocol):
@@ -64,6 +80,7 @@ class SegmentSource(Protocol):
     ) -> list[SegmentInfo]: ...
     def deltalogs(self, collection_id: int, vchannel: str) -> list[Deltalog]: ...
     def checkpoint(self, pchannel: str) -> Position | None: ...
+    def segment(self, segment_id: int) -> SegmentInfo | None: ...
 
 
 class NodeDirectory(Protocol):
@@ -78,24 +95,29 @@ class QueryCoord:
         collections: CollectionSource,
         nodes: NodeDirectory,
         segments: SegmentSource | None = None,
+        balance: BalanceConfig | None = None,
     ) -> None:
-        self._segments = segments
-        #: (segment, node, index files) already handed off: new index files go out again
-        self._handed: set[tuple[int, int, tuple[str, ...]]] = set()
         self._kv = kv
         self._collections = collections
         self._nodes = nodes
         self._lock = threading.RLock()
-        #: collection id -> {vchannel: node id}
-        self._assignments: dict[int, dict[str, int]] = {}
+        #: where sealed segments are served (read from the nodes), and its changes
+        self.distribution: Distribution | None = None
+        self._loader: ShardLoader | None = None
+        if segments is not None:
+            self.distribution = Distribution(nodes, segments, collections, Balancer(balance))
+            self.distribution.scope = self._scope
+            self._loader = ShardLoader(nodes, collections, segments, self.distribution)
+        #: collection id -> its replicas (leaders per shard, node sets)
+        self._replicas: dict[int, list[Replica]] = {}
         #: collection id -> loaded partition ids, for collections loaded by partitions (a
         #: collection loaded whole is absent: every partition, later ones too, is loaded)
         self._partitions: dict[int, set[int]] = {}
 
     def start(self) -> None:
         with self._lock:
-            self._assignments = {
-                int(key.rsplit("/", 1)[1]): {k: int(v) for k, v in json.loads(raw).items()}
+            self._replicas = {
+                int(key.rsplit("/", 1)[1]): replica_codec.loads(raw)
                 for key, raw in self._kv.list_prefix(_LOADED).items()
             }
             self._partitions = {
@@ -104,19 +126,24 @@ class QueryCoord:
             }
         self.rebalance()
 
-    def load_collection(self, collection_id: int) -> None:
-        """Load every partition, those created later included."""
+    # -- loading -----------------------------------------------------------------------------
+
+    def load_collection(self, collection_id: int, replica_number: int = 1) -> None:
+        """Load every partition, those created later included, in ``replica_number``
+        copies on distinct nodes."""
         with self._lock:
-            self._load_shards(collection_id)
+            self._load_shards(collection_id, replica_number)
             self._set_partitions(collection_id, None)
 
-    def load_partitions(self, collection_id: int, partition_ids: Sequence[int]) -> None:
+    def load_partitions(
+        self, collection_id: int, partition_ids: Sequence[int], replica_number: int = 1
+    ) -> None:
         """Load these partitions too (a collection loaded whole stays so). Every shard is
         watched either way, since a shard's channel carries all partitions; reads see only
         the loaded partitions' rows."""
         with self._lock:
-            whole = collection_id in self._assignments and collection_id not in self._partitions
-            self._load_shards(collection_id)
+            whole = collection_id in self._replicas and collection_id not in self._partitions
+            self._load_shards(collection_id, replica_number)
             if not whole:
                 loaded = self._partitions.get(collection_id, set()) | set(partition_ids)
                 self._set_partitions(collection_id, loaded)
@@ -124,7 +151,7 @@ class QueryCoord:
     def release_partitions(self, collection_id: int, partition_ids: Sequence[int]) -> None:
         """Release these partitions; releasing the last loaded one releases the collection."""
         with self._lock:
-            if collection_id not in self._assignments:
+            if collection_id not in self._replicas:
                 return
             loaded = self._partitions.get(collection_id)
             if loaded is None:
@@ -140,11 +167,8 @@ class QueryCoord:
         """The partition ids reads may see: None when the whole collection is loaded.
         Raises COLLECTION_NOT_LOADED when nothing of it is (one call per read)."""
         with self._lock:
-            if collection_id not in self._assignments:
-                raise errors.MilvusError(
-                    Code.COLLECTION_NOT_LOADED,
-                    f"collection not loaded[collection={collection_id}]",
-                )
+            if collection_id not in self._replicas:
+                raise _not_loaded(collection_id)
             loaded = self._partitions.get(collection_id)
             return None if loaded is None else sorted(loaded)
 
@@ -157,8 +181,8 @@ class QueryCoord:
         self._kv.put(key, json.dumps(sorted(loaded)).encode())
         self._partitions[collection_id] = set(loaded)
 
-    def _load_shards(self, collection_id: int) -> None:
-        """Watch every shard of the collection (needs an index on each vector field)."""
+    def _load_shards(self, collection_id: int, replica_number: int) -> None:
+        """Lead every shard in every replica (needs an index on each vector field)."""
         info = self._collections.describe_collection(collection_id=collection_id)
         missing = [f.name for f in info.schema.vector_fields if info.index_on(f.name) is None]
         if missing:
@@ -167,94 +191,129 @@ class QueryCoord:
                 f"there is no vector index on field: [{', '.join(missing)}], please create "
                 "index firstly",
             )
+        if replica_number < 1:
+            raise errors.invalid(f"replica number must be at least 1, got {replica_number}")
         with self._lock:
-            current = self._assignments.get(collection_id, {})
-            if set(current) == set(info.vchannels):
-                return
-            assignment = {v: n for v, n in current.items() if v in info.vchannels}
-            for vchannel in info.vchannels:
-                if vchannel not in assignment:
-                    assignment[vchannel] = self._assign(info, vchannel, assignment)
-            self._save(collection_id, assignment)
-        log.info("collection loaded", extra={"collection": info.name, "shards": len(assignment)})
-
-    def _assign(self, info: CollectionInfo, vchannel: str, pending: dict[str, int]) -> int:
-        """Watch ``vchannel`` on the live node serving the fewest shards (counting the
-        collection's assignment in progress, ``pending``)."""
-        live = self._nodes.live_nodes()
-        if not live:
-            raise MilvusError(Code.SERVICE_NOT_READY, "no query node is available")
-        others = [a for cid, a in self._assignments.items() if cid != info.collection_id]
-        load = Counter(n for a in [*others, pending] for n in a.values())
-        node_id = min(live, key=lambda n: (load[n], n))
-        plan = self._plan(info, vchannel)
-        self._nodes.node(node_id).watch(info, vchannel, plan)
-        if plan is not None:
-            self._handed |= {_handoff_key(s, node_id) for s in plan.segments}
-        return node_id
-
-    def _plan(self, info: CollectionInfo, vchannel: str) -> LoadPlan | None:
-        """Persisted segments of the shard, its deltalogs, and the replay offset: the data
-        node's checkpoint, or earlier if a segment not yet flushed started before it."""
-        if self._segments is None:
-            return None
-        pchannel = pchannel_of(vchannel)
-        mine = [s for s in self._segments.segments(info.collection_id) if s.vchannel == vchannel]
-        checkpoint = self._segments.checkpoint(pchannel)
-        replay = info.start_offsets[pchannel]
-        if checkpoint is not None:
-            unflushed = [
-                s.start_position.offset
-                for s in mine
-                if s.state in (SegmentState.GROWING, SegmentState.SEALED)
-                and s.start_position is not None
-            ]
-            replay = max(replay, min([checkpoint.offset, *unflushed]))
-        return LoadPlan(
-            [s for s in mine if s.state in PERSISTED],
-            self._segments.deltalogs(info.collection_id, vchannel),
-            replay,
+            replicas = self._replicas.get(collection_id)
+            if replicas is not None and len(replicas) != replica_number:
+                raise errors.invalid(
+                    f"can't change the replica number for loaded collection: loaded with "
+                    f"{len(replicas)}, asked for {replica_number}; release it first"
+                )
+            live = self._nodes.live_nodes()
+            if replicas is None and len(live) < replica_number:
+                raise MilvusError(
+                    Code.UNEXPECTED,
+                    f"no enough nodes to create replicas: {replica_number} replicas need "
+                    f"{replica_number} query nodes, {len(live)} available",
+                )
+            replicas = replicas or new_replicas(replica_number, live)
+            for index, replica in enumerate(replicas):
+                replica.shards = {v: n for v, n in replica.shards.items() if v in info.vchannels}
+                for vchannel in info.vchannels:
+                    if vchannel not in replica.shards:
+                        replica.shards[vchannel] = self._assign(info, vchannel, replicas, index)
+            self._save(collection_id, replicas)
+        log.info(
+            "collection loaded",
+            extra={
+                "collection": info.name,
+                "shards": len(info.vchannels),
+                "replicas": len(replicas),
+            },
         )
 
-    def handoff(self) -> int:
-        """Tell each shard's node about its newly flushed segments; returns how many.
+    def _assign(
+        self,
+        info: CollectionInfo,
+        vchannel: str,
+        replicas: list[Replica],
+        index: int,
+        exclude: Collection[int] = (),
+    ) -> int:
+        """Lead ``vchannel`` in replica ``index`` from the replica's live node leading the
+        fewest shards (counting the collection's assignment in progress), not one of
+        ``exclude`` nor a node leading the shard in another replica."""
+        others = {r.shards.get(vchannel) for i, r in enumerate(replicas) if i != index}
+        replica = replicas[index]
+        live = [n for n in replica.usable(self._nodes.live_nodes()) if n not in {*exclude, *others}]
+        if not live:
+            raise MilvusError(Code.SERVICE_NOT_READY, "no query node is available")
+        led = [
+            r.shards for cid, rs in self._replicas.items() if cid != info.collection_id for r in rs
+        ]
+        load = Counter(
+            n for shards in [*led, *(r.shards for r in replicas)] for n in shards.values()
+        )
+        node_id = min(live, key=lambda n: (load[n], n))
+        plan = None
+        if self._loader is not None:
+            plan = self._loader.plan(info, vchannel, node_id, index, replica.nodes)
+        self._nodes.node(node_id).watch(info, vchannel, plan)
+        return node_id
 
-        A segment made by compaction waits for its index files when the collection has an
-        approximate index, so a search never falls from the index to an exact scan (and
-        back) while the swap goes on."""
-        if self._segments is None:
-            return 0
-        handed = 0
+    def _save(self, collection_id: int, replicas: list[Replica]) -> None:
+        self._kv.put(f"{_LOADED}/{collection_id}", replica_codec.dumps(replicas))
+        self._replicas[collection_id] = replicas
+
+    def release_collection(self, collection_id: int) -> None:
+        """Every node lets go of the collection: the shards it leads, the segments it holds."""
         with self._lock:
-            assignments = {c: dict(a) for c, a in self._assignments.items()}
-        for collection_id, assignment in assignments.items():
-            indexed = self._needs_index_files(collection_id)
-            for segment in self._segments.segments(collection_id, PERSISTED):
-                node_id = assignment.get(segment.vchannel)
-                if node_id is None or _handoff_key(segment, node_id) in self._handed:
-                    continue
-                if segment.compacted_from and indexed and not segment.index_files:
-                    continue
-                try:
-                    self._nodes.node(node_id).load_segment(segment.vchannel, segment)
-                except Exception:
-                    log.exception(
-                        "handoff failed; will retry",
-                        extra={"segment": segment.segment_id, "node": node_id},
-                    )
-                    continue
-                self._handed.add(_handoff_key(segment, node_id))
-                handed += 1
-        return handed
+            replicas = self._replicas.pop(collection_id, None)
+            self._kv.delete(f"{_LOADED}/{collection_id}")
+            self._set_partitions(collection_id, None)
+        if not replicas:
+            return
+        for node_id in self._nodes.live_nodes():
+            try:
+                self._nodes.node(node_id).release(collection_id)
+            except Exception:
+                log.exception(
+                    "release failed", extra={"collection": collection_id, "node": node_id}
+                )
 
-    def _needs_index_files(self, collection_id: int) -> bool:
-        try:
-            info = self._collections.describe_collection(collection_id=collection_id)
-        except MilvusError:
-            return False
-        return any(is_interim(index, info.schema) for index in info.indexes)
+    # -- state -------------------------------------------------------------------------------
 
-    # -- garbage collection ------------------------------------------------------------------
+    def load_state(self, collection_id: int, partition_ids: Sequence[int] = ()) -> tuple[int, int]:
+        """(LoadState, progress percent) as GetLoadState / GetLoadingProgress report them: of
+        the collection (loaded in any part), or of these partitions (all of them loaded)."""
+        with self._lock:
+            loaded = collection_id in self._replicas
+            partial = self._partitions.get(collection_id)
+            if loaded and partial is not None and not set(partition_ids) <= partial:
+                loaded = False
+            return (LOAD_STATE_LOADED, 100) if loaded else (LOAD_STATE_NOT_LOAD, 0)
+
+    def replicas(self, collection_id: int) -> list[dict[str, int]]:
+        """Each replica's shard leaders (vchannel -> node); reads may go to any replica."""
+        with self._lock:
+            replicas = self._replicas.get(collection_id)
+            if replicas is None:
+                raise _not_loaded(collection_id)
+            return [dict(r.shards) for r in replicas]
+
+    def _scope(self, leader: int, vchannel: str) -> Collection[int] | None:
+        """The nodes the shard ``leader`` leads may place its segments on."""
+        with self._lock:
+            for replicas in self._replicas.values():
+                for replica in replicas:
+                    if replica.shards.get(vchannel) == leader:
+                        return replica.nodes
+        return None
+
+    # -- segments ----------------------------------------------------------------------------
+
+    def handoff(self) -> int:
+        """Serve newly flushed segments in every replica (see ``ShardLoader.handoff``)."""
+        if self._loader is None:
+            return 0
+        with self._lock:
+            walk = [
+                ShardLeaders(cid, i, dict(r.shards), r.nodes)
+                for cid, replicas in self._replicas.items()
+                for i, r in enumerate(replicas)
+            ]
+        return self._loader.handoff(walk)
 
     def held_segments(self) -> set[int] | None:
         """Sealed segments any live query node serves; None if one of them did not say
@@ -270,79 +329,135 @@ class QueryCoord:
 
     def release_segments(self, segment_ids: set[int]) -> None:
         """Make live nodes stop serving these (retired, nothing replaces them)."""
-        if not segment_ids:
+        if not segment_ids or self.distribution is None:
             return
-        for node_id in self._nodes.live_nodes():
-            node = self._nodes.node(node_id)
-            try:
-                for vchannel in node.watched():
-                    gone = sorted(set(node.sealed_segments(vchannel)) & segment_ids)
-                    if gone:
-                        node.release_segments(vchannel, gone)
-            except Exception:
-                log.exception("releasing retired segments failed", extra={"node": node_id})
-
-    def _save(self, collection_id: int, assignment: dict[str, int]) -> None:
-        self._kv.put(f"{_LOADED}/{collection_id}", json.dumps(assignment).encode())
-        self._assignments[collection_id] = assignment
-
-    def release_collection(self, collection_id: int) -> None:
-        with self._lock:
-            assignment = self._assignments.pop(collection_id, None)
-            self._kv.delete(f"{_LOADED}/{collection_id}")
-            self._set_partitions(collection_id, None)
-        if not assignment:
-            return
-        live = set(self._nodes.live_nodes())
-        for vchannel, node_id in assignment.items():
-            if node_id in live:
+        for node_id, report in self.distribution.reports().items():
+            for vchannel in {*report.leading, *report.hosted}:
+                held = {*report.leading.get(vchannel, {}), *report.hosted.get(vchannel, [])}
+                gone = sorted(held & segment_ids)
+                if not gone:
+                    continue
                 try:
-                    self._nodes.node(node_id).unwatch(vchannel)
+                    self._nodes.node(node_id).release_segments(vchannel, gone)
                 except Exception:
-                    log.exception("unwatch failed", extra={"vchannel": vchannel, "node": node_id})
+                    log.exception("releasing retired segments failed", extra={"node": node_id})
 
-    def load_state(self, collection_id: int, partition_ids: Sequence[int] = ()) -> tuple[int, int]:
-        """(LoadState, progress percent) as GetLoadState / GetLoadingProgress report them: of
-        the collection (loaded in any part), or of these partitions (all of them loaded)."""
-        with self._lock:
-            loaded = collection_id in self._assignments
-            partial = self._partitions.get(collection_id)
-            if loaded and partial is not None and not set(partition_ids) <= partial:
-                loaded = False
-            return (LOAD_STATE_LOADED, 100) if loaded else (LOAD_STATE_NOT_LOAD, 0)
-
-    def shard_leaders(self, collection_id: int) -> dict[str, int]:
-        with self._lock:
-            assignment = self._assignments.get(collection_id)
-        if assignment is None:
-            raise errors.MilvusError(
-                Code.COLLECTION_NOT_LOADED, f"collection not loaded[collection={collection_id}]"
-            )
-        return dict(assignment)
+    # -- membership and balance --------------------------------------------------------------
 
     def rebalance(self, live: Sequence[int] | None = None) -> None:
-        """Move shards off nodes that are gone (on every membership change, and every few
-        seconds, so a shard whose load failed, e.g. S3 briefly unavailable, is retried)."""
+        """Give replicas the nodes that joined, move shards off nodes that are gone or
+        stopping, and place again the segments they served (on every membership change,
+        and every few seconds, so a shard whose load failed, e.g. S3 briefly unavailable,
+        is retried). A stopping node is drained: its shards get a new leader before it lets
+        them go, its segments move."""
         live_set = set(self._nodes.live_nodes() if live is None else live)
+        reports = self.distribution.reports() if self.distribution is not None else {}
+        stopping = {n for n, r in reports.items() if r.stopping}
+        serving = live_set - stopping
         with self._lock:
-            for collection_id, assignment in list(self._assignments.items()):
-                orphans = [v for v, n in assignment.items() if n not in live_set]
-                if not orphans or not live_set:
-                    continue
+            for collection_id, replicas in list(self._replicas.items()):
+                if assign_nodes(replicas, serving):
+                    self._save(collection_id, replicas)
+                for index, replica in enumerate(replicas):
+                    orphans = [v for v, n in replica.shards.items() if n not in serving]
+                    if orphans and replica.usable(serving):
+                        self._reassign(collection_id, replicas, index, orphans, stopping)
+        if self.distribution is not None and serving:
+            self.distribution.recover()
+            if stopping:
+                self.distribution.balance(self._groups())
+
+    def _reassign(
+        self,
+        collection_id: int,
+        replicas: list[Replica],
+        index: int,
+        orphans: list[str],
+        stopping: set[int],
+    ) -> None:
+        try:
+            info = self._collections.describe_collection(collection_id=collection_id)
+        except MilvusError:
+            return
+        shards = replicas[index].shards
+        for vchannel in orphans:
+            old = shards[vchannel]
+            try:
+                node_id = self._assign(info, vchannel, replicas, index, exclude=stopping)
+            except Exception:
+                log.exception("shard load failed; will retry", extra={"vchannel": vchannel})
+                continue
+            shards[vchannel] = node_id
+            self._save(collection_id, replicas)
+            log.warning("shard reassigned", extra={"vchannel": vchannel, "node": node_id})
+            if old in stopping:  # alive: it led the shard until the new leader was ready
                 try:
-                    info = self._collections.describe_collection(collection_id=collection_id)
-                except MilvusError:
-                    continue
-                for vchannel in orphans:
-                    try:
-                        node_id = self._assign(info, vchannel, assignment)
-                    except Exception:
-                        log.exception("shard load failed; will retry", extra={"vchannel": vchannel})
-                        continue
-                    assignment[vchannel] = node_id
-                    log.warning("shard reassigned", extra={"vchannel": vchannel, "node": node_id})
-                self._save(collection_id, assignment)
+                    self._nodes.node(old).unwatch(vchannel)
+                except Exception:
+                    log.exception("unwatch failed", extra={"vchannel": vchannel, "node": old})
+
+    def balance(self) -> int:
+        """One memory-based balancing round (every ``query.balance_interval_s``); returns
+        the segments moved."""
+        return self.distribution.balance(self._groups()) if self.distribution is not None else 0
+
+    def _groups(self) -> list[Group]:
+        """Balancing groups: every node for collections with one replica; each replica of
+        the others, its own nodes and the copies its leaders read."""
+        assert self.distribution is not None
+        with self._lock:
+            split = [rs for rs in self._replicas.values() if len(rs) > 1]
+        if not split:
+            return [(None, None)]
+        reports = self.distribution.reports()
+        groups: list[Group] = []
+        own: set[tuple[int, int]] = set()
+        for replicas in split:
+            for replica in replicas:
+                copies = {
+                    (s, n)
+                    for v, leader in replica.shards.items()
+                    if leader in reports
+                    for s, n in reports[leader].leading.get(v, {}).items()
+                }
+                own |= copies
+                groups.append((replica.nodes, copies))
+        everything = {
+            (s, n) for r in reports.values() for m in r.leading.values() for s, n in m.items()
+        }
+        return [(None, everything - own), *groups]
+
+    def load_balance(
+        self,
+        collection_id: int,
+        source: int,
+        destinations: Sequence[int],
+        segment_ids: Sequence[int],
+    ) -> None:
+        """Milvus's LoadBalance: move these sealed segments of the collection (all it serves
+        when none are named) from ``source`` to ``destinations`` (any other node of its
+        replica when none are named), each to the one least used once it holds it."""
+        if self.distribution is None:
+            raise MilvusError(Code.SERVICE_NOT_READY, "segment placement is not available")
+        with self._lock:
+            replicas = self._replicas.get(collection_id)
+            if replicas is None:
+                raise _not_loaded(collection_id)
+            vchannels = {v for r in replicas for v in r.shards}
+            nodes = next((r.nodes for r in replicas if r.nodes and source in r.nodes), None)
+        reports = self.distribution.reports()
+        moves = self.distribution.plan_moves(
+            reports, vchannels, source, destinations, segment_ids, nodes
+        )
+        failed_before = self.distribution.moves.failed
+        self.distribution.run(moves, reports)
+        if self.distribution.moves.failed > failed_before:
+            raise MilvusError(
+                Code.UNEXPECTED, "some segments could not be moved; see the coordinator's log"
+            )
 
 
-def _handoff_key(segment: SegmentInfo, node_id: int) -> tuple[int, int, tuple[str, ...]]:
-    return segment.segment_id, node_id, tuple(sorted(segment.index_files))
+def _not_loaded(collection_id: int) -> MilvusError:
+    return MilvusError(
+        Code.COLLECTION_NOT_LOADED, f"collection not loaded[collection={collection_id}]"
+    )

@@ -14,38 +14,32 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import numpy as np
-
-from services.common import binlog, errors
+from services.common import binlog
 from services.common.errors import Code, MilvusError
-from services.common.expr import ExprError, evaluate, parse
 from services.common.msgstream.channels import pchannel_of
-from services.common.msgstream.message import (
-    CollectionDDLMsg,
-    DataType,
-    DDLOp,
-    DeleteMsg,
-    InsertMsg,
-    MsgPack,
-)
+from services.common.msgstream.message import CollectionDDLMsg, InsertMsg, MsgPack
+from services.common.placement import NodeLoad
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
-from services.common.results import QueryRows, SearchHits, merge_hits, merge_rows, pk_order, take
+from services.common.results import QueryRows, SearchHits, merge_rows
 from services.common.schema import CollectionInfo
-from services.common.search_range import ScoreBand, band_of, distances
-from services.datacoord.segment import LoadPlan, SegmentInfo
+from services.common.search_range import ScoreBand, band_of
+from services.datacoord.segment import Deltalog, LoadPlan, SegmentInfo
 from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
+from services.querynode.hosting import HostedSegments
+from services.querynode.reads import parse_filter, query_store, reduce_hits, search_store
+from services.querynode.scatter import PeerNode, Peers, Scatter, by_node
 from services.querynode.sealed import install_index_files, load_sealed, read_deltalogs
 from services.querynode.segment import ShardStore
-from services.querynode.tsafe import TSafe
+from services.querynode.shard import Removal, Shard, apply_removal, is_removal, replay_removals
 
 log = logging.getLogger(__name__)
 
 #: how long a handoff of a compacted segment waits for the shard to reach the deletes the
 #: segment was written with (then it fails, and querycoord retries it)
 SWAP_WAIT_S = 5.0
+_MB = 1024 * 1024
 
 
 class ChannelSubscriber(Protocol):
@@ -58,49 +52,6 @@ class ChannelSubscriber(Protocol):
         """A read of ``vchannel`` is about to wait: deliver its channel's ticks fast."""
 
 
-@dataclass
-class Shard:
-    collection: CollectionInfo
-    vchannel: str
-    store: ShardStore
-    tsafe: TSafe = field(default_factory=TSafe)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    #: flushed segments loaded from S3, by segment id
-    sealed: dict[int, ShardStore] = field(default_factory=dict)
-    #: segments whose rows the sealed stores serve: their own ids and those they were
-    #: compacted from (inserts of these met in the channel are not applied again)
-    covered: set[int] = field(default_factory=set)
-    #: dropped partitions and their DropPartition stamps: hidden at once, freed later
-    dropped: dict[int, int] = field(default_factory=dict)
-    #: dropped partitions whose sealed segments are still to be freed
-    unfreed: set[int] = field(default_factory=set)
-
-    def stores(self) -> list[ShardStore]:
-        return [self.store, *self.sealed.values()]
-
-
-class _StoreColumns:
-    """The expression engine's view of a shard's columns."""
-
-    def __init__(self, store: ShardStore) -> None:
-        self._store = store
-        self.num_rows = store.num_rows
-        dynamic = store.schema.dynamic_field
-        self.dynamic_field = dynamic.name if dynamic else None
-
-    def field_type(self, name: str) -> DataType | None:
-        f = self._store.schema.field(name)
-        return f.data_type if f else None
-
-    def column(self, name: str) -> np.ndarray | list:
-        if name == self._store.schema.primary.name:
-            return self._store.pks()
-        return self._store.column(name)
-
-    def valid(self, name: str) -> np.ndarray | None:
-        return self._store.valid(name)
-
-
 class QueryNode:
     def __init__(
         self,
@@ -108,26 +59,40 @@ class QueryNode:
         subscriber: ChannelSubscriber | None = None,
         chunk_rows: int = DEFAULT_CHUNK_ROWS,
         binlogs: binlog.Store | None = None,
+        peers: Peers | None = None,
+        memory_limit_mb: float = 0.0,
     ) -> None:
         self.node_id = node_id
+        self.memory_limit_mb = memory_limit_mb
+        #: shutting down gracefully: the coordinator moves what this node serves elsewhere
+        self.stopping = False
         self._binlogs = binlogs
         self._chunk_rows = chunk_rows
         self._subscriber = subscriber
         self._shards: dict[str, Shard] = {}
         self._lock = threading.Lock()
+        #: sealed segments held for shards other nodes lead
+        self._hosted = HostedSegments(self._require_binlogs, chunk_rows)
+        #: calls to the nodes serving segments of the shards led here
+        self._scatter = Scatter(peers)
         #: messages skipped because they could not be applied (poison), since start
         self.skipped_messages = 0
 
     def set_subscriber(self, subscriber: ChannelSubscriber) -> None:
         self._subscriber = subscriber
 
+    def set_peers(self, peers: Peers) -> None:
+        self._scatter.peers = peers
+
     # -- assignment (from querycoord) ------------------------------------------------------
 
     def watch(
         self, collection: CollectionInfo, vchannel: str, plan: LoadPlan | None = None
     ) -> None:
-        """Serve ``vchannel``: load its persisted segments and deletes (``plan``), then
-        replay its channel from the plan's offset (or the collection's start)."""
+        """Lead ``vchannel``: load the persisted segments the plan places here (reusing
+        those this node holds for the shard already) and their deletes, note where the
+        others are served, then replay the channel from the plan's offset (or the
+        collection's start)."""
         if vchannel in self._shards:
             return
         shard = Shard(
@@ -138,9 +103,13 @@ class QueryNode:
         pchannel = pchannel_of(vchannel)
         start_offset = collection.start_offsets[pchannel]
         if plan is not None:
+            held = self._hosted.take(vchannel)
             for segment in plan.segments:
-                shard.sealed[segment.segment_id] = self._load(collection, segment)
+                reused = held.pop(segment.segment_id, None)
+                shard.sealed[segment.segment_id] = reused or self._load(collection, segment)
                 shard.covered |= {segment.segment_id, *segment.compacted_from}
+            shard.remote = {s: n for s, n in plan.remote.items() if s not in shard.sealed}
+            shard.covered |= set(shard.remote)
             for pks, stamps in read_deltalogs(plan.deltalogs, self._require_binlogs()):
                 for sealed in shard.sealed.values():
                     sealed.delete_keys(pks, stamps)
@@ -158,15 +127,26 @@ class QueryNode:
                 "node": self.node_id,
                 "vchannel": vchannel,
                 "sealed": len(shard.sealed),
+                "remote": len(shard.remote),
                 "from": start_offset,
             },
         )
 
-    def load_segment(self, vchannel: str, segment: SegmentInfo) -> bool:
-        """Handoff: serve a newly flushed segment from its binlogs instead of the rows it
-        covers: its own growing rows, and for a compacted segment the sealed segments (or
-        growing rows) it was merged from. The swap happens under the shard lock, so no read
-        sees the rows twice or not at all; deletes already applied move along.
+    def load_segment(
+        self,
+        vchannel: str,
+        segment: SegmentInfo,
+        deltalogs: list[Deltalog] | None = None,
+        since_ts: int = 0,
+    ) -> bool:
+        """Serve a sealed segment of a shard led here from this node.
+
+        Handoff: a newly flushed segment replaces the growing rows it covers, and a
+        compacted one the segments it was merged from. A move: a segment another node
+        served comes here. The swap happens under the shard lock, so no read sees the rows
+        twice or not at all. With ``deltalogs`` (a move, or a compaction of segments served
+        elsewhere) the segment gets the shard's persisted deletes, then the ones applied
+        here since ``since_ts`` (the data node's checkpoint those deltalogs reach).
 
         Called again once the segment has index files, it installs them (until then the
         sealed segment is searched exactly). Returns whether anything changed.
@@ -179,7 +159,8 @@ class QueryNode:
             return (
                 install_index_files(shard.collection, segment, loaded, self._require_binlogs()) > 0
             )
-        if segment.segment_id in shard.covered:
+        moving = segment.segment_id in shard.remote
+        if segment.segment_id in shard.covered and not moving:
             return False  # a compacted segment loaded already serves its rows
         if (
             segment.compacted_from
@@ -192,8 +173,15 @@ class QueryNode:
                 "was compacted with yet",
             )
         sealed = self._load(shard.collection, segment)
+        for pks, stamps in read_deltalogs(deltalogs or [], self._require_binlogs()):
+            sealed.delete_keys(pks, stamps)
         with shard.lock:
+            if deltalogs is not None:
+                replay_removals(sealed, shard.removals, since_ts)
             replaced = [shard.sealed.pop(s) for s in segment.compacted_from if s in shard.sealed]
+            for s in (segment.segment_id, *segment.compacted_from):
+                shard.remote.pop(s, None)
+                shard.lost.discard(s)
             for old in [shard.store, *replaced]:
                 for covered_id in (segment.segment_id, *segment.compacted_from):
                     rows = old.segment_rows(covered_id)
@@ -203,7 +191,7 @@ class QueryNode:
             shard.sealed[segment.segment_id] = sealed
             shard.covered |= {segment.segment_id, *segment.compacted_from}
         log.info(
-            "segment handed off",
+            "segment moved here" if moving else "segment handed off",
             extra={
                 "vchannel": vchannel,
                 "segment": segment.segment_id,
@@ -213,18 +201,50 @@ class QueryNode:
         )
         return True
 
+    def attach_segment(self, vchannel: str, segment_id: int, node_id: int, since_ts: int) -> None:
+        """Serve ``segment_id`` of a shard led here from ``node_id``, which holds it loaded
+        with the deletes persisted up to ``since_ts``: it gets the later ones applied here,
+        and from now on every new one (``forward``). Its growing rows here are hidden, or
+        the copy this node served is dropped (a move away)."""
+        shard = self._shard(vchannel)
+        peer = self._scatter.peer(node_id)
+        with shard.lock:
+            later = [m for m in shard.removals if m.ts > since_ts]
+            if later:
+                peer.forward(vchannel, later)
+            shard.removals = later  # the older ones are in every deltalog read from now on
+            shard.sealed.pop(segment_id, None)
+            if segment_id not in shard.covered:  # a handoff: the growing rows go
+                shard.store.hide(shard.store.segment_rows(segment_id))
+                shard.covered.add(segment_id)
+            shard.remote[segment_id] = node_id
+            shard.lost.discard(segment_id)
+        log.info(
+            "segment served by another node",
+            extra={"vchannel": vchannel, "segment": segment_id, "node": node_id},
+        )
+
     def release_segments(self, vchannel: str, segment_ids: list[int]) -> int:
         """Stop serving these sealed segments (retired with nothing replacing them: their
-        rows were all deleted, or their partition dropped); returns how many were held."""
-        shard = self._shard(vchannel)
+        rows were all deleted, or their partition dropped), here or from other nodes;
+        returns how many this node held. Segments held here for other leaders go too."""
+        released = self._hosted.release(vchannel, segment_ids)
+        shard = self._shards.get(vchannel)
+        if shard is None:
+            return released
         with shard.lock:
-            return sum(shard.sealed.pop(s, None) is not None for s in segment_ids)
+            for segment_id in segment_ids:
+                shard.remote.pop(segment_id, None)
+                shard.lost.discard(segment_id)
+            return released + sum(shard.sealed.pop(s, None) is not None for s in segment_ids)
 
     def held_segments(self) -> list[int]:
         """Every sealed segment this node serves (garbage collection keeps their files)."""
         with self._lock:
             shards = list(self._shards.values())
-        return sorted(s for shard in shards for s in shard.sealed)
+        held = {s for shard in shards for s in shard.sealed}
+        held |= {s for segments in self._hosted.segments().values() for s in segments}
+        return sorted(held)
 
     def sealed_segments(self, vchannel: str) -> list[int]:
         return sorted(self._shard(vchannel).sealed)
@@ -249,6 +269,7 @@ class QueryNode:
     def release(self, collection_id: int) -> None:
         for vchannel in self.watched(collection_id):
             self.unwatch(vchannel)
+        self._hosted.release_collection(collection_id)
 
     def watched(self, collection_id: int | None = None) -> list[str]:
         with self._lock:
@@ -258,8 +279,65 @@ class QueryNode:
                 if collection_id is None or s.collection.collection_id == collection_id
             ]
 
+    def drained(self) -> bool:
+        """Nothing is served here any more (a stopping node may exit)."""
+        return not self._shards and not self._hosted.segments()
+
     def tsafe(self, vchannel: str) -> int:
         return self._shard(vchannel).tsafe.get()
+
+    # -- segments held for other leaders ------------------------------------------------------
+
+    def host_segment(
+        self,
+        collection: CollectionInfo,
+        vchannel: str,
+        segment: SegmentInfo,
+        deltalogs: list[Deltalog],
+    ) -> bool:
+        return self._hosted.host(collection, vchannel, segment, deltalogs)
+
+    def forward(self, vchannel: str, removals: list[Removal]) -> None:
+        self._hosted.forward(vchannel, removals)
+
+    def search_segments(
+        self, req: ShardSearchRequest, vchannel: str, segment_ids: list[int], snapshot: int
+    ) -> tuple[SearchHits | None, list[int]]:
+        return self._hosted.search(req, vchannel, segment_ids, snapshot)
+
+    def query_segments(
+        self, req: ShardQueryRequest, vchannel: str, segment_ids: list[int], snapshot: int
+    ) -> tuple[QueryRows | None, list[int]]:
+        return self._hosted.query(req, vchannel, segment_ids, snapshot)
+
+    def release_hosted(self, vchannel: str, segment_ids: list[int]) -> int:
+        return self._hosted.release(vchannel, segment_ids)
+
+    def load_report(self) -> NodeLoad:
+        """What this node holds, for the coordinator's placement and balancing."""
+        report = NodeLoad(self.node_id, self.memory_limit_mb, stopping=self.stopping)
+        with self._lock:
+            shards = list(self._shards.values())
+        growing = 0
+        for shard in shards:
+            with shard.lock:
+                grow_bytes, sealed_bytes = shard.memory_bytes()
+                report.leading[shard.vchannel] = {
+                    **{s: self.node_id for s in shard.sealed},
+                    **shard.remote,
+                }
+                report.lost.extend(sorted(shard.lost))
+                report.rows += shard.store.num_rows + sum(s.num_rows for s in shard.sealed.values())
+            growing += grow_bytes
+            report.segments_mb.update({s: b / _MB for s, b in sealed_bytes.items()})
+        for vchannel, stores in self._hosted.segments().items():
+            report.hosted[vchannel] = sorted(stores)
+            for segment_id, store in stores.items():
+                row = store.schema.row_bytes()
+                report.segments_mb[segment_id] = store.num_rows * row / _MB
+                report.rows += store.num_rows
+        report.growing_mb = growing / _MB
+        return report
 
     # -- the pipeline --------------------------------------------------------------------------
 
@@ -269,6 +347,7 @@ class QueryNode:
             return
         mine = [m for m in pack.msgs if self._is_for(shard, m)]
         inserts = [m for m in mine if isinstance(m, InsertMsg)]
+        removals: list[Removal] = []
         with shard.lock:
             for msg in [*inserts, *(m for m in mine if not isinstance(m, InsertMsg))]:
                 try:
@@ -279,6 +358,13 @@ class QueryNode:
                         "skipping message that cannot be applied",
                         extra={"vchannel": vchannel, "msg_id": msg.msg_id, "ts": msg.ts},
                     )
+                    continue
+                if is_removal(msg):
+                    removals.append(msg)
+            shard.removals.extend(removals)
+            remote = by_node(shard.remote) if removals else {}
+        if remote:
+            self._scatter.forward(shard, removals, remote)
         shard.tsafe.advance(pack.end_ts)
         if shard.unfreed:
             self._free_dropped(shard)
@@ -288,17 +374,17 @@ class QueryNode:
         if isinstance(msg, InsertMsg):
             if msg.segment_id not in shard.covered:  # else served from its binlogs already
                 shard.store.insert(msg)
-        elif isinstance(msg, DeleteMsg):
-            for store in shard.stores():
-                store.delete(msg)
-        elif isinstance(msg, CollectionDDLMsg) and msg.op == DDLOp.DROP_PARTITION:
-            shard.dropped[msg.partition_id] = msg.ts
-            shard.unfreed.add(msg.partition_id)
-            hidden = sum(store.drop_partition(msg.partition_id, msg.ts) for store in shard.stores())
-            log.info(
-                "partition dropped",
-                extra={"vchannel": shard.vchannel, "partition": msg.partition_id, "rows": hidden},
-            )
+        elif is_removal(msg):
+            hidden = apply_removal(shard, msg)
+            if isinstance(msg, CollectionDDLMsg):
+                log.info(
+                    "partition dropped",
+                    extra={
+                        "vchannel": shard.vchannel,
+                        "partition": msg.partition_id,
+                        "rows": hidden,
+                    },
+                )
 
     @staticmethod
     def _free_dropped(shard: Shard) -> None:
@@ -333,30 +419,30 @@ class QueryNode:
         """
         built = 0
         for shard in list(self._shards.values()):
-            for store in [shard.store]:
-                for field_name, indexes in store.indexes.items():
-                    with shard.lock:
-                        chunk = indexes.next_chunk(store.num_rows)
-                        if chunk is None:
-                            continue
-                        start = chunk * indexes.chunk_rows
-                        vectors = store.vectors(field_name, start, start + indexes.chunk_rows)
-                    indexes.install(chunk, indexes.spec.build(vectors))
-                    built += 1
+            store = shard.store
+            for field_name, indexes in store.indexes.items():
+                with shard.lock:
+                    chunk = indexes.next_chunk(store.num_rows)
+                    if chunk is None:
+                        continue
+                    start = chunk * indexes.chunk_rows
+                    vectors = store.vectors(field_name, start, start + indexes.chunk_rows)
+                indexes.install(chunk, indexes.spec.build(vectors))
+                built += 1
         return built
 
     # -- reads ---------------------------------------------------------------------------------
 
     def search(self, req: ShardSearchRequest) -> SearchHits:
         self._hurry(req.vchannels)
-        tree = _parse(req.expr, req.expr_params)
+        tree = parse_filter(req.expr, req.expr_params)
         band = band_of(req.metric_type, req.search_params)
         parts = [self._search_shard(self._shard(v), req, tree, band) for v in req.vchannels]
-        return merge_hits(parts, req.topk)
+        return reduce_hits(parts, req)
 
     def query(self, req: ShardQueryRequest) -> QueryRows:
         self._hurry(req.vchannels)
-        tree = _parse(req.expr, req.expr_params)
+        tree = parse_filter(req.expr, req.expr_params)
         parts = [self._query_shard(self._shard(v), req, tree) for v in req.vchannels]
         return merge_rows(parts, 0, req.limit)
 
@@ -387,93 +473,28 @@ class QueryNode:
             )
         return ts
 
-    @staticmethod
-    def _mask(store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any) -> np.ndarray:
-        mask = store.candidates(snapshot, partition_ids or None).mask
-        if tree is not None and mask.any():
-            try:
-                mask &= evaluate(tree, _StoreColumns(store))
-            except ExprError as exc:
-                raise errors.invalid(str(exc)) from exc
-        return mask
-
     def _search_shard(
         self, shard: Shard, req: ShardSearchRequest, tree: Any, band: ScoreBand | None
     ) -> SearchHits:
         snapshot = self._snapshot(shard, req.guarantee_ts, req.wait_timeout_s)
+
+        def remote(peer: PeerNode, ids: list[int]) -> tuple[SearchHits | None, list[int]]:
+            return peer.search_segments(req, shard.vchannel, ids, snapshot)
+
         with shard.lock:
-            parts = [self._search_store(s, req, tree, band, snapshot) for s in shard.stores()]
-        return merge_hits(parts, req.topk)
-
-    def _search_store(
-        self,
-        store: ShardStore,
-        req: ShardSearchRequest,
-        tree: Any,
-        band: ScoreBand | None,
-        snapshot: int,
-    ) -> SearchHits:
-        mask = self._mask(store, snapshot, req.partition_ids, tree)
-        scores, rows = self._search_band(store, req, mask, band)
-        valid = rows >= 0  # -1 rows (fewer matches than topk) sort last in each query
-        flat = rows[valid]
-        return SearchHits(
-            req.metric_type,
-            valid.sum(axis=1).tolist() if len(req.vectors) else [],
-            take(store.pks(), flat),
-            scores[valid].astype(np.float32),
-            {name: store.output(name, flat) for name in req.output_fields},
-        )
-
-    @staticmethod
-    def _search_band(
-        store: ShardStore, req: ShardSearchRequest, mask: np.ndarray, band: ScoreBand | None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The best ``topk`` hits per query, inside ``band`` when there is one: the search
-        goes deeper (4x each round) while a query has too few hits inside the band and the
-        store may hold more (a range's inner edge or an iterator's last page skips the best)."""
-        k, candidates = req.topk, int(mask.sum())
-        while True:
-            scores, rows = store.search(
-                req.anns_field, req.vectors, req.metric_type, k, mask, req.search_params
-            )
-            if band is None:
-                return scores, rows
-            inside = (rows >= 0) & band.keep(distances(req.metric_type, scores))
-            exhausted = (rows >= 0).sum(axis=1) < k
-            if k >= candidates or ((inside.sum(axis=1) >= req.topk) | exhausted).all():
-                break
-            k = min(k * 4, candidates)
-        first = np.argsort(~inside, axis=1, kind="stable")[:, : req.topk]  # keeps the order
-        rows = np.where(
-            np.take_along_axis(inside, first, axis=1), np.take_along_axis(rows, first, axis=1), -1
-        )
-        return np.take_along_axis(scores, first, axis=1), rows
+            pending = self._scatter.start(shard, remote)
+            parts = [search_store(s, req, tree, band, snapshot) for s in shard.stores()]
+        parts += self._scatter.gather(shard, remote, pending)
+        return reduce_hits(parts, req)
 
     def _query_shard(self, shard: Shard, req: ShardQueryRequest, tree: Any) -> QueryRows:
         snapshot = self._snapshot(shard, req.guarantee_ts, req.wait_timeout_s)
+
+        def remote(peer: PeerNode, ids: list[int]) -> tuple[QueryRows | None, list[int]]:
+            return peer.query_segments(req, shard.vchannel, ids, snapshot)
+
         with shard.lock:
-            parts = [self._query_store(s, req, tree, snapshot) for s in shard.stores()]
+            pending = self._scatter.start(shard, remote)
+            parts = [query_store(s, req, tree, snapshot) for s in shard.stores()]
+        parts += self._scatter.gather(shard, remote, pending)
         return merge_rows(parts, 0, req.limit)
-
-    def _query_store(
-        self, store: ShardStore, req: ShardQueryRequest, tree: Any, snapshot: int
-    ) -> QueryRows:
-        mask = self._mask(store, snapshot, req.partition_ids, tree)
-        if req.count_only:
-            return QueryRows(pks=[], count=int(mask.sum()))
-        rows = np.flatnonzero(mask)
-        rows = rows[pk_order(take(store.pks(), rows))[: req.limit]]
-        return QueryRows(
-            take(store.pks(), rows),
-            {name: store.output(name, rows) for name in req.output_fields},
-        )
-
-
-def _parse(expr: str, params: dict[str, Any]) -> Any:
-    if not expr.strip():
-        return None
-    try:
-        return parse(expr, params or None)
-    except ExprError as exc:
-        raise errors.invalid(str(exc)) from exc

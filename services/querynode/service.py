@@ -3,13 +3,24 @@ cluster mode) served over RPC."""
 
 from __future__ import annotations
 
+import logging
+import time
+
 import faiss
+import psutil
 from kazoo.client import KazooClient
 
 from services.common import timestamp
 from services.common.config import Config
+from services.common.discovery import RoleClients
 from services.common.kv.zookeeper import cluster_root
-from services.common.metrics import SKIPPED_MESSAGES, TSAFE_LAG_MS
+from services.common.metrics import (
+    QUERYNODE_MEMORY,
+    QUERYNODE_ROWS,
+    QUERYNODE_SEGMENTS,
+    SKIPPED_MESSAGES,
+    TSAFE_LAG_MS,
+)
 from services.common.objectstore import ObjectStore
 from services.common.observability import Health, Sample
 from services.common.periodic import Periodic
@@ -18,6 +29,8 @@ from services.common.rpc.transport import add_port, generic_handler, new_server
 from services.common.session import SessionRegistry
 from services.querynode.core import QueryNode
 from services.querynode.subscriber import KafkaSubscriber
+
+log = logging.getLogger(__name__)
 
 
 class QueryNodeService:
@@ -31,6 +44,9 @@ class QueryNodeService:
         self._unregisters = [
             TSAFE_LAG_MS.add_source(self.tsafe_lags),
             SKIPPED_MESSAGES.add_source(self.skipped),
+            QUERYNODE_MEMORY.add_source(lambda: self._load_samples("memory")),
+            QUERYNODE_SEGMENTS.add_source(lambda: self._load_samples("segments")),
+            QUERYNODE_ROWS.add_source(lambda: self._load_samples("rows")),
         ]
 
     def start(self) -> QueryNodeService:
@@ -47,6 +63,10 @@ class QueryNodeService:
             info.id,
             chunk_rows=self.config.query.index_chunk_rows,
             binlogs=ObjectStore(self.config.s3),
+            # other nodes holding segments of the shards led here (in-process nodes are
+            # wired by the launcher instead)
+            peers=RoleClients(self.registry, "querynode", "QueryNode") if self._server else None,
+            memory_limit_mb=memory_limit_mb(self.config.query.memory_limit_mb),
         )
         kafka = self.config.kafka
         self.subscriber = KafkaSubscriber(
@@ -86,6 +106,17 @@ class QueryNodeService:
             if (ts := self.node.tsafe(v))
         ]
 
+    def _load_samples(self, what: str) -> list[Sample]:
+        if not hasattr(self, "node"):
+            return []
+        report = self.node.load_report()
+        value = {
+            "memory": report.memory_percentage,
+            "segments": float(len(report.segments_mb)),
+            "rows": float(report.rows),
+        }[what]
+        return [((str(self.node.node_id),), value)]
+
     def skipped(self) -> list[Sample]:
         if not hasattr(self, "subscriber"):
             return []
@@ -96,9 +127,43 @@ class QueryNodeService:
         ]
 
     def stop(self) -> None:
+        self._drain()
         for unregister in self._unregisters:
             unregister()
         self._builder.stop()
         if self._server is not None:
             self._server.stop(grace=1).wait()
         self.subscriber.close()
+
+    def _drain(self) -> None:
+        """A graceful stop in a cluster: say so in the load report, and wait (up to
+        ``query.graceful_stop_timeout_s``) while the coordinator gives this node's shards
+        new leaders and moves its segments, so no read meets a node that went away."""
+        if self._server is None or not hasattr(self, "node") or self.node.drained():
+            return
+        others = set(self.registry.members("querynode")) - {self.node.node_id}
+        if not others:
+            return
+        self.node.stopping = True
+        started = time.monotonic()
+        deadline = started + self.config.query.graceful_stop_timeout_s
+        while not self.node.drained() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        log.info(
+            "query node drained" if self.node.drained() else "query node stopped undrained",
+            extra={"node": self.node.node_id, "after_s": round(time.monotonic() - started, 1)},
+        )
+
+
+def memory_limit_mb(configured: int) -> float:
+    """``query.memory_limit_mb``, else the cgroup's limit, else the machine's memory."""
+    if configured > 0:
+        return float(configured)
+    try:
+        with open("/sys/fs/cgroup/memory.max") as limit:
+            raw = limit.read().strip()
+        if raw != "max":
+            return int(raw) / 2**20
+    except (OSError, ValueError):
+        pass
+    return psutil.virtual_memory().total / 2**20

@@ -32,6 +32,7 @@ from services.datacoord.compaction import CompactionPolicy
 from services.datacoord.core import DataCoord, DataCoordConfig
 from services.datacoord.gc import GarbageCollector
 from services.indexnode.core import IndexBuilder
+from services.querycoord.balance import BalanceConfig
 from services.querycoord.core import NodeDirectory, QueryCoord
 from services.rootcoord.core import CacheInvalidator, RootCoord
 
@@ -85,7 +86,13 @@ class CoordinatorService:
             ),
             datanode_alive=lambda: bool(self.registry.members("datanode")),
         )
-        self.querycoord = QueryCoord(kv, self.rootcoord, nodes, self.datacoord)
+        self.querycoord = QueryCoord(
+            kv,
+            self.rootcoord,
+            nodes,
+            self.datacoord,
+            BalanceConfig.from_query_config(config.query),
+        )
         store = ObjectStore(config.s3)
         self.indexes = IndexBuilder(self.datacoord, self.rootcoord, store)
         self.gc = GarbageCollector(
@@ -105,6 +112,7 @@ class CoordinatorService:
             metrics.SEGMENT_ROWS.add_source(lambda: self._segment_samples(1)),
             metrics.FLUSH_LAG_MS.add_source(self._flush_lags),
             metrics.INDEX_BUILD_QUEUE.add_source(self._index_queue),
+            metrics.SEGMENT_MOVES.add_source(self._segment_moves),
         ]
 
     @property
@@ -143,6 +151,12 @@ class CoordinatorService:
             return []
         return [((state,), float(n)) for state, n in self.indexes.backlog().items()]
 
+    def _segment_moves(self) -> list[Sample]:
+        moves = self.querycoord.distribution
+        if not self.active or moves is None:
+            return []
+        return [(("done",), float(moves.moves.done)), (("failed",), float(moves.moves.failed))]
+
     def start(self, campaign_timeout_s: float | None = None) -> CoordinatorService:
         created = ensure_topics(self.config.kafka.bootstrap_servers, self.rootcoord.pchannels)
         if not self.election.campaign(campaign_timeout_s):
@@ -172,6 +186,7 @@ class CoordinatorService:
             Periodic("segment-seal", 1.0, self.datacoord.seal_idle),
             Periodic("handoff", 0.5, self.querycoord.handoff),
             Periodic("rebalance", 5.0, self.querycoord.rebalance),
+            Periodic("balance", self.config.query.balance_interval_s, self.querycoord.balance),
             Periodic("index-build", 1.0, self.indexes.run_once),
             Periodic("index-recycle", 30.0, self.indexes.recycle),
         ]

@@ -10,6 +10,7 @@ import sys
 import uuid
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from pymilvus import MilvusClient
 
@@ -122,6 +123,31 @@ def client(standalone):
     c = MilvusClient(standalone.uri)
     yield c
     c.close()
+
+
+def exact_groups(rows, query, field, metric, limit, size, offset, keep) -> list[tuple]:
+    """Milvus's grouping by the rows' ``by`` values over every row ``keep`` holds, exactly:
+    groups ordered by their best hit, ``offset`` groups skipped, then ``limit`` groups of
+    their ``size`` best hits, as (id, score) pairs."""
+    kept = [r for r in rows if keep(r)]
+    vectors = np.array([r[field] for r in kept])
+    scores = ((vectors - query) ** 2).sum(axis=1) if metric == "L2" else vectors @ query
+    groups: dict = {}
+    for i in np.argsort(scores if metric == "L2" else -scores, kind="stable"):
+        groups.setdefault(kept[i]["by"], []).append((kept[i]["id"], float(scores[i])))
+    chosen = list(groups.values())[offset : offset + limit]
+    return [hit for members in chosen for hit in members[:size]]
+
+
+@pytest.fixture(scope="module")
+def pair(standalone, tmp_path_factory):
+    """(a client of the module's standalone, a milvus-lite client): the same calls to both,
+    milvus-lite (a Milvus-API server) as the oracle."""
+    lite = MilvusClient(str(tmp_path_factory.mktemp("lite") / "oracle.db"))
+    ours = MilvusClient(standalone.uri)
+    yield ours, lite
+    ours.close()
+    lite.close()
 
 
 @pytest.fixture(scope="module")

@@ -114,10 +114,12 @@ def test_compaction_merges_purges_deletes_and_gc_frees_the_old_files(deployment)
         client.flush(name)
     deleted = set(range(0, FLUSHES * ROWS_PER_FLUSH, 7))
     client.delete(name, ids=sorted(deleted))
-    # Flush waits for segments only: wait for the deletes' deltalog too, so the merge sees it
+    # flush returns once every channel is persisted up to its stamp: the deletes' deltalog is
+    # written and recorded, so the merge sees it
+    client.flush(name)
     collection_id = client.describe_collection(name)["collection_id"]
     store = ObjectStore(config.s3)
-    wait_for(lambda: deleted_pks(store, collection_id) == deleted, 60, "the deltalog")
+    assert deleted_pks(store, collection_id) == deleted
     live = set(range(FLUSHES * ROWS_PER_FLUSH)) - deleted
     want = (live, expected_hits(live))
     before = client.list_persistent_segments(name)

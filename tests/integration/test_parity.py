@@ -19,15 +19,6 @@ FILTERS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def pair(standalone, tmp_path_factory):
-    lite = MilvusClient(str(tmp_path_factory.mktemp("lite") / "oracle.db"))
-    ours = MilvusClient(standalone.uri)
-    yield ours, lite
-    ours.close()
-    lite.close()
-
-
 def create(client: MilvusClient, name: str) -> None:
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
     schema.add_field("id", DataType.INT64, is_primary=True)

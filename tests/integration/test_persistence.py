@@ -14,7 +14,8 @@ from contextlib import contextmanager
 
 import numpy as np
 import pytest
-from pymilvus import DataType, MilvusClient
+from pymilvus import DataType, MilvusClient, connections, utility
+from pymilvus.grpc_gen import common_pb2
 
 from services.common import binlog
 from services.common.kv.zookeeper import cluster_root, connect_zookeeper
@@ -23,7 +24,7 @@ from services.common.session import SessionRegistry
 from services.infra.process import ManagedProcess
 from services.launcher import start_standalone
 from streaming.flush import PK_FIELD, TS_FIELD
-from tests.integration.conftest import free_port, isolated
+from tests.integration.conftest import exact_groups, free_port, isolated
 
 #: minutes, real processes killed: `make test-heavy` runs these alone
 pytestmark = pytest.mark.heavy
@@ -226,6 +227,43 @@ def test_strong_reads_stay_exact_through_flush_and_handoff(persistent):
     assert rounds[0] > 5 and problems == []
     got = client.query(name, filter="id >= 0", output_fields=["id"])
     assert sorted(r["id"] for r in got) == list(range(30_000))
+
+
+def test_grouping_search_is_exact_over_sealed_and_growing_rows(persistent):
+    """Groups whose rows sit in flushed segments (served from S3) and in growing ones."""
+    client = persistent.client
+    name = f"pg_{uuid.uuid4().hex[:6]}"
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("vec", DataType.FLOAT_VECTOR, dim=DIM)
+    schema.add_field("g", DataType.INT64)
+    index = client.prepare_index_params()
+    index.add_index("vec", index_type="FLAT", metric_type="L2")
+    client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
+    rng = np.random.default_rng(4)
+    rows = [
+        {"id": i, "vec": rng.standard_normal(DIM).tolist(), "g": int(rng.integers(0, 9))}
+        for i in range(4_000)
+    ]
+    client.insert(name, rows[:3_000])
+    client.flush(name)
+    client.insert(name, rows[3_000:])  # growing, beside the sealed segments
+    connections.connect("pg", uri=f"http://127.0.0.1:{persistent.port}")
+    deadline = time.monotonic() + 60
+    while not any(
+        s.state == common_pb2.SegmentState.Flushed
+        for s in utility.get_query_segment_info(name, using="pg")
+    ):
+        assert time.monotonic() < deadline, "no flushed segment was handed off"
+        time.sleep(0.5)
+    connections.disconnect("pg")
+    queries = rng.standard_normal((2, DIM)).tolist()
+    hits = client.search(name, queries, limit=4, group_by_field="g", group_size=3)
+    labelled = [{**r, "by": r["g"]} for r in rows]
+    for got, query in zip(hits, queries, strict=True):
+        expected = exact_groups(labelled, np.array(query), "vec", "L2", 4, 3, 0, lambda r: True)
+        assert [h["id"] for h in got] == [i for i, _ in expected]
+    client.drop_collection(name)
 
 
 @pytest.mark.parametrize(

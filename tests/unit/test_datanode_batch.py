@@ -151,6 +151,10 @@ def test_flush_seals_growing_segments_and_reports_state():
     assert not dc.flushed(waiting)
     dc.save_batch(process_batch(records(TimeTickMsg(0, flush_ts, 0)), DictStore())[0])
     assert dc.flushed(waiting)
+    # with the flush's stamp: every channel of the collection persisted up to it (deletes too)
+    assert dc.flushed(waiting, ["c-dml_0"], flush_ts)
+    assert not dc.flushed(waiting, ["c-dml_0"], flush_ts + 1)
+    assert not dc.flushed(waiting, ["c-dml_0", "c-dml_1"], flush_ts)  # no checkpoint yet
     restarted = DataCoord(kv, clock, counter(50))
     restarted.start()
     assert restarted.segment(seg).state == SegmentState.FLUSHED

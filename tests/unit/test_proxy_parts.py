@@ -147,9 +147,9 @@ class Coordinator:
             raise MilvusError(Code.COLLECTION_NOT_LOADED, "collection not loaded")
         return self.partitions
 
-    def shard_leaders(self, collection_id: int) -> dict[str, int]:
+    def replicas(self, collection_id: int) -> list[dict[str, int]]:
         self.calls += 1
-        return dict(self.leaders)
+        return [dict(self.leaders)]
 
 
 def collection_info() -> CollectionInfo:
@@ -164,11 +164,11 @@ def test_shard_leaders_are_asked_once_until_a_read_through_them_fails():
     source.partitions = [11]
     cache = ShardLeaderCache(source)
     info = collection_info()
-    assert cache.get(info) == cache.get(info) == Placement({"v0": 1, "v1": 2}, [11])
+    assert cache.get(info) == cache.get(info) == Placement([{"v0": 1, "v1": 2}], [11])
     assert source.calls == 1
     source.leaders = {"v0": 3, "v1": 2}  # node 1 died; its shard moved
-    assert cache.refresh(info).leaders == {"v0": 3, "v1": 2}
-    assert cache.get(info).leaders["v0"] == 3 and source.calls == 2
+    assert cache.refresh(info).replicas == [{"v0": 3, "v1": 2}]
+    assert cache.get(info).replicas[0]["v0"] == 3 and source.calls == 2
 
 
 def test_an_unloaded_or_half_placed_collection_is_not_cached():

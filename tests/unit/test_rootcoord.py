@@ -122,6 +122,9 @@ class Nodes:
             def unwatch(self, vchannel):
                 nodes.watched[node_id].discard(vchannel)
 
+            def release(self, collection_id):
+                nodes.watched[node_id].clear()
+
         return Port()
 
 
@@ -133,12 +136,12 @@ def test_querycoord_loads_balances_and_reassigns_lost_shards(root):
         qc.load_collection(info.collection_id)
     root.create_index(root.alloc_timestamp(), "c", IndexInfo(0, "", "v", "FLAT", "L2"))
     qc.load_collection(info.collection_id)
-    leaders = qc.shard_leaders(info.collection_id)
+    [leaders] = qc.replicas(info.collection_id)
     assert sorted(leaders.values()) == [1, 2]
     assert qc.load_state(info.collection_id)[0] == LOAD_STATE_LOADED
     nodes.ids = [2]
     qc.rebalance()
-    assert set(qc.shard_leaders(info.collection_id).values()) == {2}
+    assert set(qc.replicas(info.collection_id)[0].values()) == {2}
     assert nodes.watched[2] == set(info.vchannels)
     qc.release_collection(info.collection_id)
     assert qc.load_state(info.collection_id)[0] == LOAD_STATE_NOT_LOAD

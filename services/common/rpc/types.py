@@ -1,6 +1,14 @@
 """The dataclasses and enums allowed on the internal RPC wire."""
 
-from services.common.msgstream.message import DataType, FieldColumn, Position
+from services.common.msgstream.message import (
+    CollectionDDLMsg,
+    DataType,
+    DDLOp,
+    DeleteMsg,
+    FieldColumn,
+    Position,
+)
+from services.common.placement import NodeLoad
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits
 from services.common.rpc import codec
@@ -49,6 +57,10 @@ codec.register(
     MutationResult,
     CompactionPlan,
     JobState,
+    NodeLoad,
+    DeleteMsg,
+    CollectionDDLMsg,
+    DDLOp,
 )
 
 #: methods each role serves, by RPC service name
@@ -99,10 +111,11 @@ QUERYCOORD_METHODS = (
     "load_collection",
     "release_collection",
     "load_state",
-    "shard_leaders",
+    "replicas",
     "load_partitions",
     "release_partitions",
     "loaded_partitions",
+    "load_balance",
 )
 QUERYNODE_METHODS = (
     "watch",
@@ -116,6 +129,14 @@ QUERYNODE_METHODS = (
     "sealed_segments",
     "held_segments",
     "release_segments",
+    # segments served for other nodes' shards (services/querynode/hosting.py)
+    "host_segment",
+    "attach_segment",
+    "forward",
+    "search_segments",
+    "query_segments",
+    "release_hosted",
+    "load_report",
 )
 PROXY_METHODS = (
     "invalidate_collection_cache",

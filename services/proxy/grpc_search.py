@@ -1,0 +1,139 @@
+"""The search RPCs: Search (plain, range, grouping, iterator pages) and HybridSearch.
+
+A mixin of :class:`services.proxy.grpc_service.MilvusService`, which supplies ``proxy``,
+``_charge`` and ``_read_common``. A hybrid search's sub-requests are read exactly as Search
+requests are; the request's own consistency, partitions and output fields apply to all.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import grpc
+from pymilvus.grpc_gen import milvus_pb2
+
+from services.common import errors
+from services.common.errors import MilvusError
+from services.proxy import convert, limits
+from services.proxy.core import Proxy
+from services.proxy.dql import SearchSpec
+from services.proxy.expr_params import template_values
+from services.proxy.grpc_common import rpc
+from services.proxy.hybrid import HybridSpec, hybrid_search
+from services.proxy.rerank import Cut, ranker_of
+from services.proxy.search_iterator import IteratorPage, iterator_page, mark_page, page_params
+
+
+class SearchRpcs:
+    proxy: Proxy
+
+    if TYPE_CHECKING:  # supplied by MilvusService
+
+        def _charge(self, kind: str, amount: float) -> None: ...
+
+        def _read_common(
+            self, request: Any, expr: str, context: grpc.ServicerContext
+        ) -> dict[str, Any]: ...
+
+    @rpc(milvus_pb2.SearchResults)
+    def Search(self, request, context):
+        if request.sub_reqs or request.search_by_primary_keys:
+            raise MilvusError(
+                errors.Code.UNIMPLEMENTED,
+                "search with sub-requests and search by primary keys are not supported yet "
+                "(use HybridSearch)",
+            )
+        spec, page = self._search_spec(request, self._read_common(request, request.dsl, context))
+        self._charge(limits.SEARCH, len(spec.vectors))
+        info, hits, outputs = self.proxy.search(spec)
+        reply = convert.search_results(info, hits, outputs, spec.limit, spec.group_by_field)
+        if page is not None:
+            mark_page(reply, page, hits)
+        return reply
+
+    @rpc(milvus_pb2.SearchResults)
+    def HybridSearch(self, request, context):
+        if request.HasField("function_score") and request.function_score.functions:
+            raise MilvusError(
+                errors.Code.UNIMPLEMENTED,
+                "function rerankers are not supported: use RRFRanker or WeightedRanker",
+            )
+        common = self._read_common(request, "", context)
+        searches = []
+        for sub in request.requests:
+            own = {"expr": sub.dsl, "expr_params": template_values(sub.expr_template_values)}
+            spec, _ = self._search_spec(sub, {**common, **own})
+            # a sub-search returns its own best ``limit``: offset and rounding apply to the fusion
+            searches.append(replace(spec, offset=0, round_decimal=-1))
+        rank = {kv.key: _loads(kv.value) for kv in request.rank_params}
+        group_by = str(rank.get("group_by_field") or "")
+        cut = Cut(
+            limit=convert.int_param(rank.get("limit", 10), "limit"),
+            offset=convert.int_param(rank.get("offset") or 0, "offset"),
+            round_decimal=convert.int_param(rank.get("round_decimal", -1), "round_decimal"),
+            group_size=_group_size(rank.get("group_size")) if group_by else 0,
+            strict_group_size=str(rank.get("strict_group_size")).lower() == "true",
+            group_scorer=str(rank.get("rank_group_scorer") or "max"),
+        )
+        params = rank.get("params")
+        ranker = ranker_of(
+            str(rank.get("strategy") or "rrf"),
+            params if isinstance(params, dict) else {},
+            len(searches),
+        )
+        self._charge(limits.SEARCH, sum(len(s.vectors) for s in searches))
+        spec = HybridSpec(searches, ranker, cut, group_by)
+        info, hits, outputs = hybrid_search(self.proxy, spec)
+        return convert.search_results(info, hits, outputs, cut.limit, group_by)
+
+    def _search_spec(
+        self, request: Any, common: dict[str, Any]
+    ) -> tuple[SearchSpec, IteratorPage | None]:
+        """A Search request (or a hybrid search's sub-request) as a :class:`SearchSpec`, and
+        the iterator page it asks for, if any."""
+        params = {kv.key: _loads(kv.value) for kv in request.search_params}
+        info = self.proxy.meta.get(common["collection_name"])
+        anns_field = params.get("anns_field") or ""
+        field = info.schema.field(str(anns_field)) if anns_field else None
+        if field is None:
+            vectors = info.schema.vector_fields
+            field = vectors[0] if len(vectors) == 1 else None
+        if field is None:
+            raise errors.invalid("anns_field is required")
+        group_by = str(params.get("group_by_field") or "")
+        spec = SearchSpec(
+            vectors=convert.read_vectors(request.placeholder_group, field),
+            anns_field=field.name,
+            metric_type=str(params.get("metric_type") or ""),
+            limit=convert.int_param(params.get("topk", 10), "topk"),
+            offset=convert.int_param(params.get("offset") or 0, "offset"),
+            round_decimal=convert.int_param(params.get("round_decimal", -1), "round_decimal"),
+            params=params["params"] if isinstance(params.get("params"), dict) else {},
+            group_by_field=group_by,
+            group_size=_group_size(params.get("group_size")) if group_by else 1,
+            **common,
+        )
+        page = iterator_page(params)
+        if page is not None:
+            if group_by:
+                raise errors.invalid("Not allowed to do groupBy when doing iteration")
+            spec.params = page_params(page, spec.params)
+        return spec, page
+
+
+def _group_size(value: Any) -> int:
+    """``group_size`` as Milvus reads it: missing means 1."""
+    if value in (None, ""):
+        return 1
+    return convert.int_param(value, "group_size")
+
+
+def _loads(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

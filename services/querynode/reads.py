@@ -1,0 +1,134 @@
+"""Reads of one store at a snapshot: the search and query kernels every node runs.
+
+A shard's leader runs them on its growing store and the sealed segments it holds; a node
+holding sealed segments for another node's shard runs the same kernels on those, at the
+snapshot the leader chose. Plain functions of a store and a request: no locks, no waiting.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from services.common import errors
+from services.common.expr import ExprError, evaluate, parse
+from services.common.grouping import as_values, merge_groups
+from services.common.msgstream.message import DataType
+from services.common.requests import ShardQueryRequest, ShardSearchRequest
+from services.common.results import QueryRows, SearchHits, merge_hits, pk_order, take
+from services.common.search_range import ScoreBand, distances
+from services.querynode.grouped_search import search_groups
+from services.querynode.segment import ShardStore
+
+
+class StoreColumns:
+    """The expression engine's view of a store's columns."""
+
+    def __init__(self, store: ShardStore) -> None:
+        self._store = store
+        self.num_rows = store.num_rows
+        dynamic = store.schema.dynamic_field
+        self.dynamic_field = dynamic.name if dynamic else None
+
+    def field_type(self, name: str) -> DataType | None:
+        f = self._store.schema.field(name)
+        return f.data_type if f else None
+
+    def column(self, name: str) -> np.ndarray | list:
+        if name == self._store.schema.primary.name:
+            return self._store.pks()
+        return self._store.column(name)
+
+    def valid(self, name: str) -> np.ndarray | None:
+        return self._store.valid(name)
+
+
+def parse_filter(expr: str, params: dict[str, Any]) -> Any:
+    """A request's filter as an expression tree (None: no filter), parsed once per request."""
+    if not expr.strip():
+        return None
+    try:
+        return parse(expr, params or None)
+    except ExprError as exc:
+        raise errors.invalid(str(exc)) from exc
+
+
+def visible(store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any) -> np.ndarray:
+    """The rows a read at ``snapshot`` sees: live then, in the partitions, passing the filter."""
+    mask = store.candidates(snapshot, partition_ids or None).mask
+    if tree is not None and mask.any():
+        try:
+            mask &= evaluate(tree, StoreColumns(store))
+        except ExprError as exc:
+            raise errors.invalid(str(exc)) from exc
+    return mask
+
+
+def search_store(
+    store: ShardStore,
+    req: ShardSearchRequest,
+    tree: Any,
+    band: ScoreBand | None,
+    snapshot: int,
+) -> SearchHits:
+    mask = visible(store, snapshot, req.partition_ids, tree)
+    if req.group_by:
+        scores, rows = search_groups(store, req, mask)
+    else:
+        scores, rows = _search_band(store, req, mask, band)
+    valid = rows >= 0  # -1 rows (fewer matches than topk) sort last in each query
+    flat = rows[valid]
+    return SearchHits(
+        req.metric_type,
+        valid.sum(axis=1).tolist() if len(req.vectors) else [],
+        take(store.pks(), flat),
+        scores[valid].astype(np.float32),
+        {name: store.output(name, flat) for name in req.output_fields},
+        as_values(store.output(req.group_by, flat)) if req.group_by else None,
+    )
+
+
+def reduce_hits(parts: list[SearchHits], req: ShardSearchRequest) -> SearchHits:
+    """Stores', nodes' or shards' hits as one: the best groups of a grouping search, else
+    the best ``topk`` hits."""
+    if req.group_by:
+        return merge_groups(parts, req.topk, req.group_size)
+    return merge_hits(parts, req.topk)
+
+
+def _search_band(
+    store: ShardStore, req: ShardSearchRequest, mask: np.ndarray, band: ScoreBand | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The best ``topk`` hits per query, inside ``band`` when there is one: the search
+    goes deeper (4x each round) while a query has too few hits inside the band and the
+    store may hold more (a range's inner edge or an iterator's last page skips the best)."""
+    k, candidates = req.topk, int(mask.sum())
+    while True:
+        scores, rows = store.search(
+            req.anns_field, req.vectors, req.metric_type, k, mask, req.search_params
+        )
+        if band is None:
+            return scores, rows
+        inside = (rows >= 0) & band.keep(distances(req.metric_type, scores))
+        exhausted = (rows >= 0).sum(axis=1) < k
+        if k >= candidates or ((inside.sum(axis=1) >= req.topk) | exhausted).all():
+            break
+        k = min(k * 4, candidates)
+    first = np.argsort(~inside, axis=1, kind="stable")[:, : req.topk]  # keeps the order
+    rows = np.where(
+        np.take_along_axis(inside, first, axis=1), np.take_along_axis(rows, first, axis=1), -1
+    )
+    return np.take_along_axis(scores, first, axis=1), rows
+
+
+def query_store(store: ShardStore, req: ShardQueryRequest, tree: Any, snapshot: int) -> QueryRows:
+    mask = visible(store, snapshot, req.partition_ids, tree)
+    if req.count_only:
+        return QueryRows(pks=[], count=int(mask.sum()))
+    rows = np.flatnonzero(mask)
+    rows = rows[pk_order(take(store.pks(), rows))[: req.limit]]
+    return QueryRows(
+        take(store.pks(), rows),
+        {name: store.output(name, rows) for name in req.output_fields},
+    )

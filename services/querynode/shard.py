@@ -1,0 +1,81 @@
+"""A shard as one query node holds it: growing rows, sealed segments, serviceable time.
+
+The node that reads a shard's channel leads it: it applies inserts to its growing store,
+deletes to every store, and knows which other nodes serve its remaining sealed segments. A
+node serving sealed segments for another leader holds a shard of the same shape with an
+empty growing store and no serviceable time of its own: its leader forwards the deletes and
+chooses the snapshot of every read.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from services.common.msgstream.message import CollectionDDLMsg, DDLOp, DeleteMsg
+from services.common.schema import CollectionInfo
+from services.querynode.segment import ShardStore
+from services.querynode.tsafe import TSafe
+
+#: what a leader forwards to the nodes serving its sealed segments
+Removal = DeleteMsg | CollectionDDLMsg
+
+
+@dataclass
+class Shard:
+    collection: CollectionInfo
+    vchannel: str
+    store: ShardStore
+    tsafe: TSafe = field(default_factory=TSafe)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: flushed segments loaded from S3 into this node, by segment id
+    sealed: dict[int, ShardStore] = field(default_factory=dict)
+    #: segments whose rows sealed stores serve, here or on other nodes: their own ids and
+    #: those they were compacted from (inserts of these met in the channel are not applied)
+    covered: set[int] = field(default_factory=set)
+    #: dropped partitions and their DropPartition stamps: hidden at once, freed later
+    dropped: dict[int, int] = field(default_factory=dict)
+    #: dropped partitions whose sealed segments are still to be freed
+    unfreed: set[int] = field(default_factory=set)
+    #: sealed segments other nodes serve for this shard: segment id -> node id
+    remote: dict[int, int] = field(default_factory=dict)
+    #: remote segments whose node stopped answering: reads fail until they are placed again
+    lost: set[int] = field(default_factory=set)
+    #: deletes and partition drops applied from the channel since this node started leading
+    #: the shard: a node that starts serving one of its segments gets them all (the
+    #: segment's deltalogs end where the data node last persisted)
+    removals: list[Removal] = field(default_factory=list)
+
+    def stores(self) -> list[ShardStore]:
+        return [self.store, *self.sealed.values()]
+
+    def memory_bytes(self) -> tuple[int, dict[int, int]]:
+        """(growing rows, per sealed segment) estimated bytes held in memory."""
+        row = self.collection.schema.row_bytes()
+        return self.store.num_rows * row, {s: st.num_rows * row for s, st in self.sealed.items()}
+
+
+def is_removal(msg: object) -> bool:
+    return isinstance(msg, DeleteMsg) or (
+        isinstance(msg, CollectionDDLMsg) and msg.op == DDLOp.DROP_PARTITION
+    )
+
+
+def apply_removal(shard: Shard, msg: Removal) -> int:
+    """A delete or a partition drop on every store of ``shard``; returns the rows it hid."""
+    if isinstance(msg, DeleteMsg):
+        return sum(store.delete(msg) for store in shard.stores())
+    shard.dropped[msg.partition_id] = msg.ts
+    shard.unfreed.add(msg.partition_id)
+    return sum(store.drop_partition(msg.partition_id, msg.ts) for store in shard.stores())
+
+
+def replay_removals(store: ShardStore, removals: list[Removal], since_ts: int) -> None:
+    """Apply the removals stamped after ``since_ts`` to a newly loaded store, in order."""
+    for msg in removals:
+        if msg.ts <= since_ts:
+            continue
+        if isinstance(msg, DeleteMsg):
+            store.delete(msg)
+        else:
+            store.drop_partition(msg.partition_id, msg.ts)

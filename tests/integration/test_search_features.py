@@ -1,0 +1,445 @@
+"""Grouping search, several vector fields, hybrid search and ``query_iterator`` through
+unmodified pymilvus, against milvus-lite on the same rows (FLAT indexes: exact answers) and,
+where milvus-lite ranks differently from Milvus (weighted fusion), against Milvus's formula.
+
+Vectide's collection has 4 shards and rows in several chunks (interim indexes beside exact
+search), so groups and fused lists are merged across shards and stores; a cluster's two query
+nodes split the shards of another, so the proxy merges too."""
+
+from __future__ import annotations
+
+import math
+import uuid
+
+import numpy as np
+import pytest
+import requests
+from pymilvus import (
+    AnnSearchRequest,
+    Collection,
+    DataType,
+    MilvusClient,
+    MilvusException,
+    RRFRanker,
+    WeightedRanker,
+    connections,
+)
+
+from tests.integration.conftest import exact_groups
+
+N = 1500
+DIM_V, DIM_W = 8, 6
+
+
+def _rows(rng: np.random.Generator, ids: range) -> list[dict]:
+    return [
+        {
+            "id": i,
+            "v": rng.standard_normal(DIM_V).tolist(),
+            "w": rng.standard_normal(DIM_W).tolist(),
+            "g": int(rng.integers(0, 12)),
+            "name": f"n{int(rng.integers(0, 9))}",
+            "flag": bool(rng.integers(0, 2)),
+            "f": float(rng.random()),
+            "j": {"k": i},
+        }
+        for i in ids
+    ]
+
+
+def _create(client: MilvusClient, name: str) -> None:
+    """Two vector fields (L2 and IP, FLAT: exact), groupable scalars and two that are not,
+    4 shards."""
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("v", DataType.FLOAT_VECTOR, dim=DIM_V)
+    schema.add_field("w", DataType.FLOAT_VECTOR, dim=DIM_W)
+    schema.add_field("g", DataType.INT64)
+    schema.add_field("name", DataType.VARCHAR, max_length=16)
+    schema.add_field("flag", DataType.BOOL)
+    schema.add_field("f", DataType.FLOAT)
+    schema.add_field("j", DataType.JSON)
+    index = client.prepare_index_params()
+    index.add_index("v", index_type="FLAT", metric_type="L2")
+    index.add_index("w", index_type="FLAT", metric_type="IP")
+    client.create_collection(
+        name, schema=schema, index_params=index, consistency_level="Strong", num_shards=4
+    )
+
+
+@pytest.fixture(scope="module")
+def coll(pair):
+    """The same rows in both: two vector fields (L2 and IP), groupable scalars, a partition."""
+    name = f"feat_{uuid.uuid4().hex[:6]}"
+    rng = np.random.default_rng(5)
+    rows = _rows(rng, range(N))
+    for client in pair:
+        _create(client, name)
+        client.create_partition(name, "p1")
+        for start in range(0, N, 500):  # several inserts: several chunks and segments
+            batch = rows[start : start + 500]
+            client.insert(name, batch[:400])
+            client.insert(name, batch[400:], partition_name="p1")
+    assert pair[0].describe_collection(name)["num_shards"] == 4
+    yield name, rows
+    for client in pair:
+        client.drop_collection(name)
+
+
+def _hits(result) -> list[list[tuple]]:
+    return [[(h["id"], h["distance"]) for h in hits] for hits in result]
+
+
+def _same(ours, lite) -> None:
+    assert len(ours) == len(lite)
+    for a, b in zip(_hits(ours), _hits(lite), strict=True):
+        assert [i for i, _ in a] == [i for i, _ in b]
+        np.testing.assert_allclose([d for _, d in a], [d for _, d in b], rtol=1e-5, atol=1e-5)
+
+
+QUERIES_V = np.random.default_rng(9).standard_normal((3, DIM_V)).tolist()
+QUERIES_W = np.random.default_rng(10).standard_normal((3, DIM_W)).tolist()
+
+
+#: the tests' filters, as Python predicates for the exact answers
+FILTERS = {"": lambda r: True, "f > 0.3": lambda r: r["f"] > 0.3, "g != 4": lambda r: r["g"] != 4}
+
+
+def _in_p1(row: dict) -> bool:
+    return row["id"] % 500 >= 400
+
+
+def _check_exact(result, rows, queries, anns, metric, by, limit, size, offset, keep) -> None:
+    labelled = [{**r, "by": r[by]} for r in rows]
+    for hits, query in zip(_hits(result), queries, strict=True):
+        expected = exact_groups(labelled, np.array(query), anns, metric, limit, size, offset, keep)
+        assert [i for i, _ in hits] == [i for i, _ in expected]
+        np.testing.assert_allclose([d for _, d in hits], [d for _, d in expected], rtol=1e-4)
+
+
+@pytest.mark.parametrize("field", ["g", "name", "flag"])
+@pytest.mark.parametrize(
+    ("group_size", "offset", "expr", "partitions"),
+    [
+        (1, 0, "", None),
+        (1, 2, "f > 0.3", None),
+        (3, 0, "f > 0.3", None),
+        (2, 2, "", None),
+        (2, 0, "g != 4", ["p1"]),
+    ],
+)
+def test_group_by_is_exact_and_matches_milvus_lite(
+    pair, coll, field, group_size, offset, expr, partitions
+):
+    """Against the exact answer always; against milvus-lite where it is exact too: it groups
+    only its best (limit + offset) * max(3 * group_size, 10) hits and applies ``offset`` to
+    hits rather than groups, so with group_size > 1 it may return fewer or other hits."""
+    name, rows = coll
+    ours, lite = (
+        c.search(
+            name,
+            QUERIES_V,
+            anns_field="v",
+            limit=4,
+            offset=offset,
+            filter=expr,
+            partition_names=partitions,
+            group_by_field=field,
+            group_size=group_size,
+            output_fields=[field],
+        )
+        for c in pair
+    )
+    keep = FILTERS[expr] if partitions is None else lambda r: FILTERS[expr](r) and _in_p1(r)
+    _check_exact(ours, rows, QUERIES_V, "v", "L2", field, 4, group_size, offset, keep)
+    if group_size == 1:
+        _same(ours, lite)
+    by_id = {r["id"]: r for r in rows}
+    for hits in ours:
+        values = [h["entity"][field] for h in hits]
+        assert all(by_id[h["id"]][field] == h["entity"][field] for h in hits)
+        assert len(set(values)) == min(4, len({r[field] for r in rows}) - offset)
+
+
+def test_group_by_strict_group_size_on_an_ip_field(pair, coll):
+    name, rows = coll
+    ours = pair[0].search(
+        name,
+        QUERIES_W,
+        anns_field="w",
+        limit=5,
+        group_by_field="g",
+        group_size=3,
+        strict_group_size=True,
+    )
+    _check_exact(ours, rows, QUERIES_W, "w", "IP", "g", 5, 3, 0, FILTERS[""])
+    assert all(len(hits) == 15 for hits in ours)
+
+
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        ("f", "unsupported data type Float for group by operator"),
+        ("j", "unsupported data type JSON for group by operator"),
+        ("v", "unsupported data type FloatVector for group by operator"),
+        ("nope", "groupBy field not found in schema"),
+    ],
+)
+def test_group_by_refuses_what_milvus_refuses(pair, coll, field, message):
+    name, _ = coll
+    with pytest.raises(MilvusException) as caught:
+        pair[0].search(name, QUERIES_V, anns_field="v", limit=3, group_by_field=field)
+    assert message in caught.value.message
+    with pytest.raises(MilvusException):
+        pair[1].search(name, QUERIES_V, anns_field="v", limit=3, group_by_field=field)
+
+
+def test_group_by_with_range_search_is_refused(pair, coll):
+    with pytest.raises(MilvusException, match="range-search"):
+        pair[0].search(
+            coll[0],
+            QUERIES_V,
+            anns_field="v",
+            limit=3,
+            group_by_field="g",
+            search_params={"params": {"radius": 10.0}},
+        )
+
+
+@pytest.mark.parametrize(("field", "queries"), [("v", QUERIES_V), ("w", QUERIES_W)])
+def test_each_vector_field_searches_as_milvus_lite(pair, coll, field, queries):
+    name, _ = coll
+    ours, lite = (
+        c.search(name, queries, anns_field=field, limit=7, filter="g < 6", output_fields=["g"])
+        for c in pair
+    )
+    _same(ours, lite)
+    assert [[h["entity"]["g"] for h in hits] for hits in ours] == [
+        [h["entity"]["g"] for h in hits] for hits in lite
+    ]
+
+
+def test_a_search_without_anns_field_on_two_vector_fields_is_refused(pair, coll):
+    with pytest.raises(MilvusException, match="anns_field"):
+        pair[0].search(coll[0], QUERIES_V, limit=3)
+
+
+def _requests(nq: int = 2) -> list[AnnSearchRequest]:
+    return [
+        AnnSearchRequest(QUERIES_V[:nq], "v", {"metric_type": "L2"}, limit=12),
+        AnnSearchRequest(QUERIES_W[:nq], "w", {"metric_type": "IP"}, limit=9, expr="g > 2"),
+    ]
+
+
+@pytest.mark.parametrize(("k", "limit", "offset"), [(60, 10, 0), (5, 6, 3)])
+def test_hybrid_rrf_matches_milvus_lite(pair, coll, k, limit, offset):
+    name, rows = coll
+    ours, lite = (
+        c.hybrid_search(
+            name, _requests(), RRFRanker(k), limit=limit, offset=offset, output_fields=["g"]
+        )
+        for c in pair
+    )
+    _same(ours, lite)
+    by_id = {r["id"]: r for r in rows}
+    assert all(h["entity"]["g"] == by_id[h["id"]]["g"] for hits in ours for h in hits)
+
+
+def _milvus_weighted(subs: list, weights: list[float], metrics: list[str]) -> dict:
+    """Milvus's weighted fusion with norm_score, from each sub-search's hits."""
+    norm = {
+        "L2": lambda d: 1 - 2 * math.atan(d) / math.pi,
+        "IP": lambda s: 0.5 + math.atan(s) / math.pi,
+    }
+    total: dict[int, float] = {}
+    for hits, weight, metric in zip(subs, weights, metrics, strict=True):
+        for h in hits:
+            total[h["id"]] = total.get(h["id"], 0.0) + weight * norm[metric](h["distance"])
+    return total
+
+
+def test_hybrid_weighted_scores_as_milvus(pair, coll):
+    name, _ = coll
+    ours = pair[0]
+    result = ours.hybrid_search(name, _requests(), WeightedRanker(0.3, 0.7), limit=8, offset=1)
+    subs = [
+        ours.search(name, QUERIES_V[:2], anns_field="v", limit=12),
+        ours.search(name, QUERIES_W[:2], anns_field="w", limit=9, filter="g > 2"),
+    ]
+    for q, hits in enumerate(result):
+        total = _milvus_weighted([subs[0][q], subs[1][q]], [0.3, 0.7], ["L2", "IP"])
+        expected = sorted(total, key=lambda i: (-total[i], i))[1:9]
+        assert [h["id"] for h in hits] == expected
+        np.testing.assert_allclose(
+            [h["distance"] for h in hits], [total[i] for i in expected], rtol=1e-5
+        )
+
+
+def test_hybrid_group_by(pair, coll):
+    name, rows = coll
+    by_id = {r["id"]: r for r in rows}
+    result = pair[0].hybrid_search(
+        name, _requests(), RRFRanker(), limit=3, group_by_field="g", group_size=2
+    )
+    for hits in result:
+        groups = [by_id[h["id"]]["g"] for h in hits]
+        assert 0 < len(set(groups)) <= 3
+        assert all(groups.count(g) <= 2 for g in groups)
+        scores = [h["distance"] for h in hits]
+        best = [scores[groups.index(g)] for g in dict.fromkeys(groups)]
+        assert best == sorted(best, reverse=True)
+
+
+def test_hybrid_search_refuses_bad_rankers(pair, coll):
+    with pytest.raises(MilvusException, match="weights"):
+        pair[0].hybrid_search(coll[0], _requests(), WeightedRanker(0.5), limit=3)
+    with pytest.raises(MilvusException, match="range"):
+        pair[0].hybrid_search(coll[0], _requests(), WeightedRanker(0.5, 1.5), limit=3)
+
+
+def test_hybrid_search_over_rest(standalone, pair, coll):
+    name, _ = coll
+    base = f"http://127.0.0.1:{standalone.config.service.http_port}/v2/vectordb"
+    body = {
+        "collectionName": name,
+        "search": [
+            {"data": QUERIES_V[:1], "annsField": "v", "limit": 12},
+            {"data": QUERIES_W[:1], "annsField": "w", "limit": 9, "filter": "g > 2"},
+        ],
+        "rerank": {"strategy": "rrf", "params": {"k": 60}},
+        "limit": 5,
+        "outputFields": ["g"],
+    }
+    reply = requests.post(f"{base}/entities/hybrid_search", json=body, timeout=30).json()
+    assert reply["code"] == 0, reply
+    grpc = pair[0].hybrid_search(name, _requests(1), RRFRanker(60), limit=5, output_fields=["g"])
+    assert [r["id"] for r in reply["data"]] == [h["id"] for h in grpc[0]]
+    assert [r["g"] for r in reply["data"]] == [h["entity"]["g"] for h in grpc[0]]
+
+
+@pytest.mark.parametrize("pk_type", [DataType.INT64, DataType.VARCHAR])
+def test_query_iterator_returns_every_row_once(pair, pk_type):
+    ours = pair[0]
+    name = f"qiter_{uuid.uuid4().hex[:6]}"
+    schema = ours.create_schema(auto_id=False)
+    if pk_type == DataType.INT64:
+        schema.add_field("pk", DataType.INT64, is_primary=True)
+    else:
+        schema.add_field("pk", DataType.VARCHAR, is_primary=True, max_length=16)
+    schema.add_field("vec", DataType.FLOAT_VECTOR, dim=4)
+    schema.add_field("n", DataType.INT64)
+    index = ours.prepare_index_params()
+    index.add_index("vec", index_type="FLAT", metric_type="L2")
+    ours.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
+    keys = list(range(700)) if pk_type == DataType.INT64 else [f"k{i:04d}" for i in range(700)]
+    rng = np.random.default_rng(3)
+    for start in range(0, 700, 250):
+        ours.insert(
+            name,
+            [
+                {"pk": k, "vec": rng.random(4).tolist(), "n": i}
+                for i, k in enumerate(keys[start : start + 250], start)
+            ],
+        )
+    for expr, expected in [("", keys), ("n % 3 == 1", keys[1::3])]:
+        seen: list = []
+        iterator = ours.query_iterator(name, batch_size=64, filter=expr, output_fields=["n"])
+        while page := iterator.next():
+            seen += [r["pk"] for r in page]
+            assert all(r["n"] == keys.index(r["pk"]) for r in page)
+        iterator.close()
+        assert sorted(seen) == sorted(expected)
+        assert len(seen) == len(set(seen))
+    ours.drop_collection(name)
+
+
+def test_the_orm_groups_and_fuses_as_the_client_does(standalone, pair, coll):
+    name, _ = coll
+    alias = f"orm_{uuid.uuid4().hex[:6]}"
+    connections.connect(alias, uri=standalone.uri)
+    try:
+        collection = Collection(name, using=alias)
+        grouped = collection.search(
+            QUERIES_V, "v", {"metric_type": "L2"}, limit=3, group_by_field="name", group_size=2
+        )
+        client = pair[0].search(
+            name, QUERIES_V, anns_field="v", limit=3, group_by_field="name", group_size=2
+        )
+        assert [list(hits.ids) for hits in grouped] == [[h["id"] for h in q] for q in client]
+        fused = collection.hybrid_search(_requests(), RRFRanker(), limit=5)
+        client = pair[0].hybrid_search(name, _requests(), RRFRanker(), limit=5)
+        assert [list(hits.ids) for hits in fused] == [[h["id"] for h in q] for q in client]
+    finally:
+        connections.disconnect(alias)
+
+
+def test_a_nullable_field_groups_its_nulls_together(pair):
+    """Null is a group of its own; with group_size > 1 the second search's filter (``in``
+    the chosen values ``or is null``) keeps it."""
+    name = f"gnull_{uuid.uuid4().hex[:6]}"
+    rng = np.random.default_rng(8)
+    rows = [
+        {
+            "id": i,
+            "v": rng.standard_normal(DIM_V).tolist(),
+            "m": None if i % 3 == 0 else int(rng.integers(0, 4)),
+        }
+        for i in range(600)
+    ]
+    for client in pair:
+        schema = client.create_schema(auto_id=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("v", DataType.FLOAT_VECTOR, dim=DIM_V)
+        schema.add_field("m", DataType.INT64, nullable=True)
+        index = client.prepare_index_params()
+        index.add_index("v", index_type="FLAT", metric_type="L2")
+        client.create_collection(
+            name, schema=schema, index_params=index, consistency_level="Strong"
+        )
+        client.insert(name, rows)
+    try:
+        ours, lite = (
+            c.search(
+                name, QUERIES_V, anns_field="v", limit=5, group_by_field="m", output_fields=["m"]
+            )
+            for c in pair
+        )
+        _same(ours, lite)
+        assert all(None in [h["entity"]["m"] for h in hits] for hits in ours)
+        sized = pair[0].search(
+            name, QUERIES_V, anns_field="v", limit=5, group_by_field="m", group_size=3
+        )
+        _check_exact(sized, rows, QUERIES_V, "v", "L2", "m", 5, 3, 0, FILTERS[""])
+    finally:
+        for client in pair:
+            client.drop_collection(name)
+
+
+def test_groups_merge_across_query_nodes_of_a_cluster(cluster):
+    """Two query nodes serve the shards: the proxy merges their groups and fused lists."""
+    client = MilvusClient(cluster.uris[0])
+    name = f"gcl_{uuid.uuid4().hex[:6]}"
+    _create(client, name)
+    rows = _rows(np.random.default_rng(6), range(800))
+    client.insert(name, rows)
+    try:
+        [replica] = client.describe_replica(name)
+        assert len({shard.shard_leader for shard in replica.shards}) == 2
+        grouped = client.search(
+            name, QUERIES_V, anns_field="v", limit=3, offset=1, group_by_field="g", group_size=4
+        )
+        _check_exact(grouped, rows, QUERIES_V, "v", "L2", "g", 3, 4, 1, FILTERS[""])
+        fused = client.hybrid_search(name, _requests(), RRFRanker(20), limit=6)
+        subs = [
+            client.search(name, QUERIES_V[:2], anns_field="v", limit=12),
+            client.search(name, QUERIES_W[:2], anns_field="w", limit=9, filter="g > 2"),
+        ]
+        for q, hits in enumerate(fused):
+            total: dict[int, float] = {}
+            for sub in subs:
+                for rank, h in enumerate(sub[q], 1):
+                    total[h["id"]] = total.get(h["id"], 0.0) + 1 / (20 + rank)
+            assert [h["id"] for h in hits] == sorted(total, key=lambda i: (-total[i], i))[:6]
+    finally:
+        client.drop_collection(name)
+        client.close()
