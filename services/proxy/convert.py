@@ -60,46 +60,6 @@ def error_status(exc: BaseException) -> common_pb2.Status:
     )
 
 
-# -- packed repeated fields -----------------------------------------------------------------
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _read_packed_floats(message: Any) -> np.ndarray:
-    """Field 1 of a FloatArray as float32, without a Python float per element."""
-    raw = message.SerializeToString()
-    if not raw:
-        return np.empty(0, dtype=np.float32)
-    pos, length, shift = 1, 0, 0
-    while True:
-        byte = raw[pos]
-        length |= (byte & 0x7F) << shift
-        pos += 1
-        if not byte & 0x80:
-            break
-        shift += 7
-    return np.frombuffer(raw, dtype="<f4", count=length // 4, offset=pos)
-
-
-def _packed_float_array(values: np.ndarray) -> schema_pb2.FloatArray:
-    data = np.ascontiguousarray(values, dtype="<f4").tobytes()
-    return (
-        schema_pb2.FloatArray.FromString(b"\x0a" + _varint(len(data)) + data)
-        if data
-        else (schema_pb2.FloatArray())
-    )
-
-
 # -- schema ---------------------------------------------------------------------------------
 
 
@@ -326,19 +286,8 @@ def _field_values(
     fd: schema_pb2.FieldData, field: FieldSchema
 ) -> np.ndarray | list[str] | list[bytes]:
     t = field.data_type
-    if t == DataType.FLOAT_VECTOR:
-        dim = fd.vectors.dim or field.dim
-        if dim != field.dim:
-            raise errors.invalid(f"vector field {field.name}: dim {dim}, expected {field.dim}")
-        flat = _read_packed_floats(fd.vectors.float_vector)
-        if len(flat) % dim:
-            raise errors.invalid(f"vector field {field.name}: data is not a multiple of dim")
-        check_finite(flat, f"vector field {field.name}")
-        return flat.reshape(-1, dim)
-    if t == DataType.SPARSE_FLOAT_VECTOR:
-        return typed_fields.sparse_vectors(fd, field)
-    if t in DENSE_VECTORS:
-        return typed_fields.byte_vectors(fd, field)
+    if t in VECTOR_TYPES:
+        return typed_fields.vectors(fd, field)
     if t == DataType.ARRAY:
         return typed_fields.array_values(fd, field)
     s = fd.scalars
@@ -390,10 +339,7 @@ def field_data(field: FieldSchema, values: Any) -> schema_pb2.FieldData:
     if field.nullable:
         values = _valid_data(fd, field, values)
     t = field.data_type
-    if t == DataType.FLOAT_VECTOR:
-        fd.vectors.dim = field.dim
-        fd.vectors.float_vector.CopyFrom(_packed_float_array(np.asarray(values)))
-    elif t in VECTOR_TYPES:
+    if t in VECTOR_TYPES:
         typed_fields.vectors_to_proto(fd, field, values)
     elif t == DataType.ARRAY:
         typed_fields.array_to_proto(fd, field, values)
@@ -499,13 +445,6 @@ def read_vectors(placeholder_group: bytes, field: FieldSchema) -> np.ndarray | l
     """A search's query vectors for ``field`` (see ``typed_fields.read_queries``)."""
     group = parse_proto(common_pb2.PlaceholderGroup, placeholder_group, "placeholder_group")
     return typed_fields.read_queries(group, field)
-
-
-def check_finite(vectors: np.ndarray, what: str) -> None:
-    """Milvus refuses NaN and infinite components (typeutil.VerifyFloats): they make every
-    distance NaN, and an index built over them answers nothing useful."""
-    if vectors.size and not np.isfinite(vectors).all():
-        raise errors.invalid(f"{what} contains NaN or infinity")
 
 
 def consistency_level(value: int) -> ConsistencyLevel:

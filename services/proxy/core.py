@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from services.common import errors, vector_types
+from services.common import errors
 from services.common.config import QuotaConfig
 from services.common.errors import Code, MilvusError
 from services.common.expr import pk_terms
@@ -31,7 +31,6 @@ from services.common.schema import (
     CollectionSchema,
     ConsistencyLevel,
     DatabaseInfo,
-    FieldSchema,
     IndexInfo,
 )
 from services.datacoord.compaction_jobs import JobState
@@ -39,6 +38,7 @@ from services.proxy import limits
 from services.proxy.channels_time_ticker import ChannelsTimeTicker
 from services.proxy.dml import DeleteTask, InsertTask, MutationResult
 from services.proxy.dql import Outputs, QuerySpec, QueryTask, SearchSpec, SearchTask
+from services.proxy.index_kinds import index_kind
 from services.proxy.meta_cache import MetaCache
 from services.proxy.segment_placement import (
     ServedSegment,
@@ -380,7 +380,7 @@ class Proxy:
             raise errors.invalid(
                 f"Vectide indexes vector fields only; {field_name} is {field.data_type.name}"
             )
-        index_type, metric = _index_kind(field, params)
+        index_type, metric = index_kind(field, params)
         index = IndexInfo(
             0, index_name, field_name, index_type, metric, {k: str(v) for k, v in params.items()}
         )
@@ -605,24 +605,3 @@ class Proxy:
             consistency_level=ConsistencyLevel.EVENTUALLY,
         )
         return self.query(spec)[1].count or 0
-
-
-def _index_kind(field: FieldSchema, params: dict[str, Any]) -> tuple[str, str]:
-    """(index type, metric) of an index on ``field``, taken out of ``params``; a type or
-    metric the field's vector type cannot have is refused, naming both."""
-    name, kind = field.data_type.name, vector_types.kind_of(field.data_type)
-    index_type = str(params.pop("index_type", "AUTOINDEX") or "AUTOINDEX").upper()
-    automatic = index_type == "AUTOINDEX" and field.data_type in vector_types.FLOAT_TYPES
-    default = "COSINE" if automatic else kind.default_metric
-    metric = str(params.pop("metric_type", default) or default).upper()
-    if index_type not in kind.indexes:
-        raise errors.invalid(
-            f"invalid index type: {index_type} for {name} field {field.name} "
-            f"(supported: {', '.join(sorted(kind.indexes))})"
-        )
-    if metric == "BM25":
-        raise errors.invalid("metric type BM25 is not supported by Vectide (full-text search)")
-    if metric not in kind.metrics:
-        allowed = ", ".join(sorted(kind.metrics))
-        raise errors.invalid(f"metric type {metric} not supported for {name} ({allowed})")
-    return index_type, metric

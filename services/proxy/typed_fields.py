@@ -53,6 +53,26 @@ _INT_RANGES = {
 # -- vectors in -------------------------------------------------------------------------------
 
 
+def vectors(fd: schema_pb2.FieldData, field: FieldSchema) -> np.ndarray | list[bytes]:
+    """A vector column of any type, checked against the field."""
+    if field.data_type == DataType.FLOAT_VECTOR:
+        return float_vectors(fd, field)
+    if field.data_type == DataType.SPARSE_FLOAT_VECTOR:
+        return sparse_vectors(fd, field)
+    return byte_vectors(fd, field)
+
+
+def float_vectors(fd: schema_pb2.FieldData, field: FieldSchema) -> np.ndarray:
+    dim = fd.vectors.dim or field.dim
+    if dim != field.dim:
+        raise errors.invalid(f"vector field {field.name}: dim {dim}, expected {field.dim}")
+    flat = _read_packed_floats(fd.vectors.float_vector)
+    if len(flat) % dim:
+        raise errors.invalid(f"vector field {field.name}: data is not a multiple of dim")
+    check_finite(flat, f"vector field {field.name}")
+    return flat.reshape(-1, dim)
+
+
 def byte_vectors(fd: schema_pb2.FieldData, field: FieldSchema) -> np.ndarray:
     """A binary, float16 or bfloat16 column as ``rows x row_width`` of its storage type."""
     dim = fd.vectors.dim or field.dim
@@ -89,7 +109,11 @@ def sparse_vectors(fd: schema_pb2.FieldData, field: FieldSchema) -> list[bytes]:
 
 
 def vectors_to_proto(fd: schema_pb2.FieldData, field: FieldSchema, values: Any) -> None:
-    """Fill ``fd`` with a non-float32 vector column, as Milvus returns it."""
+    """Fill ``fd`` with a vector column, as Milvus returns it."""
+    if field.data_type == DataType.FLOAT_VECTOR:
+        fd.vectors.dim = field.dim
+        fd.vectors.float_vector.CopyFrom(_packed_float_array(np.asarray(values)))
+        return
     if field.data_type == DataType.SPARSE_FLOAT_VECTOR:
         rows = list(values)
         fd.vectors.sparse_float_vector.contents.extend(rows)
@@ -137,12 +161,58 @@ def read_queries(placeholder_group: Any, field: FieldSchema) -> np.ndarray | lis
     vectors = np.vstack(rows) if rows else np.empty((0, width), dtype=dtype)
     if field.data_type in vector_types.FLOAT_TYPES:
         vectors = vector_types.as_float32(field.data_type, vectors)
-        if vectors.size and not np.isfinite(vectors).all():
-            raise errors.invalid("query vector contains NaN or infinity")
+        check_finite(vectors, "query vector")
     return vectors
 
 
 _NAMES = frozenset(v for _, v in common_pb2.PlaceholderType.items())
+
+
+# -- packed float32, without a Python float per element --------------------------------------------
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _read_packed_floats(message: Any) -> np.ndarray:
+    """Field 1 of a FloatArray as float32, without a Python float per element."""
+    raw = message.SerializeToString()
+    if not raw:
+        return np.empty(0, dtype=np.float32)
+    pos, length, shift = 1, 0, 0
+    while True:
+        byte = raw[pos]
+        length |= (byte & 0x7F) << shift
+        pos += 1
+        if not byte & 0x80:
+            break
+        shift += 7
+    return np.frombuffer(raw, dtype="<f4", count=length // 4, offset=pos)
+
+
+def _packed_float_array(values: np.ndarray) -> schema_pb2.FloatArray:
+    data = np.ascontiguousarray(values, dtype="<f4").tobytes()
+    return (
+        schema_pb2.FloatArray.FromString(b"\x0a" + _varint(len(data)) + data)
+        if data
+        else (schema_pb2.FloatArray())
+    )
+
+
+def check_finite(vectors: np.ndarray, what: str) -> None:
+    """Milvus refuses NaN and infinite components (typeutil.VerifyFloats): they make every
+    distance NaN, and an index built over them answers nothing useful."""
+    if vectors.size and not np.isfinite(vectors).all():
+        raise errors.invalid(f"{what} contains NaN or infinity")
 
 
 # -- ARRAY fields -----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from services.common.rpc import codec as rpc_codec
 from services.common.rpc import types  # noqa: F401  (registers the RPC dataclasses)
 from services.common.schema import CollectionSchema, FieldSchema, IndexInfo
 from services.proxy import convert, typed_fields
-from services.proxy.core import _index_kind
+from services.proxy.index_kinds import index_kind
 from services.querynode.chunk_index import is_interim
 from services.querynode.segment import ShardStore
 from services.querynode.sparse import SparseColumn
@@ -159,13 +159,13 @@ def test_shard_store_searches_each_vector_type():
 
 def test_proxy_refuses_indexes_and_metrics_a_type_cannot_have():
     binary = FieldSchema(101, "bin", DataType.BINARY_VECTOR, dim=16)
-    assert _index_kind(binary, {"index_type": "BIN_IVF_FLAT", "metric_type": "jaccard"}) == (
+    assert index_kind(binary, {"index_type": "BIN_IVF_FLAT", "metric_type": "jaccard"}) == (
         "BIN_IVF_FLAT",
         "JACCARD",
     )
-    assert _index_kind(binary, {}) == ("AUTOINDEX", "HAMMING")
+    assert index_kind(binary, {}) == ("AUTOINDEX", "HAMMING")
     half = FieldSchema(102, "half", DataType.FLOAT16_VECTOR, dim=2)
-    assert _index_kind(half, {"index_type": "HNSW"}) == ("HNSW", "L2")
+    assert index_kind(half, {"index_type": "HNSW"}) == ("HNSW", "L2")
     sparse = FieldSchema(104, "sp", DataType.SPARSE_FLOAT_VECTOR)
     for field, params, message in [
         (binary, {"index_type": "HNSW"}, "HNSW for BINARY_VECTOR"),
@@ -174,7 +174,7 @@ def test_proxy_refuses_indexes_and_metrics_a_type_cannot_have():
         (sparse, {"index_type": "SPARSE_WAND", "metric_type": "L2"}, "L2 not supported"),
     ]:
         with pytest.raises(MilvusError, match=message):
-            _index_kind(field, params)
+            index_kind(field, params)
 
 
 def _array_fd(values: list, member: str) -> schema_pb2.FieldData:
