@@ -15,7 +15,7 @@ import uuid
 
 import numpy as np
 import pytest
-from pymilvus import DataType, MilvusClient, MilvusException
+from pymilvus import AnnSearchRequest, DataType, MilvusClient, MilvusException, RRFRanker
 from pymilvus.grpc_gen.common_pb2 import SegmentState
 
 from services.common.vector_types import as_float32, bfloat16_bits
@@ -460,3 +460,36 @@ def test_every_type_crosses_the_internal_rpc_of_a_cluster(cluster):
     finally:
         client.drop_collection(name)
         client.close()
+
+
+def test_hybrid_search_fuses_dense_and_sparse_as_milvus_lite(deployment, lite):
+    """The common dense + sparse hybrid: RRF over a float and a sparse search."""
+    client = deployment.client
+    name = _name("hybrid")
+    rng = np.random.default_rng(13)
+    dense = rng.standard_normal((ROWS, 4)).round(3)
+    sparse = _sparse_rows(rng, ROWS)
+    for target in (client, lite):
+        schema = target.create_schema(auto_id=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("vec", DataType.FLOAT_VECTOR, dim=4)
+        schema.add_field("sv", DataType.SPARSE_FLOAT_VECTOR)
+        index = target.prepare_index_params()
+        index.add_index("vec", index_type="FLAT", metric_type="L2")
+        index.add_index("sv", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+        target.create_collection(
+            name, schema=schema, index_params=index, consistency_level="Strong"
+        )
+        target.insert(
+            name, [{"id": i, "vec": dense[i].tolist(), "sv": sparse[i]} for i in range(ROWS)]
+        )
+    requests = [
+        AnnSearchRequest([[0.3, -0.1, 0.8, 0.2]], "vec", {"metric_type": "L2"}, limit=20),
+        AnnSearchRequest([{3: 1.0, 17: 2.0, 30: 4.0}], "sv", {"metric_type": "IP"}, limit=20),
+    ]
+
+    def fused(target) -> list[int]:
+        hits = target.hybrid_search(name, requests, RRFRanker(60), limit=TOP)[0]
+        return [h["id"] for h in hits]
+
+    assert fused(client) == fused(lite)
