@@ -15,6 +15,7 @@ import uuid
 
 import numpy as np
 import pytest
+import requests
 from pymilvus import AnnSearchRequest, DataType, MilvusClient, MilvusException, RRFRanker
 from pymilvus.grpc_gen.common_pb2 import SegmentState
 
@@ -493,3 +494,52 @@ def test_hybrid_search_fuses_dense_and_sparse_as_milvus_lite(deployment, lite):
         return [h["id"] for h in hits]
 
     assert fused(client) == fused(lite)
+
+
+def test_rest_carries_array_fields_and_sparse_vectors(deployment):
+    """REST v2: an Array and a sparse field in ``create``, rows with lists and
+    ``{"index": value}`` objects, a sparse search and an array filter; other vector types
+    are refused over REST with 1804, naming the type."""
+    base = f"http://127.0.0.1:{deployment.config.service.http_port}/v2/vectordb"
+
+    def post(path: str, body: dict, code: int = 0) -> dict:
+        reply = requests.post(f"{base}/{path}", json=body, timeout=60).json()
+        assert reply["code"] == code, reply
+        return reply
+
+    name = _name("rest")
+    fields = [
+        {"fieldName": "id", "dataType": "Int64", "isPrimary": True},
+        {"fieldName": "sv", "dataType": "SparseFloatVector"},
+        {"fieldName": "tags", "dataType": "Array", "elementDataType": "VarChar",
+         "elementTypeParams": {"max_capacity": 3, "max_length": 8}},
+        {"fieldName": "bv", "dataType": "BinaryVector", "elementTypeParams": {"dim": 8}},
+    ]  # fmt: skip
+    index = [
+        {"fieldName": "sv", "metricType": "IP", "indexType": "SPARSE_INVERTED_INDEX"},
+        {"fieldName": "bv", "metricType": "HAMMING", "indexType": "BIN_FLAT"},
+    ]
+    post("collections/create", {"collectionName": name, "schema": {"fields": fields},
+                                "indexParams": index})  # fmt: skip
+    rows = [
+        {"id": 1, "sv": {"2": 0.5, "9": 1.0}, "tags": ["red"], "bv": [1]},
+        {"id": 2, "sv": {"9": 3.0}, "tags": ["blue", "red"], "bv": [2]},
+    ]
+    refused = post("entities/insert", {"collectionName": name, "data": rows}, code=1804)
+    assert "BinaryVector" in refused["message"]
+    client = deployment.client
+    client.insert(name, [r | {"bv": bytes(r["bv"])} for r in rows])
+    hits = post("entities/search", {
+        "collectionName": name, "annsField": "sv", "data": [{"9": 1.0}], "limit": 5,
+        "outputFields": ["tags", "sv"], "consistencyLevel": "Strong",
+    })["data"]  # fmt: skip
+    assert [(h["id"], h["distance"], h["tags"]) for h in hits] == [
+        (2, 3.0, ["blue", "red"]),
+        (1, 1.0, ["red"]),
+    ]
+    assert hits[1]["sv"] == {"2": 0.5, "9": 1.0}
+    got = post("entities/query", {
+        "collectionName": name, "filter": 'array_contains(tags, "blue")',
+        "outputFields": ["tags"], "consistencyLevel": "Strong",
+    })["data"]  # fmt: skip
+    assert got == [{"id": 2, "tags": ["blue", "red"]}]
