@@ -16,10 +16,9 @@ from typing import Any
 import numpy as np
 from pymilvus.grpc_gen import common_pb2, schema_pb2
 
-from services.common import vector_types
 from services.common.errors import Code, MilvusError
 from services.common.schema import DYNAMIC_FIELD
-from services.proxy import typed_fields
+from services.proxy import rest_vectors, typed_fields
 
 DT = schema_pb2.DataType
 _INT_RANGES = {DT.Int8: 2**7, DT.Int16: 2**15, DT.Int32: 2**31, DT.Int64: 2**63}
@@ -163,22 +162,6 @@ def _arrays(fd: schema_pb2.FieldData, field: schema_pb2.FieldSchema, values: lis
         getattr(fd.scalars.array_data.data.add(), member).data.extend(v)
 
 
-def _sparse_vectors(
-    fd: schema_pb2.FieldData, field: schema_pb2.FieldSchema, values: list[Any]
-) -> None:
-    """Sparse rows as Milvus's REST takes them: ``{"index": value, ...}`` objects."""
-    fd.vectors.sparse_float_vector.contents.extend(_sparse_row(v) for v in values)
-
-
-def _sparse_row(value: Any) -> bytes:
-    if not isinstance(value, dict) or not all(_is_number(v) for v in value.values()):
-        raise ValueError("a sparse vector must be an object of index: number")
-    try:
-        return vector_types.sparse_row({int(k): v for k, v in value.items()})
-    except (ValueError, OverflowError):
-        raise ValueError("sparse vector indices must be integers in [0, 2^32 - 1)") from None
-
-
 _WRITERS: dict[int, Callable[[schema_pb2.FieldData, schema_pb2.FieldSchema, list[Any]], None]] = {
     DT.Bool: _bools,
     DT.Int8: _ints,
@@ -190,7 +173,7 @@ _WRITERS: dict[int, Callable[[schema_pb2.FieldData, schema_pb2.FieldSchema, list
     DT.VarChar: _strings,
     DT.JSON: _jsons,
     DT.FloatVector: _float_vectors,
-    DT.SparseFloatVector: _sparse_vectors,
+    **dict.fromkeys(rest_vectors.TYPES, rest_vectors.write_column),
     DT.Array: _arrays,
 }
 
@@ -198,8 +181,8 @@ _WRITERS: dict[int, Callable[[schema_pb2.FieldData, schema_pb2.FieldSchema, list
 def placeholder_group(data: Any, field: schema_pb2.FieldSchema) -> bytes:
     """Search vectors (``data``: an array of float arrays, or of sparse objects for a sparse
     field) as the serialized PlaceholderGroup pymilvus sends; a wrong shape is Milvus's 1801."""
-    if field.data_type == DT.SparseFloatVector:
-        return _sparse_placeholders(data, field)
+    if field.data_type in rest_vectors.TYPES:
+        return _typed_placeholders(data, field)
     dim = int(next((kv.value for kv in field.type_params if kv.key == "dim"), "0") or 0)
     ok = (
         isinstance(data, list)
@@ -222,20 +205,18 @@ def placeholder_group(data: Any, field: schema_pb2.FieldSchema) -> bytes:
     return common_pb2.PlaceholderGroup(placeholders=[holder]).SerializeToString()
 
 
-def _sparse_placeholders(data: Any, field: schema_pb2.FieldSchema) -> bytes:
+def _typed_placeholders(data: Any, field: schema_pb2.FieldSchema) -> bytes:
+    """Binary, half-float and sparse search vectors (their JSON forms: ``rest_vectors``)."""
     try:
         if not isinstance(data, list) or not data:
             raise ValueError("no vectors")
-        rows = [_sparse_row(v) for v in data]
+        holder = rest_vectors.placeholder(field, data)
     except ValueError as exc:
         raise MilvusError(
             Code.INCORRECT_PARAMETER_FORMAT,
-            f"can only accept json format request, error: data must be an array of sparse "
-            f'vectors ({{"index": value}}) for field {field.name}: {exc}',
+            f"can only accept json format request, error: data must be an array of "
+            f"{DT.Name(field.data_type)} vectors for field {field.name}: {exc}",
         ) from None
-    holder = common_pb2.PlaceholderValue(
-        tag="$0", type=common_pb2.PlaceholderType.SparseFloatVector, values=rows
-    )
     return common_pb2.PlaceholderGroup(placeholders=[holder]).SerializeToString()
 
 
@@ -274,8 +255,8 @@ def _column_values(fd: schema_pb2.FieldData, int64_as_number: bool) -> list[Any]
             _f32(getattr(r, member).data) if float_elements else list(getattr(r, member).data)
             for r in s.array_data.data
         ]
-    elif t == DT.SparseFloatVector:
-        values = [_sparse_object(row) for row in fd.vectors.sparse_float_vector.contents]
+    elif t in rest_vectors.TYPES:
+        values = rest_vectors.render_column(fd)
     elif t == DT.JSON:
         raw = s.json_data.data
         values = [json.loads(v) for v in raw] if fd.is_dynamic else [v.decode() for v in raw]
@@ -288,11 +269,6 @@ def _column_values(fd: schema_pb2.FieldData, int64_as_number: bool) -> list[Any]
     if fd.valid_data:
         values = [v if ok else None for v, ok in zip(values, fd.valid_data, strict=False)]
     return values
-
-
-def _sparse_object(row: bytes) -> dict[str, float]:
-    indices, weights = vector_types.sparse_entries(row)
-    return dict(zip(map(str, indices.tolist()), _f32(weights), strict=True))
 
 
 def rows(

@@ -10,6 +10,7 @@ Milvus's knowhere scores them.
 
 from __future__ import annotations
 
+import base64
 import time
 import uuid
 
@@ -496,10 +497,10 @@ def test_hybrid_search_fuses_dense_and_sparse_as_milvus_lite(deployment, lite):
     assert fused(client) == fused(lite)
 
 
-def test_rest_carries_array_fields_and_sparse_vectors(deployment):
-    """REST v2: an Array and a sparse field in ``create``, rows with lists and
-    ``{"index": value}`` objects, a sparse search and an array filter; other vector types
-    are refused over REST with 1804, naming the type."""
+def test_rest_carries_every_vector_type_and_array_fields(deployment):
+    """REST v2 as Milvus's: an Array, a sparse, a binary and a bfloat16 field in ``create``;
+    rows with lists, ``{"index": value}`` objects, byte arrays and float arrays (or base64);
+    searches of each vector type; vectors returned as base64, sparse ones as objects."""
     base = f"http://127.0.0.1:{deployment.config.service.http_port}/v2/vectordb"
 
     def post(path: str, body: dict, code: int = 0) -> dict:
@@ -513,31 +514,43 @@ def test_rest_carries_array_fields_and_sparse_vectors(deployment):
         {"fieldName": "sv", "dataType": "SparseFloatVector"},
         {"fieldName": "tags", "dataType": "Array", "elementDataType": "VarChar",
          "elementTypeParams": {"max_capacity": 3, "max_length": 8}},
-        {"fieldName": "bv", "dataType": "BinaryVector", "elementTypeParams": {"dim": 8}},
+        {"fieldName": "bv", "dataType": "BinaryVector", "elementTypeParams": {"dim": 16}},
+        {"fieldName": "h", "dataType": "BFloat16Vector", "elementTypeParams": {"dim": 2}},
     ]  # fmt: skip
     index = [
         {"fieldName": "sv", "metricType": "IP", "indexType": "SPARSE_INVERTED_INDEX"},
         {"fieldName": "bv", "metricType": "HAMMING", "indexType": "BIN_FLAT"},
+        {"fieldName": "h", "metricType": "L2", "indexType": "FLAT"},
     ]
     post("collections/create", {"collectionName": name, "schema": {"fields": fields},
                                 "indexParams": index})  # fmt: skip
+    two = base64.b64encode(bfloat16_bits(np.array([2.0, 0.5], np.float32)).tobytes()).decode()
     rows = [
-        {"id": 1, "sv": {"2": 0.5, "9": 1.0}, "tags": ["red"], "bv": [1]},
-        {"id": 2, "sv": {"9": 3.0}, "tags": ["blue", "red"], "bv": [2]},
+        {"id": 1, "sv": {"2": 0.5, "9": 1.0}, "tags": ["red"], "bv": [1, 0], "h": [1.0, 0.5]},
+        {"id": 2, "sv": {"9": 3.0}, "tags": ["blue", "red"], "bv": "/wE=", "h": two},
     ]
-    refused = post("entities/insert", {"collectionName": name, "data": rows}, code=1804)
-    assert "BinaryVector" in refused["message"]
-    client = deployment.client
-    client.insert(name, [r | {"bv": bytes(r["bv"])} for r in rows])
-    hits = post("entities/search", {
-        "collectionName": name, "annsField": "sv", "data": [{"9": 1.0}], "limit": 5,
-        "outputFields": ["tags", "sv"], "consistencyLevel": "Strong",
-    })["data"]  # fmt: skip
+    post("entities/insert", {"collectionName": name, "data": rows})
+    bad = rows[0] | {"bv": [1, 2, 3]}
+    refused = post("entities/insert", {"collectionName": name, "data": [bad]}, code=1804)
+    assert "expected 2" in refused["message"]
+
+    def search(field: str, data: list, outputs: list[str]) -> list[dict]:
+        return post("entities/search", {
+            "collectionName": name, "annsField": field, "data": data, "limit": 5,
+            "outputFields": outputs, "consistencyLevel": "Strong",
+        })["data"]  # fmt: skip
+
+    hits = search("sv", [{"9": 1.0}], ["tags", "sv"])
     assert [(h["id"], h["distance"], h["tags"]) for h in hits] == [
         (2, 3.0, ["blue", "red"]),
         (1, 1.0, ["red"]),
     ]
     assert hits[1]["sv"] == {"2": 0.5, "9": 1.0}
+    hits = search("bv", [[255, 1]], ["bv", "h"])
+    assert [(h["id"], h["distance"]) for h in hits] == [(2, 0.0), (1, 8.0)]
+    assert hits[0]["bv"] == "/wE=" and hits[0]["h"] == two
+    hits = search("h", [[2.0, 0.5]], [])
+    assert [(h["id"], h["distance"]) for h in hits] == [(2, 0.0), (1, 1.0)]
     got = post("entities/query", {
         "collectionName": name, "filter": 'array_contains(tags, "blue")',
         "outputFields": ["tags"], "consistencyLevel": "Strong",

@@ -1,6 +1,7 @@
 """The pure parts of binary, half-float and sparse vectors and ARRAY fields: conversions,
 scores, the channel codec and binlogs, the shard store's search, and the proxy's checks."""
 
+import base64
 import json
 
 import numpy as np
@@ -17,7 +18,7 @@ from services.common.results import SearchHits
 from services.common.rpc import codec as rpc_codec
 from services.common.rpc import types  # noqa: F401  (registers the RPC dataclasses)
 from services.common.schema import CollectionSchema, FieldSchema, IndexInfo
-from services.proxy import convert, typed_fields
+from services.proxy import convert, rest_vectors, typed_fields
 from services.proxy.index_kinds import index_kind
 from services.querynode.chunk_index import is_interim
 from services.querynode.segment import ShardStore
@@ -264,3 +265,23 @@ def test_types_still_unsupported_are_refused_by_name():
     binary.type_params.add(key="dim", value="12")
     with pytest.raises(MilvusError, match="not a multiple of 8"):
         convert.schema_from_proto(_proto_schema(binary), "c")
+
+
+def test_rest_forms_of_the_vector_types():
+    binary = schema_pb2.FieldSchema(name="b", data_type=schema_pb2.DataType.BinaryVector)
+    binary.type_params.add(key="dim", value="16")
+    assert rest_vectors.row_bytes(binary, [255, 1]) == rest_vectors.row_bytes(binary, "/wE=")
+    for bad, message in [([1], "expected 2"), ([256, 0], "byte values"), ("***", "base64")]:
+        with pytest.raises(ValueError, match=message):
+            rest_vectors.row_bytes(binary, bad)
+    half = schema_pb2.FieldSchema(name="h", data_type=schema_pb2.DataType.Float16Vector)
+    half.type_params.add(key="dim", value="2")
+    raw = rest_vectors.row_bytes(half, [0.5, -2])
+    assert np.frombuffer(raw, "<f2").tolist() == [0.5, -2.0]
+    fd = schema_pb2.FieldData(type=schema_pb2.DataType.Float16Vector)
+    rest_vectors.write_column(fd, half, [[0.5, -2], [1, 1]])
+    assert len(rest_vectors.render_column(fd)) == 2
+    assert base64.b64decode(rest_vectors.render_column(fd)[0]) == raw
+    sparse = schema_pb2.FieldSchema(name="s", data_type=schema_pb2.DataType.SparseFloatVector)
+    with pytest.raises(ValueError, match="indices"):
+        rest_vectors.row_bytes(sparse, {"x": 1.0})
