@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from services.common.msgstream.message import FIXED_DTYPES, DeleteMsg, InsertMsg
+from services.common.msgstream.message import FIXED_DTYPES, DeleteMsg, InsertMsg, row_width
 
 #: a message at its channel offset
 Placed = tuple[int, Any]
@@ -61,7 +61,8 @@ def _bad_shape(msg: InsertMsg) -> str:
     for col in msg.fields:
         if col.data_type in FIXED_DTYPES:
             shape = np.shape(col.data)
-            want = (msg.num_rows, col.dim) if col.dim else (msg.num_rows,)
+            width = row_width(col.data_type, col.dim)
+            want = (msg.num_rows, width) if width else (msg.num_rows,)
             if shape != want:
                 return f"field {col.field_id}: shape {shape}, expected {want}"
     return ""

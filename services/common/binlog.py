@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from services.common.hashing import shard_of
-from services.common.msgstream.message import FIXED_DTYPES, DataType
+from services.common.msgstream.message import DENSE_VECTORS, FIXED_DTYPES, DataType, row_width
 
 TIMESTAMP_FIELD = 1
 
@@ -55,9 +55,11 @@ def index_file_key(build_id: int, segment: int) -> str:
 
 
 def _arrow(values: Any, data_type: DataType, dim: int, valid: np.ndarray | None) -> pa.Array:
-    if data_type == DataType.FLOAT_VECTOR:
-        flat = pa.array(np.ascontiguousarray(values, dtype="<f4").reshape(-1))
-        return pa.FixedSizeListArray.from_arrays(flat, dim)
+    if data_type in DENSE_VECTORS:
+        flat = pa.array(np.ascontiguousarray(values, dtype=FIXED_DTYPES[data_type]).reshape(-1))
+        return pa.FixedSizeListArray.from_arrays(flat, row_width(data_type, dim))
+    if data_type == DataType.SPARSE_FLOAT_VECTOR:
+        return pa.array(list(values), type=pa.binary())
     nulls = None if valid is None else ~np.asarray(valid, dtype=bool)
     if data_type in FIXED_DTYPES:
         return pa.array(np.asarray(values, dtype=FIXED_DTYPES[data_type]), mask=nulls)
@@ -96,8 +98,11 @@ def read_column(
     """A column's values and, when it holds nulls, its validity mask (True where the row has
     a value); null rows read as the placeholder 0 or ""."""
     column = decode_arrow(raw)
-    if data_type == DataType.FLOAT_VECTOR:
-        return column.flatten().to_numpy().astype(np.float32).reshape(-1, dim), None
+    if data_type in DENSE_VECTORS:
+        flat = column.flatten().to_numpy().astype(FIXED_DTYPES[data_type])
+        return flat.reshape(-1, row_width(data_type, dim)), None
+    if data_type == DataType.SPARSE_FLOAT_VECTOR:
+        return column.to_pylist(), None
     valid = column.is_valid().to_numpy(zero_copy_only=False) if column.null_count else None
     if data_type in FIXED_DTYPES:
         filled = column.fill_null(False if data_type == DataType.BOOL else 0)

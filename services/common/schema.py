@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from services.common.msgstream.message import FIXED_DTYPES, DataType
+from services.common.msgstream.message import FIXED_DTYPES, VECTOR_TYPES, DataType
 
 DYNAMIC_FIELD = "$meta"
 #: Milvus numbers user fields from 100 (0 and 1 are the system row id and timestamp fields).
@@ -47,10 +47,13 @@ class FieldSchema:
     nullable: bool = False
     #: the value a row gets when it gives none (or null); None when the field has no default
     default_value: bool | int | float | str | None = None
+    #: ARRAY fields: the elements' DataType code, and at most how many a row holds
+    element_type: int = 0
+    max_capacity: int = 0
 
     @property
     def is_vector(self) -> bool:
-        return self.data_type == DataType.FLOAT_VECTOR
+        return self.data_type in VECTOR_TYPES
 
     @property
     def is_fixed_width(self) -> bool:

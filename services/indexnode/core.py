@@ -20,11 +20,11 @@ from typing import Protocol
 import faiss
 import numpy as np
 
-from services.common import binlog
+from services.common import binlog, vector_types
 from services.common.msgstream.message import DataType
 from services.common.schema import CollectionInfo, IndexInfo
 from services.datacoord.segment import PERSISTED, SegmentInfo, SegmentState
-from services.querynode.chunk_index import IndexSpec
+from services.querynode.chunk_index import IndexSpec, is_interim
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +59,20 @@ class Task:
 
 
 def segment_vectors(
-    segment: SegmentInfo, field_id: int, dim: int, store: binlog.Store
+    segment: SegmentInfo,
+    field_id: int,
+    dim: int,
+    store: binlog.Store,
+    data_type: DataType = DataType.FLOAT_VECTOR,
 ) -> np.ndarray:
-    """A segment's vectors in the order query nodes load its rows (binlogs by log id)."""
+    """A segment's float vectors (half floats widened to float32) in the order query nodes
+    load its rows (binlogs by log id)."""
     parts = [
-        binlog.decode_column(
-            store.get(segment.binlogs[log_id].paths[str(field_id)]), DataType.FLOAT_VECTOR, dim
+        vector_types.as_float32(
+            data_type,
+            binlog.decode_column(
+                store.get(segment.binlogs[log_id].paths[str(field_id)]), data_type, dim
+            ),
         )
         for log_id in sorted(segment.binlogs)
     ]
@@ -108,8 +116,8 @@ class IndexBuilder:
         """Persisted segments without the file of an index that needs one."""
         for info in self._collections.show_collections():
             for index in info.indexes:
-                if not IndexSpec.of(index).approximate:
-                    continue  # FLAT needs no index file: it is a scan
+                if not is_interim(index, info.schema):
+                    continue  # FLAT (and binary, sparse) need no index file: a scan
                 for segment in self._segments.segments(info.collection_id, PERSISTED):
                     if str(index.index_id) not in segment.index_files:
                         yield info, index, segment
@@ -122,7 +130,9 @@ class IndexBuilder:
             self._states[task] = TaskState.IN_PROGRESS
         try:
             field = info.schema.field(index.field_name)
-            vectors = segment_vectors(segment, field.field_id, field.dim, self._store)
+            vectors = segment_vectors(
+                segment, field.field_id, field.dim, self._store, field.data_type
+            )
             built = IndexSpec.of(index).build(vectors)
             key = binlog.index_file_key(index.index_id, segment.segment_id)
             self._store.put(key, faiss.serialize_index(built).tobytes())

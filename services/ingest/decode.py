@@ -82,7 +82,11 @@ def avro_schema(schema: CollectionSchema) -> dict[str, Any]:
     for f in schema.fields:
         if f.is_dynamic or (f.is_primary and f.auto_id):
             continue
-        avro_type = _AVRO_TYPES[f.data_type]
+        avro_type = _AVRO_TYPES.get(f.data_type)
+        if avro_type is None:
+            raise RecordError(
+                f"field {f.name!r}: type {f.data_type.name} is not supported by ingest"
+            )
         if f.is_primary or may_be_null(f):
             fields.append({"name": f.name, "type": ["null", avro_type], "default": None})
         else:

@@ -16,7 +16,12 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
 from services.common import errors, nullable, timestamp
 from services.common.errors import MilvusError
-from services.common.msgstream.message import DataType, FieldColumn
+from services.common.msgstream.message import (
+    DENSE_VECTORS,
+    VECTOR_TYPES,
+    DataType,
+    FieldColumn,
+)
 from services.common.results import QueryRows, SearchHits
 from services.common.schema import (
     DYNAMIC_FIELD,
@@ -26,6 +31,7 @@ from services.common.schema import (
     ConsistencyLevel,
     FieldSchema,
 )
+from services.proxy import typed_fields
 from services.proxy.default_values import default_from_proto, default_to_proto
 from services.proxy.dql import Outputs
 
@@ -51,46 +57,6 @@ def error_status(exc: BaseException) -> common_pb2.Status:
         code=int(errors.Code.SERVICE_INTERNAL),
         reason=message,
         detail=message,
-    )
-
-
-# -- packed repeated fields -----------------------------------------------------------------
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _read_packed_floats(message: Any) -> np.ndarray:
-    """Field 1 of a FloatArray as float32, without a Python float per element."""
-    raw = message.SerializeToString()
-    if not raw:
-        return np.empty(0, dtype=np.float32)
-    pos, length, shift = 1, 0, 0
-    while True:
-        byte = raw[pos]
-        length |= (byte & 0x7F) << shift
-        pos += 1
-        if not byte & 0x80:
-            break
-        shift += 7
-    return np.frombuffer(raw, dtype="<f4", count=length // 4, offset=pos)
-
-
-def _packed_float_array(values: np.ndarray) -> schema_pb2.FloatArray:
-    data = np.ascontiguousarray(values, dtype="<f4").tobytes()
-    return (
-        schema_pb2.FloatArray.FromString(b"\x0a" + _varint(len(data)) + data)
-        if data
-        else (schema_pb2.FloatArray())
     )
 
 
@@ -147,6 +113,8 @@ def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
                 auto_id=f.autoID,
                 dim=int_param(params.get("dim", 0) or 0, "dim"),
                 max_length=int_param(params.get("max_length", 0) or 0, "max_length"),
+                element_type=f.element_type if f.data_type == DataType.ARRAY else 0,
+                max_capacity=int_param(params.get("max_capacity", 0) or 0, "max_capacity"),
                 description=f.description,
                 is_partition_key=f.is_partition_key,
                 nullable=f.nullable,
@@ -203,8 +171,12 @@ def validate_schema(schema: CollectionSchema) -> None:
     for f in schema.fields:
         if f.auto_id and not f.is_primary:
             raise bad(f"only the primary key can be auto_id, not {f.name}")
-        if f.is_vector and f.dim < 1:  # the upper bound is quota.max_dim (Proxy)
+        if f.data_type in DENSE_VECTORS and f.dim < 1:  # the upper bound is quota.max_dim
             raise bad(f"vector field {f.name} needs a dim of 1 or more")
+        if f.data_type == DataType.BINARY_VECTOR and f.dim % 8:
+            raise bad(f"binary vector field {f.name}: dim {f.dim} is not a multiple of 8")
+        if f.data_type == DataType.ARRAY and (problem := typed_fields.check_array_field(f)):
+            raise bad(problem)
         if f.data_type == DataType.VARCHAR and not 1 <= f.max_length <= 65535:
             raise bad(f"varchar field {f.name} needs max_length in [1, 65535]")
         if f.name == DYNAMIC_FIELD or not f.name:
@@ -238,6 +210,9 @@ def schema_to_proto(schema: CollectionSchema) -> schema_pb2.CollectionSchema:
             field.type_params.add(key="dim", value=str(f.dim))
         if f.max_length:
             field.type_params.add(key="max_length", value=str(f.max_length))
+        if f.data_type == DataType.ARRAY:
+            field.element_type = f.element_type
+            field.type_params.add(key="max_capacity", value=str(f.max_capacity))
     return proto
 
 
@@ -307,17 +282,14 @@ def _with_validity(
     return nullable.spread(data, valid, field.data_type), valid
 
 
-def _field_values(fd: schema_pb2.FieldData, field: FieldSchema) -> np.ndarray | list[str]:
+def _field_values(
+    fd: schema_pb2.FieldData, field: FieldSchema
+) -> np.ndarray | list[str] | list[bytes]:
     t = field.data_type
-    if t == DataType.FLOAT_VECTOR:
-        dim = fd.vectors.dim or field.dim
-        if dim != field.dim:
-            raise errors.invalid(f"vector field {field.name}: dim {dim}, expected {field.dim}")
-        flat = _read_packed_floats(fd.vectors.float_vector)
-        if len(flat) % dim:
-            raise errors.invalid(f"vector field {field.name}: data is not a multiple of dim")
-        check_finite(flat, f"vector field {field.name}")
-        return flat.reshape(-1, dim)
+    if t in VECTOR_TYPES:
+        return typed_fields.vectors(fd, field)
+    if t == DataType.ARRAY:
+        return typed_fields.array_values(fd, field)
     s = fd.scalars
     if t == DataType.BOOL:
         return np.array(s.bool_data.data, dtype=bool)
@@ -367,9 +339,10 @@ def field_data(field: FieldSchema, values: Any) -> schema_pb2.FieldData:
     if field.nullable:
         values = _valid_data(fd, field, values)
     t = field.data_type
-    if t == DataType.FLOAT_VECTOR:
-        fd.vectors.dim = field.dim
-        fd.vectors.float_vector.CopyFrom(_packed_float_array(np.asarray(values)))
+    if t in VECTOR_TYPES:
+        typed_fields.vectors_to_proto(fd, field, values)
+    elif t == DataType.ARRAY:
+        typed_fields.array_to_proto(fd, field, values)
     elif t == DataType.BOOL:
         fd.scalars.bool_data.data.extend(np.asarray(values, dtype=bool).tolist())
     elif t in (DataType.INT8, DataType.INT16, DataType.INT32):
@@ -468,27 +441,10 @@ def _columns(
     return out
 
 
-def read_vectors(placeholder_group: bytes, dim: int) -> np.ndarray:
+def read_vectors(placeholder_group: bytes, field: FieldSchema) -> np.ndarray | list[bytes]:
+    """A search's query vectors for ``field`` (see ``typed_fields.read_queries``)."""
     group = parse_proto(common_pb2.PlaceholderGroup, placeholder_group, "placeholder_group")
-    if not group.placeholders:
-        raise errors.invalid("search request carries no vectors")
-    holder = group.placeholders[0]
-    if holder.type != common_pb2.PlaceholderType.FloatVector:
-        kind = _enum_name(common_pb2.PlaceholderType, holder.type)
-        raise errors.invalid(f"only float vectors can be searched, got {kind}")
-    if any(len(v) != dim * 4 for v in holder.values):
-        raise errors.invalid(f"query vector dim does not match the field's dim {dim}")
-    rows = [np.frombuffer(v, dtype="<f4") for v in holder.values]
-    vectors = np.vstack(rows) if rows else np.empty((0, dim), dtype=np.float32)
-    check_finite(vectors, "query vector")
-    return vectors
-
-
-def check_finite(vectors: np.ndarray, what: str) -> None:
-    """Milvus refuses NaN and infinite components (typeutil.VerifyFloats): they make every
-    distance NaN, and an index built over them answers nothing useful."""
-    if vectors.size and not np.isfinite(vectors).all():
-        raise errors.invalid(f"{what} contains NaN or infinity")
+    return typed_fields.read_queries(group, field)
 
 
 def consistency_level(value: int) -> ConsistencyLevel:

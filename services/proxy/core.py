@@ -38,6 +38,7 @@ from services.proxy import limits
 from services.proxy.channels_time_ticker import ChannelsTimeTicker
 from services.proxy.dml import DeleteTask, InsertTask, MutationResult
 from services.proxy.dql import Outputs, QuerySpec, QueryTask, SearchSpec, SearchTask
+from services.proxy.index_kinds import index_kind
 from services.proxy.meta_cache import MetaCache
 from services.proxy.segment_placement import (
     ServedSegment,
@@ -48,11 +49,9 @@ from services.proxy.segment_placement import (
 from services.proxy.shard_cache import ShardLeaderCache
 from services.proxy.task_scheduler import TaskScheduler
 from services.querycoord.core import LOAD_STATE_LOADED
+from services.querynode.chunk_index import is_interim
 
 log = logging.getLogger(__name__)
-
-INDEX_TYPES = {"FLAT", "IVF_FLAT", "HNSW", "AUTOINDEX"}
-METRIC_TYPES = {"L2", "IP", "COSINE"}
 
 
 class RootCoordPort(Protocol):
@@ -246,6 +245,8 @@ class Proxy:
     ) -> CollectionInfo:
         shards = shards_num or self.config.default_shards
         for vector in schema.vector_fields:
+            if vector.data_type == DataType.SPARSE_FLOAT_VECTOR:
+                continue  # sparse vectors have no dim
             limits.check_dim(self.config.quota, vector.name, vector.dim)
         limits.check_collection_count(self.config.quota, len(self.rootcoord.show_collections()))
         return self.scheduler.ddl(
@@ -379,15 +380,7 @@ class Proxy:
             raise errors.invalid(
                 f"Vectide indexes vector fields only; {field_name} is {field.data_type.name}"
             )
-        index_type = str(params.pop("index_type", "AUTOINDEX") or "AUTOINDEX").upper()
-        metric = str(params.pop("metric_type", "COSINE" if index_type == "AUTOINDEX" else "L2"))
-        metric = metric.upper()
-        if index_type not in INDEX_TYPES:
-            raise errors.invalid(
-                f"invalid index type: {index_type} (supported: {', '.join(sorted(INDEX_TYPES))})"
-            )
-        if metric not in METRIC_TYPES:
-            raise errors.invalid(f"metric type {metric} not supported for float vectors")
+        index_type, metric = index_kind(field, params)
         index = IndexInfo(
             0, index_name, field_name, index_type, metric, {k: str(v) for k, v in params.items()}
         )
@@ -413,7 +406,7 @@ class Proxy:
         info = self.meta.get(collection)
         if self.datacoord is None:
             return 0, 0, 0
-        needs_files = index.index_type in ("IVF_FLAT", "HNSW", "AUTOINDEX")
+        needs_files = is_interim(index, info.schema)
         return self.datacoord.index_progress(info.collection_id, index.index_id, needs_files)
 
     def drop_index(self, collection: str, index_name: str) -> None:

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from services.common import errors, timestamp
+from services.common import errors, timestamp, vector_types
 from services.common.errors import Code, MilvusError
 from services.common.grouping import group_by_field, merge_groups, restrict_to_groups
+from services.common.msgstream.message import DataType, row_width
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits, merge_hits, merge_rows, take
 from services.common.schema import (
@@ -20,6 +21,7 @@ from services.common.schema import (
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
+    FieldSchema,
 )
 from services.common.search_range import band_of
 from services.proxy import limits
@@ -201,6 +203,19 @@ class _ReadTask(Task):
             return [f.result() for f in futures]
 
 
+def _check_queries(field: FieldSchema, vectors: np.ndarray | list[bytes]) -> None:
+    """Query vectors must have the field's shape (sparse ones any number of entries)."""
+    if field.data_type == DataType.SPARSE_FLOAT_VECTOR:
+        if isinstance(vectors, np.ndarray):
+            raise errors.invalid(
+                f"vector field {field.name} is sparse: search it with sparse vectors"
+            )
+        return
+    width = row_width(field.data_type, field.dim)
+    if not isinstance(vectors, np.ndarray) or vectors.ndim != 2 or vectors.shape[1] != width:
+        raise errors.invalid(f"vector dimension mismatch: field {field.name} has {field.dim}")
+
+
 class SearchTask(_ReadTask):
     _spec: SearchSpec
 
@@ -215,8 +230,7 @@ class SearchTask(_ReadTask):
         field = schema.field(spec.anns_field)
         if field is None or not field.is_vector:
             raise errors.invalid(f"anns_field {spec.anns_field} is not a vector field")
-        if spec.vectors.ndim != 2 or spec.vectors.shape[1] != field.dim:
-            raise errors.invalid(f"vector dimension mismatch: field {field.name} has {field.dim}")
+        _check_queries(field, spec.vectors)
         if spec.limit < 1 or spec.offset < 0:
             raise errors.invalid(
                 f"limit must be 1 or more and offset 0 or more, got {spec.limit} and {spec.offset}"
@@ -228,7 +242,9 @@ class SearchTask(_ReadTask):
             (spec.limit + spec.offset) * spec.group_size,
         )
         index = self.info.index_on(field.name)
-        metric = index.metric_type if index else "L2"
+        metric = (
+            index.metric_type if index else vector_types.kind_of(field.data_type).default_metric
+        )
         if spec.metric_type and spec.metric_type.upper() != metric:
             raise errors.invalid(
                 f"metric type not match: invalid parameter[expected={metric}]"
@@ -238,6 +254,11 @@ class SearchTask(_ReadTask):
         band = band_of(metric, spec.params)  # a band that cannot hold a hit: client's error
         if band is not None and spec.group_by_field:
             raise errors.invalid("Not allowed to do range-search when doing search-group-by")
+        if field.data_type == DataType.SPARSE_FLOAT_VECTOR:
+            try:
+                vector_types.drop_ratio(spec.params)
+            except ValueError as exc:
+                raise errors.invalid(str(exc)) from None
         self.outputs = resolve_outputs(schema, spec.output_fields)
 
     def _check_grouping(self) -> None:
@@ -255,7 +276,7 @@ class SearchTask(_ReadTask):
             collection_id=self.info.collection_id,
             vchannels=[],
             anns_field=spec.anns_field,
-            vectors=np.ascontiguousarray(spec.vectors, dtype=np.float32),
+            vectors=spec.vectors,
             metric_type=self.metric,
             topk=topk,
             guarantee_ts=ts,

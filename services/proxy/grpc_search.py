@@ -104,7 +104,7 @@ class SearchRpcs:
             raise errors.invalid("anns_field is required")
         group_by = str(params.get("group_by_field") or "")
         spec = SearchSpec(
-            vectors=convert.read_vectors(request.placeholder_group, field.dim),
+            vectors=convert.read_vectors(request.placeholder_group, field),
             anns_field=field.name,
             metric_type=str(params.get("metric_type") or ""),
             limit=convert.int_param(params.get("topk", 10), "topk"),

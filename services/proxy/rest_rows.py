@@ -18,6 +18,7 @@ from pymilvus.grpc_gen import common_pb2, schema_pb2
 
 from services.common.errors import Code, MilvusError
 from services.common.schema import DYNAMIC_FIELD
+from services.proxy import rest_vectors, typed_fields
 
 DT = schema_pb2.DataType
 _INT_RANGES = {DT.Int8: 2**7, DT.Int16: 2**15, DT.Int32: 2**31, DT.Int64: 2**63}
@@ -148,6 +149,19 @@ def _float_vectors(
     fd.vectors.float_vector.data.extend(flat.tolist())
 
 
+def _arrays(fd: schema_pb2.FieldData, field: schema_pb2.FieldSchema, values: list[Any]) -> None:
+    """Array rows (JSON lists); the gRPC service then checks capacity, lengths and ranges."""
+    element = typed_fields.ARRAY_ELEMENTS.get(field.element_type)  # DataType is an IntEnum
+    if element is None:
+        raise ValueError(f"arrays of {DT.Name(field.element_type)} are not supported")
+    member = element[0]
+    fd.scalars.array_data.element_type = field.element_type
+    for v in values:
+        if not isinstance(v, list):
+            raise ValueError(f"expected an array, got {json.dumps(v)[:40]}")
+        getattr(fd.scalars.array_data.data.add(), member).data.extend(v)
+
+
 _WRITERS: dict[int, Callable[[schema_pb2.FieldData, schema_pb2.FieldSchema, list[Any]], None]] = {
     DT.Bool: _bools,
     DT.Int8: _ints,
@@ -159,12 +173,16 @@ _WRITERS: dict[int, Callable[[schema_pb2.FieldData, schema_pb2.FieldSchema, list
     DT.VarChar: _strings,
     DT.JSON: _jsons,
     DT.FloatVector: _float_vectors,
+    **dict.fromkeys(rest_vectors.TYPES, rest_vectors.write_column),
+    DT.Array: _arrays,
 }
 
 
 def placeholder_group(data: Any, field: schema_pb2.FieldSchema) -> bytes:
-    """Search vectors (``data``: an array of float arrays) as the serialized
-    PlaceholderGroup pymilvus sends; a wrong shape is Milvus's 1801."""
+    """Search vectors (``data``: an array of float arrays, or of sparse objects for a sparse
+    field) as the serialized PlaceholderGroup pymilvus sends; a wrong shape is Milvus's 1801."""
+    if field.data_type in rest_vectors.TYPES:
+        return _typed_placeholders(data, field)
     dim = int(next((kv.value for kv in field.type_params if kv.key == "dim"), "0") or 0)
     ok = (
         isinstance(data, list)
@@ -184,6 +202,21 @@ def placeholder_group(data: Any, field: schema_pb2.FieldSchema) -> bytes:
         type=common_pb2.PlaceholderType.FloatVector,
         values=[np.asarray(v, dtype="<f4").tobytes() for v in data],
     )
+    return common_pb2.PlaceholderGroup(placeholders=[holder]).SerializeToString()
+
+
+def _typed_placeholders(data: Any, field: schema_pb2.FieldSchema) -> bytes:
+    """Binary, half-float and sparse search vectors (their JSON forms: ``rest_vectors``)."""
+    try:
+        if not isinstance(data, list) or not data:
+            raise ValueError("no vectors")
+        holder = rest_vectors.placeholder(field, data)
+    except ValueError as exc:
+        raise MilvusError(
+            Code.INCORRECT_PARAMETER_FORMAT,
+            f"can only accept json format request, error: data must be an array of "
+            f"{DT.Name(field.data_type)} vectors for field {field.name}: {exc}",
+        ) from None
     return common_pb2.PlaceholderGroup(placeholders=[holder]).SerializeToString()
 
 
@@ -215,6 +248,15 @@ def _column_values(fd: schema_pb2.FieldData, int64_as_number: bool) -> list[Any]
         values = list(s.double_data.data)
     elif t in (DT.VarChar, DT.String):
         values = list(s.string_data.data)
+    elif t == DT.Array:
+        member = typed_fields.ARRAY_ELEMENTS[s.array_data.element_type][0]
+        float_elements = s.array_data.element_type == DT.Float
+        values = [
+            _f32(getattr(r, member).data) if float_elements else list(getattr(r, member).data)
+            for r in s.array_data.data
+        ]
+    elif t in rest_vectors.TYPES:
+        values = rest_vectors.render_column(fd)
     elif t == DT.JSON:
         raw = s.json_data.data
         values = [json.loads(v) for v in raw] if fd.is_dynamic else [v.decode() for v in raw]

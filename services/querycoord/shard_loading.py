@@ -21,7 +21,7 @@ from services.common.ports import CollectionSource
 from services.common.schema import CollectionInfo
 from services.datacoord.segment import PERSISTED, LoadPlan, SegmentInfo, SegmentState
 from services.querycoord.distribution import Distribution
-from services.querynode.chunk_index import IndexSpec
+from services.querynode.chunk_index import is_interim
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ class ShardLoader:
             info = self._collections.describe_collection(collection_id=collection_id)
         except MilvusError:
             return False
-        return any(IndexSpec.of(index).approximate for index in info.indexes)
+        return any(is_interim(index, info.schema) for index in info.indexes)
 
 
 def _handoff_key(segment: SegmentInfo, replica: int) -> tuple[int, int, tuple[str, ...]]:

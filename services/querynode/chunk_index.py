@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import faiss
 import numpy as np
 
-from services.common.schema import IndexInfo
+from services.common import vector_types
+from services.common.schema import CollectionSchema, IndexInfo
 
 DEFAULT_CHUNK_ROWS = 16_384
 APPROXIMATE = frozenset({"IVF_FLAT", "HNSW", "AUTOINDEX"})
@@ -62,6 +63,18 @@ class IndexSpec:
             return faiss.SearchParametersIVF(sel=selector, nprobe=int(params.get("nprobe", 16)))
         ef = max(int(params.get("ef", 64)), k)
         return faiss.SearchParametersHNSW(sel=selector, efSearch=ef)
+
+
+def is_interim(index: IndexInfo, schema: CollectionSchema) -> bool:
+    """Whether ``index`` is built by faiss (chunk indexes, index files): approximate float
+    vector indexes. Binary and sparse vectors are searched exactly whatever their index
+    (AUTOINDEX included), as FLAT is."""
+    field = schema.field(index.field_name)
+    return (
+        field is not None
+        and field.data_type in vector_types.FLOAT_TYPES
+        and IndexSpec.of(index).approximate
+    )
 
 
 def _normalised(vectors: np.ndarray) -> np.ndarray:

@@ -13,15 +13,28 @@ from typing import Any
 
 import numpy as np
 
-from services.common.msgstream.message import FIXED_DTYPES, DataType, DeleteMsg, InsertMsg
+from services.common import vector_types
+from services.common.msgstream.message import (
+    FIXED_DTYPES,
+    DataType,
+    DeleteMsg,
+    InsertMsg,
+    row_width,
+)
 from services.common.nullable import with_nulls
 from services.common.results import SIMILARITY_METRICS, take
 from services.common.schema import CollectionSchema, FieldSchema, IndexInfo
-from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS, ChunkIndexes, IndexSpec
+from services.querynode.chunk_index import (
+    DEFAULT_CHUNK_ROWS,
+    ChunkIndexes,
+    IndexSpec,
+    is_interim,
+)
 from services.querynode.columns import FixedColumn, ObjectColumn
+from services.querynode.sparse import SparseColumn
 
 NEVER = np.iinfo(np.int64).max
-METRICS = frozenset({"L2", "IP", "COSINE"})
+Column = FixedColumn | ObjectColumn | SparseColumn
 
 
 @dataclass
@@ -45,7 +58,7 @@ class ShardStore:
         self.indexes: dict[str, ChunkIndexes] = {
             i.field_name: ChunkIndexes(IndexSpec.of(i), chunk_rows)
             for i in indexes or []
-            if IndexSpec.of(i).approximate
+            if is_interim(i, schema)
         }
         pk = schema.primary
         self._pk_is_str = pk.data_type == DataType.VARCHAR
@@ -60,16 +73,19 @@ class ShardStore:
         self._segment = FixedColumn(np.dtype("<i8"))
         #: deletes known before the rows they may hit arrive (a replay after loading)
         self._early_deletes: list[tuple[np.ndarray | list[str], np.ndarray]] = []
-        self._columns: dict[str, FixedColumn | ObjectColumn] = {
+        self._types = {f.name: f.data_type for f in schema.fields}
+        self._columns: dict[str, Column] = {
             f.name: _new_column(f) for f in schema.fields if not f.is_primary
         }
         #: nullable fields' validity masks, aligned with their columns
         self._valid: dict[str, FixedColumn] = {
             f.name: FixedColumn(np.dtype("?")) for f in schema.fields if f.nullable
         }
-        #: squared norms of each vector field's rows (L2 and COSINE reuse them)
+        #: squared norms of each float vector field's rows (L2 and COSINE reuse them)
         self._sq_norms: dict[str, FixedColumn] = {
-            f.name: FixedColumn(np.dtype("<f4")) for f in schema.vector_fields
+            f.name: FixedColumn(np.dtype("<f4"))
+            for f in schema.vector_fields
+            if f.data_type in vector_types.FLOAT_TYPES
         }
 
     @property
@@ -96,7 +112,8 @@ class ShardStore:
         for name, data in values.items():
             self._columns[name].append(data)
             if name in self._sq_norms:
-                self._sq_norms[name].append(np.einsum("ij,ij->i", data, data))
+                wide = vector_types.as_float32(self._types[name], data)
+                self._sq_norms[name].append(np.einsum("ij,ij->i", wide, wide))
         start = self.num_rows
         if self._pk_is_str:
             for i, key in enumerate(pks):
@@ -282,12 +299,13 @@ class ShardStore:
         return values if valid is None else with_nulls(values, valid.view()[rows])
 
     def vectors(self, field: str, start: int, end: int) -> np.ndarray:
-        return self._columns[field].view()[start:end]
+        """Float vectors of rows ``start:end`` as float32, what the faiss indexes take."""
+        return vector_types.as_float32(self._types[field], self._columns[field].view()[start:end])
 
     def search(
         self,
         field: str,
-        queries: np.ndarray,
+        queries: np.ndarray | list[bytes],
         metric: str,
         k: int,
         mask: np.ndarray,
@@ -297,10 +315,21 @@ class ShardStore:
         its built chunks, exact search over the rest.
 
         Returns ``(scores, rows)``, each ``nq x k'``; missing hits have row -1. Scores follow
-        Milvus: squared L2 distance (smaller is better), inner product, or cosine similarity.
+        Milvus: squared L2 distance (smaller is better), inner product, cosine similarity,
+        HAMMING or JACCARD distance (binary vectors); sparse vectors: inner product.
         """
-        if metric not in METRICS:
-            raise ValueError(f"metric type {metric} not supported (L2, IP, COSINE)")
+        data_type = self._types[field]
+        allowed = vector_types.kind_of(data_type).metrics
+        if metric not in allowed:
+            raise ValueError(
+                f"metric type {metric} not supported for {data_type.name} "
+                f"({', '.join(sorted(allowed))})"
+            )
+        column = self._columns[field]
+        if isinstance(column, SparseColumn):
+            return column.search(list(queries), k, mask, params or {})
+        if data_type == DataType.BINARY_VECTOR:
+            return self._exact_binary(field, np.asarray(queries), metric, k, mask)
         indexes = self.indexes.get(field)
         if indexes is None or indexes.spec.metric != metric or not indexes.indexed_rows:
             return self._exact(field, queries, metric, k, mask)
@@ -319,20 +348,43 @@ class ShardStore:
         if not len(rows) or k <= 0:
             return np.empty((nq, 0), np.float32), np.empty((nq, 0), np.int64)
         base = self._columns[field].view()
-        vectors = base[rows] if len(rows) < len(base) else base
+        vectors = vector_types.as_float32(
+            self._types[field], base[rows] if len(rows) < len(base) else base
+        )
         sq_norms = self._sq_norms[field].view()
         sq_norms = sq_norms[rows] if len(rows) < len(base) else sq_norms
         scores = _scores(vectors, sq_norms, queries.astype(np.float32, copy=False), metric)
-        k = min(k, len(rows))
-        better = -scores if metric in SIMILARITY_METRICS else scores
-        top = (
-            np.argpartition(better, k - 1, axis=1)[:, :k]
-            if k < len(rows)
-            else (np.tile(np.arange(len(rows)), (nq, 1)))
-        )
-        order = np.take_along_axis(better, top, axis=1).argsort(axis=1, kind="stable")
-        top = np.take_along_axis(top, order, axis=1)
-        return np.take_along_axis(scores, top, axis=1), rows[top]
+        return _top_k(scores, rows, k, metric)
+
+    def _exact_binary(
+        self, field: str, queries: np.ndarray, metric: str, k: int, mask: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Binary vectors are searched exactly (BIN_FLAT, and BIN_IVF_FLAT too: a superset
+        of its recall)."""
+        rows = np.flatnonzero(mask)
+        if not len(rows) or k <= 0:
+            nq = len(queries)
+            return np.empty((nq, 0), np.float32), np.empty((nq, 0), np.int64)
+        base = self._columns[field].view()
+        scores = vector_types.binary_scores(queries.astype(np.uint8), base[rows], metric)
+        return _top_k(scores, rows, k, metric)
+
+
+def _top_k(
+    scores: np.ndarray, rows: np.ndarray, k: int, metric: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """The best ``k`` of ``scores`` (``nq x len(rows)``) per query, best first."""
+    nq = len(scores)
+    k = min(k, len(rows))
+    better = -scores if metric in SIMILARITY_METRICS else scores
+    top = (
+        np.argpartition(better, k - 1, axis=1)[:, :k]
+        if k < len(rows)
+        else (np.tile(np.arange(len(rows)), (nq, 1)))
+    )
+    order = np.take_along_axis(better, top, axis=1).argsort(axis=1, kind="stable")
+    top = np.take_along_axis(top, order, axis=1)
+    return np.take_along_axis(scores, top, axis=1), rows[top]
 
 
 def _merge(metric: str, k: int, *parts: tuple[np.ndarray, np.ndarray]):
@@ -357,7 +409,9 @@ def _scores(vectors: np.ndarray, sq_norms: np.ndarray, queries: np.ndarray, metr
     return np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
 
 
-def _new_column(field: FieldSchema) -> FixedColumn | ObjectColumn:
+def _new_column(field: FieldSchema) -> Column:
     if field.data_type in FIXED_DTYPES:
-        return FixedColumn(FIXED_DTYPES[field.data_type], dim=field.dim)
-    return ObjectColumn(is_json=field.data_type == DataType.JSON)
+        return FixedColumn(FIXED_DTYPES[field.data_type], dim=row_width(field.data_type, field.dim))
+    if field.data_type == DataType.SPARSE_FLOAT_VECTOR:
+        return SparseColumn()
+    return ObjectColumn(is_json=field.data_type in (DataType.JSON, DataType.ARRAY))

@@ -1,12 +1,14 @@
 """Protobuf <-> Vectide translation at the proxy's edge."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from pymilvus.grpc_gen import common_pb2, schema_pb2
 
 from services.common.errors import Code, MilvusError
 from services.common.msgstream.message import DataType
-from services.common.schema import DYNAMIC_FIELD
+from services.common.schema import DYNAMIC_FIELD, FieldSchema
 from services.proxy import convert
 
 
@@ -86,9 +88,10 @@ def test_query_vectors_must_match_the_dimension():
     group.placeholders.add(
         tag="$0", type=common_pb2.PlaceholderType.FloatVector, values=[np.ones(3, "<f4").tobytes()]
     )
-    assert convert.read_vectors(group.SerializeToString(), 3).shape == (1, 3)
+    field = FieldSchema(101, "v", DataType.FLOAT_VECTOR, dim=3)
+    assert convert.read_vectors(group.SerializeToString(), field).shape == (1, 3)
     with pytest.raises(MilvusError, match="dim"):
-        convert.read_vectors(group.SerializeToString(), 4)
+        convert.read_vectors(group.SerializeToString(), replace(field, dim=4))
 
 
 def test_error_status_carries_both_codes():

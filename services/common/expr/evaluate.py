@@ -47,7 +47,7 @@ from services.common.expr.parser import (
     Scalar,
     referenced_fields,
 )
-from services.common.msgstream.message import FIXED_DTYPES, DataType
+from services.common.msgstream.message import DENSE_VECTORS, FIXED_DTYPES, DataType
 
 
 class ColumnSource(Protocol):
@@ -110,7 +110,7 @@ _ARITH_OPS: dict[str, np.ufunc] = {
     "*": np.multiply,
     "%": np.fmod,  # C semantics (sign of the dividend), as Milvus computes it
 }
-_FILTERABLE = frozenset(FIXED_DTYPES) - {DataType.FLOAT_VECTOR}
+_FILTERABLE = frozenset(FIXED_DTYPES) - DENSE_VECTORS
 _LIKE_PIECE = re.compile(r"\\[%_]|[%_]|[^%_\\]+|\\")
 _LIKE_REGEX = {"%": ".*", "_": ".", "\\%": "%", "\\_": "_"}
 
@@ -312,7 +312,7 @@ class _Evaluator:
             return self._json_path(dynamic, (node.name, *node.path))
         if data_type is None:
             raise ExprError(f"field {node.name} not exist")
-        if data_type == DataType.JSON:
+        if data_type in (DataType.JSON, DataType.ARRAY):  # an ARRAY row is a JSON list
             return self._json_path(node.name, node.path)
         if node.path:
             raise ExprError(f"{data_type.name} field {node.name} has no JSON path: {node.text!r}")

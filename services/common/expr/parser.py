@@ -527,6 +527,10 @@ _FUNCTIONS: dict[str, Callable[[_Parser, Field], Expr]] = {
     "json_contains_all": _Parser._json_contains_all,
     "json_contains_any": _Parser._json_contains_any,
     "array_length": _Parser._array_length,
+    # ARRAY fields are filtered as JSON lists: Milvus's array_contains* mean the same
+    "array_contains": _Parser._json_contains,
+    "array_contains_all": _Parser._json_contains_all,
+    "array_contains_any": _Parser._json_contains_any,
 }
 
 

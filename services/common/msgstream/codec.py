@@ -29,6 +29,7 @@ from services.common.msgstream.message import (
     Message,
     PrimaryKeys,
     TimeTickMsg,
+    row_width,
 )
 
 NAMESPACE = "io.vectide.msg"
@@ -177,10 +178,13 @@ def _column_record(col: FieldColumn) -> dict[str, Any]:
         "dim": col.dim,
         "fixed": None,
         "strings": None,
+        "blobs": None,
         "valid": None if col.valid is None else _le_bytes(col.valid, _BOOL),
     }
     if dtype is not None:
         record["fixed"] = _le_bytes(col.data, dtype)
+    elif col.data_type == DataType.SPARSE_FLOAT_VECTOR:
+        record["blobs"] = list(col.data)
     else:
         record["strings"] = list(col.data)
     return record
@@ -198,11 +202,14 @@ def _pks(record: dict[str, Any]) -> PrimaryKeys:
 def _column(record: dict[str, Any]) -> FieldColumn:
     data_type = DataType(record["data_type"])
     dtype = FIXED_DTYPES.get(data_type)
-    data: np.ndarray | list[str]
+    data: np.ndarray | list[str] | list[bytes]
+    width = row_width(data_type, record["dim"])
     if dtype is not None:
         data = np.frombuffer(record["fixed"] or b"", dtype=dtype)
-        if record["dim"]:
-            data = data.reshape(-1, record["dim"])
+        if width:
+            data = data.reshape(-1, width)
+    elif data_type == DataType.SPARSE_FLOAT_VECTOR:
+        data = list(record.get("blobs") or [])
     else:
         data = list(record["strings"] or [])
     valid = record.get("valid")

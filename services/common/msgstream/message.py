@@ -23,8 +23,13 @@ class DataType(IntEnum):
     FLOAT = 10
     DOUBLE = 11
     VARCHAR = 21
+    ARRAY = 22
     JSON = 23
+    BINARY_VECTOR = 100
     FLOAT_VECTOR = 101
+    FLOAT16_VECTOR = 102
+    BFLOAT16_VECTOR = 103
+    SPARSE_FLOAT_VECTOR = 104
 
 
 #: numpy dtype (little-endian) of each fixed-width type; the rest travel as strings.
@@ -37,7 +42,32 @@ FIXED_DTYPES: dict[DataType, np.dtype] = {
     DataType.FLOAT: np.dtype("<f4"),
     DataType.DOUBLE: np.dtype("<f8"),
     DataType.FLOAT_VECTOR: np.dtype("<f4"),
+    # one bit per dimension, eight to a byte (Milvus's wire layout)
+    DataType.BINARY_VECTOR: np.dtype("u1"),
+    DataType.FLOAT16_VECTOR: np.dtype("<f2"),
+    # bfloat16 kept as its raw 16 bits (numpy has no bfloat16); see vector_types
+    DataType.BFLOAT16_VECTOR: np.dtype("<u2"),
 }
+
+#: dense vector types: fixed-width rows of ``row_width(data_type, dim)`` elements
+DENSE_VECTORS = frozenset(
+    {
+        DataType.FLOAT_VECTOR,
+        DataType.BINARY_VECTOR,
+        DataType.FLOAT16_VECTOR,
+        DataType.BFLOAT16_VECTOR,
+    }
+)
+VECTOR_TYPES = DENSE_VECTORS | {DataType.SPARSE_FLOAT_VECTOR}
+
+
+def row_width(data_type: DataType, dim: int) -> int:
+    """Elements per row of a fixed-width column: ``dim`` for float vectors, ``dim / 8``
+    bytes for binary ones, 0 (one value per row) for scalars."""
+    if data_type == DataType.BINARY_VECTOR:
+        return dim // 8
+    return dim if data_type in DENSE_VECTORS else 0
+
 
 #: Primary keys: int64 array or a list of str.
 PrimaryKeys = np.ndarray | list[str]
@@ -48,8 +78,9 @@ class FieldColumn:
     field_id: int
     name: str
     data_type: DataType
-    #: fixed-width types: array of shape (rows,) or (rows, dim); VarChar/JSON: list of str.
-    data: np.ndarray | list[str]
+    #: fixed-width types: array of shape (rows,) or (rows, row_width); VarChar, JSON and
+    #: ARRAY (as JSON text): list of str; sparse vectors: list of bytes (Milvus's row layout)
+    data: np.ndarray | list[str] | list[bytes]
     dim: int = 0
     #: nullable fields: True where the row has a value; ``data`` holds a placeholder (0, "")
     #: at the other rows. None means every row has a value.

@@ -1,0 +1,124 @@
+"""REST v2's JSON forms of the vector types beyond float32, as Milvus's REST server reads
+and writes them (``internal/distributed/proxy/httpserver``):
+
+- BinaryVector: an array of ``dim / 8`` byte values, or their base64 text; returned as
+  base64 (Go's JSON form of bytes);
+- Float16Vector, BFloat16Vector: an array of ``dim`` numbers (narrowed from float32), or
+  the base64 text of their ``2 * dim`` bytes; returned as base64;
+- SparseFloatVector: an object ``{"index": value}``; returned the same way.
+
+Search ``data`` takes the same forms, one per query. Pure conversions: errors are
+ValueError, which the callers turn into Milvus's codes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+import numpy as np
+from pymilvus.grpc_gen import common_pb2, schema_pb2
+
+from services.common import vector_types
+
+DT = schema_pb2.DataType
+#: the VectorField member and the placeholder type of each byte-packed vector type
+_BYTES = {
+    DT.BinaryVector: ("binary_vector", common_pb2.PlaceholderType.BinaryVector),
+    DT.Float16Vector: ("float16_vector", common_pb2.PlaceholderType.Float16Vector),
+    DT.BFloat16Vector: ("bfloat16_vector", common_pb2.PlaceholderType.BFloat16Vector),
+}
+TYPES = frozenset({*_BYTES, DT.SparseFloatVector})
+
+
+def _dim(field: schema_pb2.FieldSchema) -> int:
+    return int(next((kv.value for kv in field.type_params if kv.key == "dim"), "0") or 0)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def row_bytes(field: schema_pb2.FieldSchema, value: Any) -> bytes:
+    """One vector of ``field`` in its wire form (bytes for dense types, Milvus's sparse row
+    layout for sparse ones)."""
+    if field.data_type == DT.SparseFloatVector:
+        return _sparse_row(value)
+    dim = _dim(field)
+    width = dim // 8 if field.data_type == DT.BinaryVector else 2 * dim
+    if isinstance(value, str):
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except binascii.Error:
+            raise ValueError("a vector given as text must be base64") from None
+    elif field.data_type == DT.BinaryVector:
+        if not isinstance(value, list) or not all(_is_byte(v) for v in value):
+            raise ValueError("a binary vector must be an array of byte values (0-255)")
+        raw = bytes(value)
+    else:
+        raw = _half_floats(field, value, dim)
+    if len(raw) != width:
+        raise ValueError(f"vector of {len(raw)} bytes, expected {width} (dim {dim})")
+    return raw
+
+
+def _is_byte(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255
+
+
+def _half_floats(field: schema_pb2.FieldSchema, value: Any, dim: int) -> bytes:
+    if not isinstance(value, list) or not all(_is_number(x) for x in value):
+        raise ValueError("a vector must be an array of numbers or base64 text")
+    if len(value) != dim:
+        raise ValueError(f"vector of dim {len(value)}, expected {dim}")
+    wide = np.asarray(value, dtype=np.float32)
+    if field.data_type == DT.BFloat16Vector:
+        return vector_types.bfloat16_bits(wide).astype("<u2").tobytes()
+    return wide.astype("<f2").tobytes()
+
+
+def _sparse_row(value: Any) -> bytes:
+    if not isinstance(value, dict) or not all(_is_number(v) for v in value.values()):
+        raise ValueError("a sparse vector must be an object of index: number")
+    try:
+        return vector_types.sparse_row({int(k): v for k, v in value.items()})
+    except (ValueError, OverflowError):
+        raise ValueError("sparse vector indices must be integers in [0, 2^32 - 1)") from None
+
+
+def write_column(fd: schema_pb2.FieldData, field: schema_pb2.FieldSchema, values: list) -> None:
+    """Rows of ``field`` into ``fd`` as pymilvus would send them."""
+    rows = [row_bytes(field, v) for v in values]
+    if field.data_type == DT.SparseFloatVector:
+        fd.vectors.sparse_float_vector.contents.extend(rows)
+        return
+    fd.vectors.dim = _dim(field)
+    setattr(fd.vectors, _BYTES[field.data_type][0], b"".join(rows))
+
+
+def placeholder(field: schema_pb2.FieldSchema, data: list) -> common_pb2.PlaceholderValue:
+    """Search ``data`` of ``field`` as the placeholder pymilvus would send."""
+    kind = (
+        common_pb2.PlaceholderType.SparseFloatVector
+        if field.data_type == DT.SparseFloatVector
+        else _BYTES[field.data_type][1]
+    )
+    values = [row_bytes(field, v) for v in data]
+    return common_pb2.PlaceholderValue(tag="$0", type=kind, values=values)
+
+
+def render_column(fd: schema_pb2.FieldData) -> list[Any]:
+    """A result column's rows in Milvus's REST form."""
+    if fd.type == DT.SparseFloatVector:
+        return [_sparse_object(row) for row in fd.vectors.sparse_float_vector.contents]
+    raw = getattr(fd.vectors, _BYTES[fd.type][0])
+    dim = fd.vectors.dim
+    width = dim // 8 if fd.type == DT.BinaryVector else 2 * dim
+    return [base64.b64encode(raw[i : i + width]).decode() for i in range(0, len(raw), width)]
+
+
+def _sparse_object(row: bytes) -> dict[str, float]:
+    indices, weights = vector_types.sparse_entries(row)
+    shortest = weights.astype(str).astype(np.float64).tolist()  # float32's shortest text
+    return dict(zip(map(str, indices.tolist()), shortest, strict=True))
