@@ -38,6 +38,7 @@ def scaling_target(name: str) -> VectideTarget:
     config = bench_config(name)
     config.query.memory_limit_mb = MEMORY_LIMIT_MB
     config.query.balance_interval_s = 5.0
+    config.data.compaction_enabled = False  # it would merge the four segments into one
     config.infra.spark_workers = 1
     config.infra.spark_worker_cores = 1
     config.infra.spark_worker_memory_mb = 1024

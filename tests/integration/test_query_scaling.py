@@ -44,6 +44,7 @@ def scaling(infra):
     config.infra.startup_timeout_s = 300.0
     config.query.balance_interval_s = 3.0
     config.query.memory_limit_mb = MEMORY_LIMIT_MB
+    config.data.compaction_enabled = False  # it would merge the small segments under test
     base = free_block(TEST_PORTS["kafka"] + 2000, 240)  # clear of the other cluster tests
     config.service.proxy_port = base
     config.service.http_port = base + 10
