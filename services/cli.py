@@ -48,9 +48,27 @@ def cmd_infra(args: argparse.Namespace) -> int:
     return 0 if all(s.healthy for s in statuses) else 1
 
 
+#: secrets `vectide config` shows masked: the effective configuration is often pasted into
+#: tickets and chats
+SECRET_KEYS = ("password", "secret")
+
+
 def cmd_config(args: argparse.Namespace) -> int:
-    print(yaml.safe_dump(load_config(args.config).to_dict(), sort_keys=False), end="")
+    config = load_config(args.config).to_dict()
+    print(yaml.safe_dump(masked(config), sort_keys=False), end="")
     return 0
+
+
+def masked(tree: object) -> object:
+    """``tree`` with every non-empty value under a key naming a secret replaced by ``***``."""
+    if not isinstance(tree, dict):
+        return tree
+    return {
+        key: "***"
+        if value and isinstance(value, str) and any(s in key for s in SECRET_KEYS)
+        else masked(value)
+        for key, value in tree.items()
+    }
 
 
 def cmd_schema(args: argparse.Namespace) -> int:

@@ -76,3 +76,15 @@ def test_security_is_off_by_default_and_root_password_may_come_from_a_secret_fil
     security = load_config(env=env).security
     assert security.authorization_enabled is True
     assert security.initial_root_password() == "from-the-secret"
+
+
+def test_vectide_config_masks_secrets(capsys, monkeypatch):
+    """`vectide config` is pasted into tickets: passwords and S3 secrets show as ***."""
+    from services.cli import main
+
+    monkeypatch.setenv("VECTIDE_SECURITY_ROOT_PASSWORD", "hunter2")
+    monkeypatch.setenv("VECTIDE_KAFKA_SASL_PASSWORD", "kafka-secret")
+    main(["config"])
+    out = capsys.readouterr().out
+    assert "hunter2" not in out and "kafka-secret" not in out
+    assert "root_password: '***'" in out and "sasl_password: '***'" in out
