@@ -68,39 +68,31 @@ class ShardLoader:
         """The shard's load plan for its new leader ``node_id`` in ``replica``: segments
         placed over ``nodes``, the shard's deltalogs, and the replay offset: the data
         node's checkpoint, or earlier if a segment not yet flushed started before it."""
-        with self._lock:
-            return self._plan(info, vchannel, node_id, replica, nodes)
-
-    def _plan(
-        self,
-        info: CollectionInfo,
-        vchannel: str,
-        node_id: int,
-        replica: int,
-        nodes: Collection[int] | None,
-    ) -> LoadPlan:
-        pchannel = pchannel_of(vchannel)
-        mine = [s for s in self._segments.segments(info.collection_id) if s.vchannel == vchannel]
-        checkpoint = self._segments.checkpoint(pchannel)
-        replay = info.start_offsets[pchannel]
-        if checkpoint is not None:
-            unflushed = [
-                s.start_position.offset
-                for s in mine
-                if s.state in (SegmentState.GROWING, SegmentState.SEALED)
-                and s.start_position is not None
+        with self._lock:  # not beside a handoff (see _hand_off_once)
+            pchannel = pchannel_of(vchannel)
+            mine = [
+                s for s in self._segments.segments(info.collection_id) if s.vchannel == vchannel
             ]
-            replay = max(replay, min([checkpoint.offset, *unflushed]))
-        persisted = [s for s in mine if s.state in PERSISTED]
-        remote = self._place(info, vchannel, node_id, persisted, nodes)
-        plan = LoadPlan(
-            [s for s in persisted if s.segment_id not in remote],
-            self._segments.deltalogs(info.collection_id, vchannel),
-            replay,
-            remote,
-        )
-        self._handed |= {_handoff_key(s, replica) for s in persisted}
-        return plan
+            checkpoint = self._segments.checkpoint(pchannel)
+            replay = info.start_offsets[pchannel]
+            if checkpoint is not None:
+                unflushed = [
+                    s.start_position.offset
+                    for s in mine
+                    if s.state in (SegmentState.GROWING, SegmentState.SEALED)
+                    and s.start_position is not None
+                ]
+                replay = max(replay, min([checkpoint.offset, *unflushed]))
+            persisted = [s for s in mine if s.state in PERSISTED]
+            remote = self._place(info, vchannel, node_id, persisted, nodes)
+            plan = LoadPlan(
+                [s for s in persisted if s.segment_id not in remote],
+                self._segments.deltalogs(info.collection_id, vchannel),
+                replay,
+                remote,
+            )
+            self._handed |= {_handoff_key(s, replica) for s in persisted}
+            return plan
 
     def _place(
         self,
