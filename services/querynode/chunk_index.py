@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import faiss
 import numpy as np
@@ -19,6 +20,7 @@ from services.common.schema import CollectionSchema, IndexInfo
 
 DEFAULT_CHUNK_ROWS = 16_384
 APPROXIMATE = frozenset({"IVF_FLAT", "HNSW", "AUTOINDEX"})
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -82,13 +84,14 @@ def _normalised(vectors: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(vectors / np.where(norms == 0, 1, norms), dtype=np.float32)
 
 
-class ChunkIndexes:
-    """The built chunk indexes of one vector field of one shard."""
+class BuiltChunks(Generic[T]):
+    """Indexes over the full chunks of a store's rows, built one chunk at a time off the
+    ingest path (a full chunk's values never change) and forgotten from the head when the
+    store frees its leading chunks. Vector (faiss) and scalar indexes both keep theirs here."""
 
-    def __init__(self, spec: IndexSpec, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> None:
-        self.spec = spec
+    def __init__(self, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> None:
         self.chunk_rows = chunk_rows
-        self._built: list[faiss.Index] = []
+        self._built: list[T] = []
         self._lock = threading.Lock()
 
     @property
@@ -96,13 +99,17 @@ class ChunkIndexes:
         with self._lock:
             return len(self._built) * self.chunk_rows
 
+    def built(self) -> list[T]:
+        with self._lock:
+            return list(self._built)
+
     def next_chunk(self, num_rows: int) -> int | None:
         """The first full chunk without an index, if any."""
         with self._lock:
             chunk = len(self._built)
         return chunk if (chunk + 1) * self.chunk_rows <= num_rows else None
 
-    def install(self, chunk: int, index: faiss.Index) -> None:
+    def install(self, chunk: int, index: T) -> None:
         """Keep ``index`` as chunk ``chunk``, unless the chunks moved while it was built
         (``drop_head``: the next round builds it again, at its new number)."""
         with self._lock:
@@ -114,13 +121,20 @@ class ChunkIndexes:
         with self._lock:
             self._built = self._built[chunks:]
 
+
+class ChunkIndexes(BuiltChunks[faiss.Index]):
+    """The built chunk indexes of one vector field of one shard."""
+
+    def __init__(self, spec: IndexSpec, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> None:
+        super().__init__(chunk_rows)
+        self.spec = spec
+
     def search(
         self, queries: np.ndarray, k: int, mask: np.ndarray, params: dict[str, object]
     ) -> tuple[np.ndarray, np.ndarray]:
         """Best ``k`` per query over the indexed rows where ``mask`` holds: (scores, rows),
         faiss's scores (squared L2, or inner product of normalised vectors for COSINE)."""
-        with self._lock:
-            built = list(self._built)
+        built = self.built()
         nq = len(queries)
         if self.spec.metric == "COSINE":
             queries = _normalised(queries)

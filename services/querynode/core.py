@@ -417,7 +417,9 @@ class QueryNode:
 
         Runs off the ingest path (the service calls it periodically): building takes the
         vectors of a full chunk, which never change, so no lock is held while faiss works.
-        Sealed segments are not built here: the index node writes their index files.
+        Sealed segments are not built here: the index node writes their vector index files,
+        and their scalar indexes are built as they load. Scalar indexes of growing chunks are
+        built here too.
         """
         built = 0
         for shard in list(self._shards.values()):
@@ -430,6 +432,11 @@ class QueryNode:
                     start = chunk * indexes.chunk_rows
                     vectors = store.vectors(field_name, start, start + indexes.chunk_rows)
                 indexes.install(chunk, indexes.spec.build(vectors))
+                built += 1
+            for scalar, chunk in store.scalar.pending(store.num_rows):
+                with shard.lock:
+                    values, valid = store.scalar_chunk(scalar, chunk)
+                scalar.install(chunk, scalar.spec.build(values, valid))
                 built += 1
         return built
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from services.common import errors
 from services.common.expr import ExprError, evaluate, parse
+from services.common.expr.indexed import select
 from services.common.grouping import as_values, merge_groups
 from services.common.msgstream.message import DataType
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
@@ -56,6 +57,15 @@ def parse_filter(expr: str, params: dict[str, Any]) -> Any:
 
 def visible(store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any) -> np.ndarray:
     """The rows a read at ``snapshot`` sees: live then, in the partitions, passing the filter."""
+    picked = indexed_rows(store, snapshot, partition_ids, tree)
+    if picked is not None:
+        mask = np.zeros(store.num_rows, dtype=bool)
+        mask[picked] = True
+        return mask
+    return _scanned(store, snapshot, partition_ids, tree)
+
+
+def _scanned(store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any) -> np.ndarray:
     mask = store.candidates(snapshot, partition_ids or None).mask
     if tree is not None and mask.any():
         try:
@@ -63,6 +73,34 @@ def visible(store: ShardStore, snapshot: int, partition_ids: list[int], tree: An
         except ExprError as exc:
             raise errors.invalid(str(exc)) from exc
     return mask
+
+
+def visible_rows(
+    store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any
+) -> np.ndarray:
+    """``visible`` as sorted row numbers."""
+    picked = indexed_rows(store, snapshot, partition_ids, tree)
+    if picked is not None:
+        return picked
+    return np.flatnonzero(_scanned(store, snapshot, partition_ids, tree))
+
+
+def indexed_rows(
+    store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any
+) -> np.ndarray | None:
+    """The visible rows passing the filter, found through the store's scalar indexes and
+    checked for visibility only where found (no pass over every row); None when the
+    indexes cannot answer the filter."""
+    views = store.scalar_views() if tree is not None else {}
+    if not views:
+        return None
+    try:
+        picked = select(tree, StoreColumns(store), views)
+    except ExprError as exc:
+        raise errors.invalid(str(exc)) from exc
+    if picked is None:
+        return None
+    return picked[store.live(picked, snapshot, partition_ids or None)]
 
 
 def search_store(
@@ -123,10 +161,9 @@ def _search_band(
 
 
 def query_store(store: ShardStore, req: ShardQueryRequest, tree: Any, snapshot: int) -> QueryRows:
-    mask = visible(store, snapshot, req.partition_ids, tree)
+    rows = visible_rows(store, snapshot, req.partition_ids, tree)
     if req.count_only:
-        return QueryRows(pks=[], count=int(mask.sum()))
-    rows = np.flatnonzero(mask)
+        return QueryRows(pks=[], count=len(rows))
     rows = rows[pk_order(take(store.pks(), rows))[: req.limit]]
     return QueryRows(
         take(store.pks(), rows),

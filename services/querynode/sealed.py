@@ -51,6 +51,7 @@ def load_sealed(
             )
         )
     install_index_files(info, segment, sealed, store)
+    sealed.build_scalar_indexes()
     return sealed
 
 

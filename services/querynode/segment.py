@@ -31,6 +31,7 @@ from services.querynode.chunk_index import (
     is_interim,
 )
 from services.querynode.columns import FixedColumn, ObjectColumn
+from services.querynode.scalar_index import FieldChunks, ScalarIndexes, StoreIndex
 from services.querynode.sparse import SparseColumn
 
 NEVER = np.iinfo(np.int64).max
@@ -60,6 +61,10 @@ class ShardStore:
             for i in indexes or []
             if is_interim(i, schema)
         }
+        #: scalar indexes per field, over the same chunks (filters read them, not columns)
+        self.scalar = ScalarIndexes(schema, chunk_rows)
+        for i in indexes or []:
+            self.scalar.add(i.field_name, i.index_type)
         pk = schema.primary
         self._pk_is_str = pk.data_type == DataType.VARCHAR
         self._pks: FixedColumn | ObjectColumn = (
@@ -262,18 +267,60 @@ class ShardStore:
             column.drop_head(rows)
         for indexes in self.indexes.values():
             indexes.drop_head(chunks)
+        self.scalar.drop_head(chunks)
         if self._pk_is_str:
             self._str_rows = {}
             for row, key in enumerate(self._pks.view()):
                 self._str_rows.setdefault(key, []).append(row)
         return rows
 
+    # -- scalar indexes ----------------------------------------------------------------------
+
+    def scalar_chunk(self, field: FieldChunks, chunk: int) -> tuple[Any, np.ndarray | None]:
+        """(values, validity) of one full chunk of an indexed field: what its index is built
+        from. A full chunk never changes, so building needs no lock, taking the slice does."""
+        start, end = chunk * field.chunk_rows, (chunk + 1) * field.chunk_rows
+        name = field.spec.field
+        values = self.pks() if field.spec.is_primary else self.column(name)
+        valid = self.valid(name)
+        return values[start:end], None if valid is None else valid[start:end]
+
+    def build_scalar_indexes(self) -> int:
+        """Index every full chunk not indexed yet (a sealed segment: itself); returns how
+        many chunks were built."""
+        built = 0
+        while pending := self.scalar.pending(self.num_rows):
+            for field, chunk in pending:
+                field.install(chunk, field.spec.build(*self.scalar_chunk(field, chunk)))
+                built += 1
+        return built
+
+    def scalar_views(self) -> dict[str, StoreIndex]:
+        """The scalar indexes filters may use now, by field."""
+        return self.scalar.views()
+
+    def live(
+        self, rows: np.ndarray, snapshot_ts: int, partition_ids: list[int] | None = None
+    ) -> np.ndarray:
+        """Which of ``rows`` a read at ``snapshot_ts`` sees (``candidates`` for some rows)."""
+        return _seen(
+            self._insert_ts.view()[rows],
+            self._deleted_at.view()[rows],
+            self._partition.view()[rows],
+            snapshot_ts,
+            partition_ids,
+        )
+
     # -- reads -----------------------------------------------------------------------------
 
     def candidates(self, snapshot_ts: int, partition_ids: list[int] | None = None) -> Candidates:
-        mask = (self._insert_ts.view() <= snapshot_ts) & (self._deleted_at.view() > snapshot_ts)
-        if partition_ids:
-            mask &= np.isin(self._partition.view(), partition_ids)
+        mask = _seen(
+            self._insert_ts.view(),
+            self._deleted_at.view(),
+            self._partition.view(),
+            snapshot_ts,
+            partition_ids,
+        )
         return Candidates(mask, snapshot_ts)
 
     def pks(self) -> np.ndarray | list[str]:
@@ -368,6 +415,20 @@ class ShardStore:
         base = self._columns[field].view()
         scores = vector_types.binary_scores(queries.astype(np.uint8), base[rows], metric)
         return _top_k(scores, rows, k, metric)
+
+
+def _seen(
+    insert_ts: np.ndarray,
+    deleted_at: np.ndarray,
+    partition: np.ndarray,
+    snapshot_ts: int,
+    partition_ids: list[int] | None,
+) -> np.ndarray:
+    """Rows inserted by ``snapshot_ts``, not deleted by then, in the partitions (if any)."""
+    mask = (insert_ts <= snapshot_ts) & (deleted_at > snapshot_ts)
+    if partition_ids:
+        mask &= np.isin(partition, partition_ids)
+    return mask
 
 
 def _top_k(

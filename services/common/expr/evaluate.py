@@ -94,7 +94,7 @@ class _Json:
 #: A numeric or BOOL column, VARCHAR rows, JSON rows, or a constant.
 _Value = np.ndarray | _Strings | _Json | Scalar
 
-_SCALAR_KINDS: dict[type, str] = {bool: "bool", int: "number", float: "number", str: "string"}
+SCALAR_KINDS: dict[type, str] = {bool: "bool", int: "number", float: "number", str: "string"}
 _COMPARE_OPS: dict[str, Callable[[object, object], object]] = {
     "==": operator.eq,
     "!=": operator.ne,
@@ -122,6 +122,12 @@ def evaluate(tree: Expr, source: ColumnSource) -> np.ndarray:
         return _Evaluator(source).mask(tree)
     except ExprError as err:
         raise ExprError(f"{err} in expression {tree.text!r}") from err
+
+
+def truth_mask(tree: Expr, source: ColumnSource) -> np.ndarray:
+    """:func:`evaluate` for a part of an expression: its errors do not name the whole one
+    (the caller's do)."""
+    return _Evaluator(source).mask(tree)
 
 
 class _Evaluator:
@@ -220,9 +226,9 @@ class _Evaluator:
         self, compare: Callable[[object, object], object], ordered: bool, left: _Json, right: _Value
     ) -> np.ndarray:
         if not isinstance(right, (np.ndarray, _Strings, _Json)):
-            kind = _SCALAR_KINDS[type(right)]
+            kind = SCALAR_KINDS[type(right)]
             return self._bools(
-                _SCALAR_KINDS.get(type(row)) == kind and bool(compare(row, right))
+                SCALAR_KINDS.get(type(row)) == kind and bool(compare(row, right))
                 for row in left.rows
             )
         pairs = zip(left.rows, self._rows(right), strict=True)
@@ -232,13 +238,13 @@ class _Evaluator:
         self, value: _Value, values: tuple[Scalar, ...], negated: bool, node: InList
     ) -> np.ndarray:
         if isinstance(value, _Json):
-            wanted = {_json_key(item) for item in values}
+            wanted = {json_key(item) for item in values}
             return self._bools(
-                (key := _json_key(row)) is not None and (key in wanted) != negated
+                (key := json_key(row)) is not None and (key in wanted) != negated
                 for row in value.rows
             )
         kind = _kind(value)
-        if any(_SCALAR_KINDS[type(item)] != kind for item in values):
+        if any(SCALAR_KINDS[type(item)] != kind for item in values):
             raise ExprError(f"list values must all be of type {kind}: {node.text!r}")
         if isinstance(value, _Strings):
             hits = self._bools(map(frozenset(values).__contains__, value.rows))
@@ -272,12 +278,12 @@ class _Evaluator:
     def _json_contains(
         self, value: _Json, values: tuple[Scalar, ...], match_all: bool
     ) -> np.ndarray:
-        wanted = frozenset(_json_key(item) for item in values)
+        wanted = frozenset(json_key(item) for item in values)
 
         def contains(row: object) -> bool:
             if type(row) is not list:
                 return False
-            present = {_json_key(item) for item in row}
+            present = {json_key(item) for item in row}
             return wanted <= present if match_all else not wanted.isdisjoint(present)
 
         return self._bools(map(contains, value.rows))
@@ -392,7 +398,7 @@ def _kind(value: np.ndarray | _Strings | Scalar) -> str:
         return "bool" if value.dtype == bool else "number"
     if isinstance(value, _Strings):
         return "string"
-    return _SCALAR_KINDS[type(value)]
+    return SCALAR_KINDS[type(value)]
 
 
 def _data(value: _Value) -> object:
@@ -405,23 +411,23 @@ def _list_array(values: tuple[Scalar, ...], dtype: np.dtype) -> np.ndarray:
     return np.asarray(values, dtype=dtype if dtype.kind == "f" else None)
 
 
-def _json_key(value: object) -> tuple[str, object] | None:
+def json_key(value: object) -> tuple[str, object] | None:
     """Hashable identity that keeps ``True`` apart from ``1`` but ``1`` equal to ``1.0``."""
-    kind = _SCALAR_KINDS.get(type(value))
+    kind = SCALAR_KINDS.get(type(value))
     return None if kind is None else (kind, value)
 
 
 def _json_match(
     compare: Callable[[object, object], object], ordered: bool, left: object, right: object
 ) -> bool:
-    kind = _SCALAR_KINDS.get(type(left))
-    if kind is None or kind != _SCALAR_KINDS.get(type(right)):
+    kind = SCALAR_KINDS.get(type(left))
+    if kind is None or kind != SCALAR_KINDS.get(type(right)):
         return False
     return not (ordered and kind == "bool") and bool(compare(left, right))
 
 
 def _row_arithmetic(op: str, left: object, right: object) -> object:
-    numbers = _SCALAR_KINDS.get(type(left)) == _SCALAR_KINDS.get(type(right)) == "number"
+    numbers = SCALAR_KINDS.get(type(left)) == SCALAR_KINDS.get(type(right)) == "number"
     if not numbers or (op in ("/", "%") and right == 0):
         return _MISSING
     try:

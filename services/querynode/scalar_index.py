@@ -1,0 +1,291 @@
+"""Scalar indexes of a store's rows (STL_SORT, TRIE, INVERTED, BITMAP), per chunk.
+
+A filter on an indexed field asks the index for the rows a predicate holds on instead of
+reading the whole column: O(log n + matches) rather than O(n). Two structures serve the four
+Milvus index types:
+
+- :class:`SortedValues` (numbers, booleans, strings): the chunk's non-null values in
+  ascending order with the row each came from. A comparison or a ``like "prefix%"`` is one
+  contiguous run of it, found by binary search (STL_SORT, TRIE); it is also an inverted list,
+  every distinct value's rows being one run (INVERTED and BITMAP on scalar fields).
+- :class:`ArrayElements` (ARRAY fields, INVERTED or BITMAP): element -> the rows holding it,
+  which ``array_contains``/``_all``/``_any`` combine.
+
+Each comparison is made with the same operator on the same numpy or Python value the scan
+evaluates (``services/common/expr/evaluate.py``), only on O(log n) of them: the index agrees
+with the scan on every row, casts and NaN included. Null rows are in no index (a predicate
+on them is unknown, never true). Rows are chunk-local; :class:`StoreIndex` offsets them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from services.common.expr.evaluate import json_key
+from services.common.msgstream.message import FIXED_DTYPES, DataType
+from services.common.schema import CollectionSchema, IndexInfo
+from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS, BuiltChunks
+
+#: what CreateIndex stores for each scalar index type (AUTOINDEX resolved by field type)
+SCALAR_INDEX_TYPES = frozenset({"STL_SORT", "TRIE", "INVERTED", "BITMAP", "AUTOINDEX"})
+
+
+def is_scalar_index(index: IndexInfo, schema: CollectionSchema) -> bool:
+    field = schema.field(index.field_name)
+    return field is not None and not field.is_vector
+
+
+class SortedValues:
+    """A chunk's non-null values sorted ascending (NaN last), with their rows."""
+
+    def __init__(self, values: np.ndarray, rows: np.ndarray, kind: str) -> None:
+        self.values = values
+        self.rows = rows
+        self.kind = kind
+        #: values[:ordered] compare with numbers; NaN (after them) compares with nothing
+        self.ordered = len(values)
+        if values.dtype.kind == "f":
+            self.ordered = int(np.searchsorted(np.isnan(values), True))
+
+    @classmethod
+    def build(cls, values: Any, valid: np.ndarray | None, kind: str) -> SortedValues:
+        rows = np.arange(len(values), dtype=np.int64)
+        if valid is not None:
+            rows = rows[valid]
+        if isinstance(values, np.ndarray):
+            picked = values[rows]
+            order = np.argsort(picked, kind="stable")
+        else:  # strings: Python's sort, the order the scan's comparisons follow
+            picked = np.empty(len(rows), dtype=object)
+            picked[:] = [values[i] for i in rows.tolist()]
+            order = np.array(sorted(range(len(picked)), key=picked.__getitem__), dtype=np.int64)
+        return cls(picked[order], rows[order], kind)
+
+    def present(self) -> np.ndarray:
+        return self.rows
+
+    def _first_false(self, holds: Callable[[Any], Any]) -> int:
+        """The first position among the ordered values where ``holds`` (true, then false
+        along the sorted values) is false."""
+        lo, hi = 0, self.ordered
+        values = self.values
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if holds(values[mid]):
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def _equal_run(self, value: Any) -> tuple[int, int]:
+        return self._first_false(lambda v: v < value), self._first_false(lambda v: v <= value)
+
+    def _bounds(self, op: str, value: Any) -> tuple[int, int]:
+        """The run of values where ``value op`` holds (``!=`` excepted: two runs)."""
+        if op == "==":
+            return self._equal_run(value)
+        if op in ("<", ">="):
+            less = self._first_false(lambda v: v < value)
+            return (0, less) if op == "<" else (less, self.ordered)
+        less_equal = self._first_false(lambda v: v <= value)
+        return (0, less_equal) if op == "<=" else (less_equal, self.ordered)
+
+    def compare(self, op: str, value: Any) -> np.ndarray:
+        if op == "!=":
+            start, end = self._equal_run(value)
+            return np.concatenate([self.rows[:start], self.rows[end:]])  # NaN rows included
+        start, end = self._bounds(op, value)
+        return self.rows[start:end]
+
+    def compare_all(self, conditions: Sequence[tuple[str, Any]]) -> np.ndarray:
+        """Rows where every ``(op, value)`` holds (no ``!=``): a range is one run."""
+        start, end = 0, self.ordered
+        for op, value in conditions:
+            low, high = self._bounds(op, value)
+            start, end = max(start, low), min(end, high)
+        return self.rows[start : max(start, end)]
+
+    def in_list(self, values: Sequence[Any]) -> np.ndarray:
+        if self.kind == "string":
+            wanted = list(dict.fromkeys(values))
+        else:  # the scan's np.isin: floats at the column's precision, integers exact
+            dtype = self.values.dtype
+            wanted = np.unique(np.asarray(values, dtype=dtype if dtype.kind == "f" else None))
+        runs = [self._equal_run(value) for value in wanted]
+        return _concat([self.rows[start:end] for start, end in runs])
+
+    def prefix(self, prefix: str) -> np.ndarray:
+        start = self._first_false(lambda v: v < prefix)
+        end = self._first_false(lambda v: v < prefix or v.startswith(prefix))
+        return self.rows[start:end]
+
+
+class ArrayElements:
+    """A chunk's ARRAY rows as element -> the rows holding it (each row once)."""
+
+    kind = "array"
+
+    def __init__(self, postings: dict[Any, np.ndarray], lists: np.ndarray, present: np.ndarray):
+        self.postings = postings
+        self.lists = lists
+        self._present = present
+
+    @classmethod
+    def build(cls, rows: Sequence[Any], valid: np.ndarray | None) -> ArrayElements:
+        postings: dict[Any, list[int]] = {}
+        lists: list[int] = []
+        for i, row in enumerate(rows):
+            if type(row) is not list or (valid is not None and not valid[i]):
+                continue
+            lists.append(i)
+            for key in {json_key(item) for item in row}:
+                postings.setdefault(key, []).append(i)
+        present = np.arange(len(rows), dtype=np.int64)
+        if valid is not None:
+            present = present[valid]
+        return cls(
+            {k: np.array(v, dtype=np.int64) for k, v in postings.items() if k is not None},
+            np.array(lists, dtype=np.int64),
+            present,
+        )
+
+    def present(self) -> np.ndarray:
+        return self._present
+
+    def contains(self, values: Sequence[Any], match_all: bool) -> np.ndarray:
+        wanted = {json_key(value) for value in values}
+        found = [self.postings.get(key, _EMPTY) for key in wanted]
+        if not match_all:
+            return np.unique(_concat(found))
+        result = self.lists
+        for rows in sorted(found, key=len):
+            result = np.intersect1d(result, rows, assume_unique=True)
+        return result
+
+
+ChunkIndex = SortedValues | ArrayElements
+_EMPTY = np.empty(0, dtype=np.int64)
+
+
+def _concat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else _EMPTY
+
+
+@dataclass(frozen=True)
+class ScalarSpec:
+    """A scalar index as a query node builds it: the field, how its values are read."""
+
+    field: str
+    index_type: str
+    data_type: DataType
+    is_primary: bool
+
+    @property
+    def kind(self) -> str:
+        if self.data_type == DataType.ARRAY:
+            return "array"
+        if self.data_type == DataType.VARCHAR:
+            return "string"
+        return "bool" if self.data_type == DataType.BOOL else "number"
+
+    def build(self, values: Any, valid: np.ndarray | None) -> ChunkIndex:
+        if self.kind == "array":
+            return ArrayElements.build(values, valid)
+        if self.kind != "string":
+            values = np.asarray(values, dtype=FIXED_DTYPES[self.data_type])
+        return SortedValues.build(values, valid, self.kind)
+
+
+class FieldChunks(BuiltChunks[ChunkIndex]):
+    """One field's scalar indexes over a store's full chunks."""
+
+    def __init__(self, spec: ScalarSpec, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> None:
+        super().__init__(chunk_rows)
+        self.spec = spec
+
+    def view(self) -> StoreIndex:
+        return StoreIndex(self.spec.kind, self.chunk_rows, self.built())
+
+
+class StoreIndex:
+    """A field's built chunks as one index over the store's rows ``[0, covered)``: what the
+    filter planner (``services/common/expr/indexed.py``) asks; answers are store rows."""
+
+    def __init__(self, kind: str, chunk_rows: int, chunks: list[ChunkIndex]) -> None:
+        self.kind = kind
+        self.covered = chunk_rows * len(chunks)
+        self._chunk_rows = chunk_rows
+        self._chunks = chunks
+
+    def _each(self, ask: Callable[[Any], np.ndarray]) -> np.ndarray:
+        parts = [ask(c) + i * self._chunk_rows for i, c in enumerate(self._chunks)]
+        return parts[0] if len(parts) == 1 else _concat(parts)
+
+    def present(self) -> np.ndarray:
+        return self._each(lambda c: c.present())
+
+    def compare(self, op: str, value: Any) -> np.ndarray:
+        return self._each(lambda c: c.compare(op, value))
+
+    def compare_all(self, conditions: Sequence[tuple[str, Any]]) -> np.ndarray:
+        return self._each(lambda c: c.compare_all(conditions))
+
+    def in_list(self, values: Sequence[Any]) -> np.ndarray:
+        return self._each(lambda c: c.in_list(values))
+
+    def prefix(self, prefix: str) -> np.ndarray:
+        return self._each(lambda c: c.prefix(prefix))
+
+    def contains(self, values: Sequence[Any], match_all: bool) -> np.ndarray:
+        return self._each(lambda c: c.contains(values, match_all))
+
+
+class ScalarIndexes:
+    """A store's scalar indexes, by field; new ones can be added while it serves reads (an
+    index created after the collection was loaded)."""
+
+    def __init__(self, schema: CollectionSchema, chunk_rows: int) -> None:
+        self._schema = schema
+        self._chunk_rows = chunk_rows
+        self._lock = threading.Lock()
+        self.fields: dict[str, FieldChunks] = {}
+
+    def add(self, field_name: str, index_type: str) -> bool:
+        """Index ``field_name`` from now on (built by ``build``); False if it already is or
+        is no scalar field of the schema."""
+        field = self._schema.field(field_name)
+        if field is None or field.is_vector or field.data_type == DataType.JSON:
+            return False
+        with self._lock:
+            if field_name in self.fields:
+                return False
+            spec = ScalarSpec(field_name, index_type, field.data_type, field.is_primary)
+            self.fields[field_name] = FieldChunks(spec, self._chunk_rows)
+        return True
+
+    def views(self) -> dict[str, StoreIndex]:
+        with self._lock:
+            fields = list(self.fields.items())
+        return {name: chunks.view() for name, chunks in fields if chunks.indexed_rows}
+
+    def drop_head(self, chunks: int) -> None:
+        with self._lock:
+            fields = list(self.fields.values())
+        for field in fields:
+            field.drop_head(chunks)
+
+    def pending(self, num_rows: int) -> list[tuple[FieldChunks, int]]:
+        """(field, chunk) of every full chunk not indexed yet."""
+        with self._lock:
+            fields = list(self.fields.values())
+        out = []
+        for field in fields:
+            chunk = field.next_chunk(num_rows)
+            if chunk is not None:
+                out.append((field, chunk))
+        return out
