@@ -29,6 +29,9 @@ class ShardSearchRequest:
     #: counts groups of up to ``group_size`` hits each
     group_by: str = ""
     group_size: int = 1
+    #: the collection's scalar indexes (field -> index type): a node serving segments
+    #: loaded before one was created builds it on its first read
+    scalar_indexes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -44,3 +47,5 @@ class ShardQueryRequest:
     #: rows per shard, in primary-key order (None: all)
     limit: int | None = None
     count_only: bool = False
+    #: as ShardSearchRequest's
+    scalar_indexes: dict[str, str] = field(default_factory=dict)

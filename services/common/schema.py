@@ -99,7 +99,8 @@ class CollectionSchema:
 
 @dataclass
 class IndexInfo:
-    """An index on one vector field; built per segment (growing chunks, sealed segments)."""
+    """An index on one field (vector or scalar); built per segment (growing chunks, sealed
+    segments). A scalar index has no metric type."""
 
     index_id: int
     index_name: str
@@ -154,3 +155,8 @@ class CollectionInfo:
 
     def index_on(self, field_name: str) -> IndexInfo | None:
         return next((i for i in self.indexes if i.field_name == field_name), None)
+
+    def scalar_indexes(self) -> dict[str, str]:
+        """Index type per indexed scalar field (filters on them use the index)."""
+        vectors = {f.name for f in self.schema.vector_fields}
+        return {i.field_name: i.index_type for i in self.indexes if i.field_name not in vectors}

@@ -38,7 +38,7 @@ from services.proxy import limits
 from services.proxy.channels_time_ticker import ChannelsTimeTicker
 from services.proxy.dml import DeleteTask, InsertTask, MutationResult
 from services.proxy.dql import Outputs, QuerySpec, QueryTask, SearchSpec, SearchTask
-from services.proxy.index_kinds import index_kind
+from services.proxy.index_kinds import index_kind, scalar_index_type
 from services.proxy.meta_cache import MetaCache
 from services.proxy.segment_placement import (
     ServedSegment,
@@ -376,11 +376,10 @@ class Proxy:
         field = info.schema.field(field_name)
         if field is None:
             raise errors.invalid(f"cannot create index on non-exist field: {field_name}")
-        if not field.is_vector:
-            raise errors.invalid(
-                f"Vectide indexes vector fields only; {field_name} is {field.data_type.name}"
-            )
-        index_type, metric = index_kind(field, params)
+        if field.is_vector:
+            index_type, metric = index_kind(field, params)
+        else:
+            index_type, metric = scalar_index_type(field, params), ""
         index = IndexInfo(
             0, index_name, field_name, index_type, metric, {k: str(v) for k, v in params.items()}
         )

@@ -288,6 +288,7 @@ class SearchTask(_ReadTask):
             search_params=spec.params,
             group_by=spec.group_by_field,
             group_size=spec.group_size,
+            scalar_indexes=self.info.scalar_indexes(),
         )
         if spec.group_by_field:
             self.hits = self._search_groups(request)
@@ -368,6 +369,7 @@ class QueryTask(_ReadTask):
             output_fields=self.outputs.fetch,
             limit=per_shard,
             count_only=self.count_only,
+            scalar_indexes=self.info.scalar_indexes(),
         )
         parts = self._fan_out(lambda node, vchs: node.query(replace(request, vchannels=vchs)))
         self.rows = merge_rows(parts, spec.offset, spec.limit)

@@ -21,6 +21,7 @@ from services import __version__
 from services.common import errors, timestamp
 from services.common.config import QuotaConfig
 from services.common.names import qualified, split
+from services.common.schema import IndexInfo
 from services.common.security.rbac import Rbac
 from services.proxy import convert, limits
 from services.proxy.core import Proxy
@@ -211,11 +212,7 @@ class MilvusService(
                 index_name=index.index_name,
                 indexID=index.index_id,
                 field_name=index.field_name,
-                params=[
-                    common_pb2.KeyValuePair(key="index_type", value=index.index_type),
-                    common_pb2.KeyValuePair(key="metric_type", value=index.metric_type),
-                    common_pb2.KeyValuePair(key="params", value=json.dumps(index.params)),
-                ],
+                params=_index_params(index),
                 # as Milvus: Finished once every persisted segment is indexed; growing rows
                 # count in total_rows only
                 state=common_pb2.InProgress if pending else common_pb2.Finished,
@@ -460,3 +457,12 @@ class MilvusService(
 def _segment_state(state: str) -> int:
     """Datacoord's state as Milvus's enum (Indexed is Flushed with an index to Milvus)."""
     return common_pb2.SegmentState.Value("Flushed" if state == "Indexed" else state)
+
+
+def _index_params(index: IndexInfo) -> list[common_pb2.KeyValuePair]:
+    """DescribeIndex's params: a scalar index has no metric type (Milvus lists none)."""
+    pairs = [common_pb2.KeyValuePair(key="index_type", value=index.index_type)]
+    if index.metric_type:
+        pairs.append(common_pb2.KeyValuePair(key="metric_type", value=index.metric_type))
+    pairs.append(common_pb2.KeyValuePair(key="params", value=json.dumps(index.params)))
+    return pairs

@@ -1,11 +1,13 @@
-"""Which index types and metrics a vector field's type allows, as CreateIndex checks them
-(``services/common/vector_types.py`` holds the table)."""
+"""Which index types and metrics a field allows, as CreateIndex checks them: vector fields
+by their vector type (``services/common/vector_types.py`` holds the table), scalar fields
+by Milvus's scalar index rules (STL_SORT, TRIE, INVERTED, BITMAP, AUTOINDEX)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from services.common import errors, vector_types
+from services.common.msgstream.message import DataType
 from services.common.schema import FieldSchema
 
 
@@ -28,3 +30,59 @@ def index_kind(field: FieldSchema, params: dict[str, Any]) -> tuple[str, str]:
         allowed = ", ".join(sorted(kind.metrics))
         raise errors.invalid(f"metric type {metric} not supported for {name} ({allowed})")
     return index_type, metric
+
+
+_INTEGERS = frozenset({DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64})
+_NUMBERS = _INTEGERS | {DataType.FLOAT, DataType.DOUBLE}
+_SCALARS = _NUMBERS | {DataType.BOOL, DataType.VARCHAR}
+#: the field types each scalar index type takes (an ARRAY by its elements' type), as
+#: Milvus's index checkers (internal/util/indexparamcheck) allow them
+_SCALAR_RULES: dict[str, tuple[frozenset[DataType], frozenset[DataType], str]] = {
+    "STL_SORT": (_NUMBERS, frozenset(), "numeric fields"),
+    "TRIE": (frozenset({DataType.VARCHAR}), frozenset(), "VARCHAR fields"),
+    "INVERTED": (_SCALARS, _SCALARS, "bool, numeric, VARCHAR and ARRAY fields"),
+    "BITMAP": (
+        _INTEGERS | {DataType.BOOL, DataType.VARCHAR},
+        _INTEGERS | {DataType.BOOL, DataType.VARCHAR},
+        "bool, integer, VARCHAR fields and ARRAYs of them",
+    ),
+    "AUTOINDEX": (_SCALARS, _SCALARS, "bool, numeric, VARCHAR and ARRAY fields"),
+}
+
+
+def scalar_index_type(field: FieldSchema, params: dict[str, Any]) -> str:
+    """The index type of a scalar index on ``field``, taken out of ``params`` (none given:
+    AUTOINDEX, as Milvus picks one for a scalar field); a type the field cannot have is
+    refused, naming the field, its type and the index. A metric type means nothing to a
+    scalar index and is dropped, as Milvus does."""
+    index_type = str(params.pop("index_type", "AUTOINDEX") or "AUTOINDEX").upper()
+    params.pop("metric_type", None)
+    type_name = field.data_type.name
+    if field.data_type == DataType.JSON:
+        raise errors.invalid(
+            f"{index_type} index on JSON field {field.name} is not supported by Vectide "
+            "(JSON path indexes); filters on it scan"
+        )
+    rule = _SCALAR_RULES.get(index_type)
+    if rule is None:
+        raise errors.invalid(
+            f"invalid index type: {index_type} for {type_name} field {field.name} "
+            f"(supported: {', '.join(sorted(_SCALAR_RULES))})"
+        )
+    types, elements, described = rule
+    if field.data_type == DataType.ARRAY:
+        element = DataType(field.element_type) if field.element_type else None
+        if element not in elements:
+            element_name = element.name if element else "unknown"
+            raise errors.invalid(
+                f"{index_type} index is not supported on ARRAY of {element_name} field "
+                f"{field.name}: {index_type} takes {described}"
+            )
+    elif field.data_type not in types:
+        raise errors.invalid(
+            f"{index_type} index is not supported on {type_name} field {field.name}: "
+            f"{index_type} takes {described}"
+        )
+    if index_type == "BITMAP" and field.is_primary:
+        raise errors.invalid(f"BITMAP index is not supported on primary key field {field.name}")
+    return index_type

@@ -28,7 +28,13 @@ from services.common.search_range import ScoreBand, band_of
 from services.datacoord.segment import Deltalog, LoadPlan, SegmentInfo
 from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
 from services.querynode.hosting import HostedSegments
-from services.querynode.reads import parse_filter, query_store, reduce_hits, search_store
+from services.querynode.reads import (
+    ensure_indexes,
+    parse_filter,
+    query_store,
+    reduce_hits,
+    search_store,
+)
 from services.querynode.scatter import PeerNode, Peers, Scatter, by_node
 from services.querynode.sealed import install_index_files, load_sealed, read_deltalogs
 from services.querynode.segment import ShardStore
@@ -492,6 +498,7 @@ class QueryNode:
 
         with shard.lock:
             pending = self._scatter.start(shard, remote)
+            ensure_indexes(shard.stores(), req.scalar_indexes)
             parts = [search_store(s, req, tree, band, snapshot) for s in shard.stores()]
         parts += self._scatter.gather(shard, remote, pending)
         return reduce_hits(parts, req)
@@ -504,6 +511,7 @@ class QueryNode:
 
         with shard.lock:
             pending = self._scatter.start(shard, remote)
+            ensure_indexes(shard.stores(), req.scalar_indexes)
             parts = [query_store(s, req, tree, snapshot) for s in shard.stores()]
         parts += self._scatter.gather(shard, remote, pending)
         return merge_rows(parts, 0, req.limit)

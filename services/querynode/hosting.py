@@ -21,7 +21,13 @@ from services.common.results import QueryRows, SearchHits, merge_rows
 from services.common.schema import CollectionInfo
 from services.common.search_range import band_of
 from services.datacoord.segment import Deltalog, SegmentInfo
-from services.querynode.reads import parse_filter, query_store, reduce_hits, search_store
+from services.querynode.reads import (
+    ensure_indexes,
+    parse_filter,
+    query_store,
+    reduce_hits,
+    search_store,
+)
 from services.querynode.sealed import install_index_files, load_sealed, read_deltalogs
 from services.querynode.segment import ShardStore
 from services.querynode.shard import Removal, Shard, apply_removal
@@ -81,6 +87,7 @@ class HostedSegments:
         tree = parse_filter(req.expr, req.expr_params)
         band = band_of(req.metric_type, req.search_params)
         stores, missing = self._stores(vchannel, segment_ids)
+        ensure_indexes(stores, req.scalar_indexes)
         parts = [search_store(s, req, tree, band, snapshot) for s in stores]
         return (reduce_hits(parts, req) if parts else None), missing
 
@@ -89,6 +96,7 @@ class HostedSegments:
     ) -> tuple[QueryRows | None, list[int]]:
         tree = parse_filter(req.expr, req.expr_params)
         stores, missing = self._stores(vchannel, segment_ids)
+        ensure_indexes(stores, req.scalar_indexes)
         parts = [query_store(s, req, tree, snapshot) for s in stores]
         return (merge_rows(parts, 0, req.limit) if parts else None), missing
 

@@ -45,6 +45,15 @@ class StoreColumns:
         return self._store.valid(name)
 
 
+def ensure_indexes(stores: list[ShardStore], wanted: dict[str, str]) -> None:
+    """Index the fields a read says are indexed (an index created after these stores
+    were loaded), building their full chunks now: once, on the first read that names it."""
+    for store in stores:
+        added = [store.scalar.add(name, index_type) for name, index_type in wanted.items()]
+        if any(added):
+            store.build_scalar_indexes()
+
+
 def parse_filter(expr: str, params: dict[str, Any]) -> Any:
     """A request's filter as an expression tree (None: no filter), parsed once per request."""
     if not expr.strip():
