@@ -29,6 +29,13 @@ PROXY_ROWS = Counter(
     "Rows written through the proxy, by operation (insert, delete, upsert).",
     ["op"],
 )
+FILTERED_READS = Counter(
+    "vectide_querynode_filtered_reads",
+    "Filtered reads of one store (a shard's growing rows or a sealed segment) by how the "
+    "filter was answered: index (scalar indexes; only rows not indexed yet are scanned) or "
+    "scan (every row).",
+    ["path"],
+)
 SKIPPED_MESSAGES = StateGauge(
     "vectide_querynode_skipped_messages",
     "Channel records a query node skipped since it started (poison): undecodable ones, and "

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from services.common import errors
+from services.common import errors, metrics
 from services.common.expr import ExprError, evaluate, parse
 from services.common.expr.indexed import select
 from services.common.grouping import as_values, merge_groups
@@ -77,6 +77,7 @@ def visible(store: ShardStore, snapshot: int, partition_ids: list[int], tree: An
 def _scanned(store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any) -> np.ndarray:
     mask = store.candidates(snapshot, partition_ids or None).mask
     if tree is not None and mask.any():
+        metrics.FILTERED_READS.labels("scan").inc()
         try:
             mask &= evaluate(tree, StoreColumns(store))
         except ExprError as exc:
@@ -109,6 +110,7 @@ def indexed_rows(
         raise errors.invalid(str(exc)) from exc
     if picked is None:
         return None
+    metrics.FILTERED_READS.labels("index").inc()
     return picked[store.live(picked, snapshot, partition_ids or None)]
 
 
