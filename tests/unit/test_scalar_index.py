@@ -14,12 +14,15 @@ import random
 import numpy as np
 import pytest
 
+from services.common.errors import MilvusError
 from services.common.expr import ExprError, evaluate, indexed, parse
 from services.common.expr.evaluate import truth_mask
 from services.common.expr.indexed import select
 from services.common.msgstream.message import DataType, FieldColumn, InsertMsg
+from services.common.requests import ShardQueryRequest
 from services.common.schema import CollectionSchema, FieldSchema, IndexInfo
-from services.querynode.reads import StoreColumns
+from services.proxy.index_kinds import scalar_index_type
+from services.querynode.reads import StoreColumns, ensure_indexes, query_store
 from services.querynode.segment import ShardStore
 
 CHUNK = 64
@@ -241,3 +244,90 @@ def test_indexed_predicates_never_scan_their_columns(monkeypatch, text, residual
         assert reads == [] and scans == []
     else:
         assert len(scans) == 1 and scans[0] < built.num_rows
+
+
+# -- kept in step with the store ------------------------------------------------------------
+
+
+def query_ids(built: ShardStore, expr: str, snapshot: int = 100, partitions=()) -> list[int]:
+    req = ShardQueryRequest(1, ["ch"], 0, 1.0, expr=expr, partition_ids=list(partitions))
+    return sorted(query_store(built, req, parse(expr), snapshot).pks.tolist())
+
+
+def scan_ids(built: ShardStore, expr: str, snapshot: int = 100, partitions=()) -> list[int]:
+    mask = built.candidates(snapshot, list(partitions) or None).mask
+    mask &= evaluate(parse(expr), StoreColumns(built))
+    return sorted(built.pks()[mask].tolist())
+
+
+def test_reads_through_indexes_see_deletes_snapshots_and_partitions():
+    built = store(7)
+    built.delete_keys(np.arange(0, 150, 3), np.full(50, 50, np.int64))
+    for expr in ['s like "ab%"', "id < 40", "c == 2 and u > 3", "array_contains(arr, 3)"]:
+        for snapshot in (4, 5, 49, 50, 100):
+            assert query_ids(built, expr, snapshot) == scan_ids(built, expr, snapshot)
+        assert query_ids(built, expr, partitions=[2]) == []
+        assert query_ids(built, expr, partitions=[1]) == scan_ids(built, expr)
+
+
+def test_freed_head_chunks_take_their_indexes_along():
+    """A handoff hides the growing rows a sealed copy serves; whole leading chunks are freed
+    with their scalar indexes, and the rest keep answering from theirs."""
+    built = store(8)
+    built.hide(np.arange(0, 2 * CHUNK + 10))
+    assert built.free_hidden_head() == 2 * CHUNK
+    assert {v.covered for v in built.scalar_views().values()} == {2 * CHUNK}
+    for expr in ['s like "ab%"', "id < 40", "not b and c in [1, 3]"]:
+        assert query_ids(built, expr) == scan_ids(built, expr)
+    built.insert(rows_msg(random.Random(9), 0, 100))  # 272 rows: 2 chunks more, unindexed
+    assert query_ids(built, "id < 40") == scan_ids(built, "id < 40")
+    assert built.build_scalar_indexes() == 2 * len(INDEXED)
+    assert {v.covered for v in built.scalar_views().values()} == {4 * CHUNK}
+    assert query_ids(built, "id < 40") == scan_ids(built, "id < 40")
+
+
+def test_a_sealed_segment_is_one_indexed_chunk_and_an_index_can_come_later():
+    sealed = ShardStore(schema(), indexes()[:3], chunk_rows=ROWS)
+    sealed.insert(rows_msg(random.Random(4), 0, ROWS))
+    sealed.build_scalar_indexes()
+    assert {n: v.covered for n, v in sealed.scalar_views().items()} == {"id": ROWS, "i8": ROWS}
+    ensure_indexes([sealed], {"s": "TRIE", "id": "STL_SORT"})  # created after the load
+    assert sealed.scalar_views()["s"].covered == ROWS
+    for expr in ['s like "b%"', 's == "abc" or i8 > 1']:
+        assert query_ids(sealed, expr) == scan_ids(sealed, expr)
+
+
+# -- CreateIndex's rules --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name,params,expected",
+    [
+        ("i8", {"index_type": "STL_SORT"}, "STL_SORT"),
+        ("f32", {"index_type": "inverted", "metric_type": "L2"}, "INVERTED"),
+        ("s", {}, "AUTOINDEX"),
+        ("b", {"index_type": "BITMAP"}, "BITMAP"),
+        ("arr", {"index_type": "BITMAP"}, "BITMAP"),
+        ("tags", {"index_type": "INVERTED"}, "INVERTED"),
+        ("id", {"index_type": "INVERTED"}, "INVERTED"),
+        ("f32", {"index_type": "BITMAP"}, "BITMAP index is not supported on FLOAT field f32"),
+        ("b", {"index_type": "STL_SORT"}, "STL_SORT index is not supported on BOOL field b"),
+        ("s", {"index_type": "TRIE", "x": 1}, "TRIE"),
+        ("j", {}, "AUTOINDEX index on JSON field j is not supported"),
+        ("u", {"index_type": "HYBRID"}, "invalid index type: HYBRID for INT64 field u"),
+    ],
+)
+def test_scalar_index_types_follow_milvus_rules(name, params, expected):
+    field = schema().field(name)
+    if expected.isupper():
+        assert scalar_index_type(field, params) == expected
+        assert "metric_type" not in params and "index_type" not in params
+    else:
+        with pytest.raises(MilvusError, match=expected):
+            scalar_index_type(field, params)
+
+
+def test_bitmap_on_an_array_of_floats_is_refused_naming_the_elements():
+    field = FieldSchema(1, "xs", DataType.ARRAY, element_type=DataType.DOUBLE)
+    with pytest.raises(MilvusError, match="BITMAP index is not supported on ARRAY of DOUBLE"):
+        scalar_index_type(field, {"index_type": "BITMAP"})
