@@ -82,17 +82,42 @@ class SortedValues:
                 hi = mid
         return lo
 
+    def _probe(self, value: Any) -> Any:
+        """``value`` as the column's dtype when numpy compares them so (NEP 50: a Python
+        number meets a column at the column's precision) and it fits; None otherwise (a
+        float against integers, an integer out of range: compared one by one instead)."""
+        dtype = self.values.dtype
+        if dtype.kind == "f" and type(value) in (int, float):
+            try:
+                return dtype.type(value)
+            except OverflowError:
+                return None
+        if dtype.kind in "iu" and type(value) is int:
+            limits = np.iinfo(dtype)
+            return dtype.type(value) if limits.min <= value <= limits.max else None
+        return None
+
+    def _less(self, value: Any, or_equal: bool) -> int:
+        """How many ordered values are ``< value`` (or ``<=``)."""
+        probe = self._probe(value)
+        if probe is not None:  # numpy's binary search, same comparisons
+            side = "right" if or_equal else "left"
+            return int(np.searchsorted(self.values[: self.ordered], probe, side=side))
+        if or_equal:
+            return self._first_false(lambda v: v <= value)
+        return self._first_false(lambda v: v < value)
+
     def _equal_run(self, value: Any) -> tuple[int, int]:
-        return self._first_false(lambda v: v < value), self._first_false(lambda v: v <= value)
+        return self._less(value, False), self._less(value, True)
 
     def _bounds(self, op: str, value: Any) -> tuple[int, int]:
         """The run of values where ``value op`` holds (``!=`` excepted: two runs)."""
         if op == "==":
             return self._equal_run(value)
         if op in ("<", ">="):
-            less = self._first_false(lambda v: v < value)
+            less = self._less(value, False)
             return (0, less) if op == "<" else (less, self.ordered)
-        less_equal = self._first_false(lambda v: v <= value)
+        less_equal = self._less(value, True)
         return (0, less_equal) if op == "<=" else (less_equal, self.ordered)
 
     def compare(self, op: str, value: Any) -> np.ndarray:

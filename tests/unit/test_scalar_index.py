@@ -189,7 +189,7 @@ def test_indexes_select_exactly_the_rows_the_scan_selects(seed):
         tree = parse(text)
         expected = scanned(tree, source)
         try:
-            picked = select(tree, source, views)
+            picked = select(tree, source, views, scan_wide=False)
         except ExprError as exc:
             assert isinstance(expected, str), f"{text}: index raised {exc}"
             continue
@@ -199,6 +199,15 @@ def test_indexes_select_exactly_the_rows_the_scan_selects(seed):
         assert not isinstance(expected, str), f"{text}: scan raised {expected}"
         assert picked.tolist() == expected.tolist(), text
     assert answered > 200  # most filters were answered by the indexes
+
+
+def test_filters_matching_most_rows_of_numeric_fields_are_scanned():
+    built = store(2)
+    source, views = StoreColumns(built), built.scalar_views()
+    assert select(parse("id > 3"), source, views) is None  # most rows: numpy's scan
+    assert select(parse("id > 3"), source, views, scan_wide=False) is not None
+    assert select(parse('s > "a"'), source, views) is not None  # strings: the index
+    assert select(parse("id == 3"), source, views) is not None
 
 
 @pytest.mark.parametrize(
@@ -238,7 +247,7 @@ def test_indexed_predicates_never_scan_their_columns(monkeypatch, text, residual
 
     monkeypatch.setattr(indexed, "truth_mask", counted)
     tree = parse(text)
-    picked = select(tree, Counting(), built.scalar_views())
+    picked = select(tree, Counting(), built.scalar_views(), scan_wide=False)
     assert picked is not None and picked.tolist() == scanned(tree, source).tolist()
     if not residual:
         assert reads == [] and scans == []

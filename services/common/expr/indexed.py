@@ -39,9 +39,14 @@ from services.common.expr.parser import (
     Or,
     referenced_fields,
 )
+from services.common.msgstream.message import DENSE_VECTORS, FIXED_DTYPES
 
 _FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _EMPTY = np.empty(0, dtype=np.int64)
+#: a filter matching more than 1/_WIDE of the rows of numeric fields is scanned instead
+_WIDE = 8
+#: fields whose scan is a vectorised numpy pass (strings and JSON are compared per row)
+_FIXED_WIDTH = frozenset(FIXED_DTYPES) - DENSE_VECTORS
 
 
 class FieldIndex(Protocol):
@@ -69,10 +74,14 @@ class FieldIndex(Protocol):
 
 
 def select(
-    tree: Expr, source: ColumnSource, indexes: Mapping[str, FieldIndex]
+    tree: Expr,
+    source: ColumnSource,
+    indexes: Mapping[str, FieldIndex],
+    scan_wide: bool = True,
 ) -> np.ndarray | None:
     """Rows of ``source`` (sorted) where ``tree`` is true, found through ``indexes``; None
-    when they cannot answer it (the caller scans every row)."""
+    when they cannot answer it, or (``scan_wide``) when it matches so many rows of numeric
+    fields that a scan is cheaper: the caller scans every row."""
     used = [indexes[name] for name in referenced_fields(tree) if name in indexes]
     covered = min((index.covered for index in used), default=0)
     if not covered:
@@ -80,6 +89,9 @@ def select(
     planner = _Planner(source, indexes, min(covered, source.num_rows))
     if not planner.answerable(tree):
         return None
+    wide = planner.size(tree) * _WIDE > planner.covered
+    if scan_wide and wide and _cheap_to_scan(tree, source):
+        return None  # most rows match: numpy's pass over numbers beats collecting them
     try:
         head = planner.true(tree)
         if planner.covered >= source.num_rows:
@@ -288,6 +300,10 @@ class _Unit:
     ops: tuple[Expr, ...]
     size: Callable[[], int]
     rows: Callable[[], np.ndarray]
+
+
+def _cheap_to_scan(tree: Expr, source: ColumnSource) -> bool:
+    return all(source.field_type(name) in _FIXED_WIDTH for name in referenced_fields(tree))
 
 
 def _kind(value: object) -> str | None:
