@@ -136,13 +136,27 @@ class SortedValues:
         return self.rows[start : max(start, end)]
 
     def in_list(self, values: Sequence[Any]) -> np.ndarray:
-        if self.kind == "string":
-            wanted = list(dict.fromkeys(values))
-        else:  # the scan's np.isin: floats at the column's precision, integers exact
-            dtype = self.values.dtype
-            wanted = np.unique(np.asarray(values, dtype=dtype if dtype.kind == "f" else None))
-        runs = [self._equal_run(value) for value in wanted]
-        return _concat([self.rows[start:end] for start, end in runs])
+        runs = self._in_runs(values)
+        if runs is None:
+            runs = [self._equal_run(value) for value in dict.fromkeys(values)]
+        return _concat([self.rows[start:end] for start, end in runs if end > start])
+
+    def _in_runs(self, values: Sequence[Any]) -> list[tuple[int, int]] | None:
+        """The equal runs of a numeric list in one vectorised search, matching the scan's
+        np.isin (floats at the column's precision, integers exact); None: one by one."""
+        dtype = self.values.dtype
+        if self.kind != "number":
+            return None
+        wanted = np.unique(np.asarray(values, dtype=dtype if dtype.kind == "f" else None))
+        if dtype.kind in "iu":
+            if wanted.dtype.kind not in "iu":
+                return None  # floats against integers: compared one by one
+            limits = np.iinfo(dtype)
+            wanted = wanted[(wanted >= limits.min) & (wanted <= limits.max)].astype(dtype)
+        ordered = self.values[: self.ordered]
+        starts = np.searchsorted(ordered, wanted, side="left")
+        ends = np.searchsorted(ordered, wanted, side="right")
+        return list(zip(starts.tolist(), ends.tolist(), strict=True))
 
     def prefix(self, prefix: str) -> np.ndarray:
         start = self._first_false(lambda v: v < prefix)
