@@ -162,8 +162,8 @@ class QueryConfig:
     max_timestamp_lag_ms: int = 10_000
     #: Concurrent reads a proxy runs (the dq queue's width).
     max_concurrent_reads: int = 16
-    #: Query nodes build an interim faiss index (IVF_FLAT/HNSW) per full chunk of this many
-    #: growing rows; the rest is searched exactly.
+    #: Query nodes build an interim faiss index (IVF_FLAT/HNSW) and the scalar indexes per
+    #: full chunk of this many growing rows; the rest is searched and filtered by a scan.
     index_chunk_rows: int = 16_384
     #: Memory-based balancing of sealed segments over query nodes (the seeds' design, Milvus's
     #: queryCoord keys of the same names): services/querycoord/balance.py decides the moves,
