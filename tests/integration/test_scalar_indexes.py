@@ -63,18 +63,24 @@ def _rows(rng: np.random.Generator) -> list[dict]:
     ]
 
 
+FIELDS: list[tuple[str, DataType, dict]] = [
+    ("id", DataType.INT64, {"is_primary": True}),
+    ("v", DataType.FLOAT_VECTOR, {"dim": DIM}),
+    ("age", DataType.INT32, {}),
+    ("score", DataType.DOUBLE, {}),
+    ("name", DataType.VARCHAR, {"max_length": 16}),
+    ("tag", DataType.VARCHAR, {"max_length": 8}),
+    ("flag", DataType.BOOL, {}),
+    ("nums", DataType.ARRAY, {"element_type": DataType.INT64, "max_capacity": 4}),
+    ("u", DataType.INT64, {}),
+    ("j", DataType.JSON, {"nullable": True}),
+]
+
+
 def _schema(client: MilvusClient):
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-    schema.add_field("id", DataType.INT64, is_primary=True)
-    schema.add_field("v", DataType.FLOAT_VECTOR, dim=DIM)
-    schema.add_field("age", DataType.INT32)
-    schema.add_field("score", DataType.DOUBLE)
-    schema.add_field("name", DataType.VARCHAR, max_length=16)
-    schema.add_field("tag", DataType.VARCHAR, max_length=8)
-    schema.add_field("flag", DataType.BOOL)
-    schema.add_field("nums", DataType.ARRAY, element_type=DataType.INT64, max_capacity=4)
-    schema.add_field("u", DataType.INT64)
-    schema.add_field("j", DataType.JSON, nullable=True)
+    for name, data_type, options in FIELDS:
+        schema.add_field(name, data_type, **options)
     return schema
 
 
