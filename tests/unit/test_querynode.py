@@ -258,3 +258,34 @@ def test_loading_from_a_plan_uses_binlogs_deltalogs_and_replays_the_rest():
     late.segment_id = 10
     node.apply(VCH, pack(0, 10, old, late))  # old's insert is skipped: it is sealed
     assert query(node, 10) == [1, 3, 8]
+
+
+def test_scalar_indexes_follow_inserts_handoff_and_deletes():
+    """Growing chunks are indexed by the builder, the handed-off segment as it loads; reads
+    through the indexes see deletes before and after the swap, and an index created after
+    the load is built on the first read naming it."""
+    store = DictStore()
+    info = collection()
+    info.indexes.append(IndexInfo(2, "id", "id", "STL_SORT", ""))
+    node = QueryNode(1, chunk_rows=64, binlogs=store)
+    node.watch(info, VCH)
+    vectors = np.random.default_rng(3).standard_normal((200, DIM)).astype(np.float32)
+    first = insert(np.arange(200), 5, vectors)
+    first.segment_id = 9
+    node.apply(VCH, pack(0, 10, first, delete([3, 150], 8)))
+    assert [node.build_pending_indexes() for _ in range(4)] == [1, 1, 1, 0]  # a chunk a round
+    assert node._shard(VCH).store.scalar_views()["id"].covered == 192
+    expected = [i for i in range(10, 180) if i not in (150,)]
+    assert query(node, 10, "id >= 10 and id < 180") == expected
+    node.load_segment(VCH, persisted([first], store))
+    shard = node._shard(VCH)
+    sealed = shard.sealed[9]
+    assert sealed.scalar_views()["id"].covered == 200
+    assert shard.store.scalar_views() == {}  # the growing chunks left with their rows
+    node.apply(VCH, pack(10, 20, delete([11], 15)))
+    assert query(node, 20, "id >= 10 and id < 180") == [i for i in expected if i != 11]
+    request = ShardQueryRequest(
+        7, [VCH], 20, 0.2, expr="n == 40", scalar_indexes={"id": "STL_SORT", "n": "INVERTED"}
+    )
+    assert node.query(request).pks.tolist() == [4]
+    assert sealed.scalar_views()["n"].covered == 200
