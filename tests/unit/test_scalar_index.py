@@ -340,3 +340,11 @@ def test_bitmap_on_an_array_of_floats_is_refused_naming_the_elements():
     field = FieldSchema(1, "xs", DataType.ARRAY, element_type=DataType.DOUBLE)
     with pytest.raises(MilvusError, match="BITMAP index is not supported on ARRAY of DOUBLE"):
         scalar_index_type(field, {"index_type": "BITMAP"})
+
+
+def test_reads_carry_the_scalar_indexes_over_the_internal_rpc():
+    from services.common.rpc import codec
+    from services.common.rpc import types as _types  # noqa: F401  (registers the RPC types)
+
+    request = ShardQueryRequest(1, ["ch"], 0, 1.0, scalar_indexes={"age": "STL_SORT"})
+    assert codec.decode(codec.encode(request)).scalar_indexes == {"age": "STL_SORT"}
