@@ -258,6 +258,7 @@ class StoreIndex:
     def __init__(self, kind: str, chunk_rows: int, chunks: list[ChunkIndex]) -> None:
         self.kind = kind
         self.covered = chunk_rows * len(chunks)
+        self.present_count = sum(len(c.present()) for c in chunks)
         self._chunk_rows = chunk_rows
         self._chunks = chunks
 

@@ -55,6 +55,8 @@ class FieldIndex(Protocol):
     #: "number", "string", "bool" (scalar fields) or "array" (ARRAY elements)
     kind: str
     covered: int
+    #: how many rows have a value (``len(present())``, without collecting them)
+    present_count: int
 
     def present(self) -> np.ndarray:
         """Rows with a value (not null)."""
@@ -150,7 +152,7 @@ class _Leaf:
 
     def size(self) -> int:
         hits = len(self.rows())
-        return len(self.index.present()) - hits if self.negated else hits
+        return self.index.present_count - hits if self.negated else hits
 
 
 class _Planner:
