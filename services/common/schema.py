@@ -17,6 +17,9 @@ FIRST_FIELD_ID = 100
 SUPPORTED_TYPES = frozenset(DataType)
 _ROW_BOOKKEEPING_BYTES = 32
 _VARIABLE_VALUE_BYTES = 64
+#: what a scalar index holds per row in a query node: a sorted copy of the value (a number,
+#: or a reference to the string) and the row it came from
+SCALAR_INDEX_ROW_BYTES = 16
 
 
 class ConsistencyLevel(IntEnum):
@@ -155,6 +158,11 @@ class CollectionInfo:
 
     def index_on(self, field_name: str) -> IndexInfo | None:
         return next((i for i in self.indexes if i.field_name == field_name), None)
+
+    def row_bytes(self) -> int:
+        """A row's memory in a query node (``CollectionSchema.row_bytes``) with its scalar
+        indexes' share."""
+        return self.schema.row_bytes() + SCALAR_INDEX_ROW_BYTES * len(self.scalar_indexes())
 
     def scalar_indexes(self) -> dict[str, str]:
         """Index type per indexed scalar field (filters on them use the index)."""

@@ -296,7 +296,7 @@ class Distribution:
         if holder in reports:  # alive but missed deletes: its copy is stale
             self._nodes.node(holder).release_hosted(vchannel, [segment_id])
         nodes = self.scope(leader_id, vchannel)
-        target = self.place(reports, [segment], info.schema.row_bytes(), nodes)[segment_id]
+        target = self.place(reports, [segment], info.row_bytes(), nodes)[segment_id]
         self.serve(info, leader_id, segment, target)
         log.warning(
             "lost segment placed again",

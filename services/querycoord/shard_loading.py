@@ -116,7 +116,7 @@ class ShardLoader:
         }
         fresh = [s for s in persisted if s.segment_id not in targets]
         if fresh and reports:
-            targets |= self._distribution.place(reports, fresh, info.schema.row_bytes(), nodes)
+            targets |= self._distribution.place(reports, fresh, info.row_bytes(), nodes)
         remote = {}
         for segment_id, target in targets.items():
             if target == node_id:
@@ -203,7 +203,7 @@ class ShardLoader:
         elif segment.compacted_from:  # merged from segments served anywhere: at the leader
             self._distribution.serve(info, leader.node_id, segment, leader.node_id)
         else:
-            row_bytes = info.schema.row_bytes()
+            row_bytes = info.row_bytes()
             target = self._distribution.place(reports, [segment], row_bytes, nodes)[
                 segment.segment_id
             ]

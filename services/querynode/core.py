@@ -341,7 +341,7 @@ class QueryNode:
         for vchannel, stores in self._hosted.segments().items():
             report.hosted[vchannel] = sorted(stores)
             for segment_id, store in stores.items():
-                row = store.schema.row_bytes()
+                row = store.row_bytes()
                 report.segments_mb[segment_id] = store.num_rows * row / _MB
                 report.rows += store.num_rows
         report.growing_mb = growing / _MB

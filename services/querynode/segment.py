@@ -23,7 +23,12 @@ from services.common.msgstream.message import (
 )
 from services.common.nullable import with_nulls
 from services.common.results import SIMILARITY_METRICS, take
-from services.common.schema import CollectionSchema, FieldSchema, IndexInfo
+from services.common.schema import (
+    SCALAR_INDEX_ROW_BYTES,
+    CollectionSchema,
+    FieldSchema,
+    IndexInfo,
+)
 from services.querynode.chunk_index import (
     DEFAULT_CHUNK_ROWS,
     ChunkIndexes,
@@ -96,6 +101,10 @@ class ShardStore:
     @property
     def num_rows(self) -> int:
         return len(self._insert_ts)
+
+    def row_bytes(self) -> int:
+        """A row's memory here (the schema's estimate), its scalar indexes' share included."""
+        return self.schema.row_bytes() + SCALAR_INDEX_ROW_BYTES * len(self.scalar.fields)
 
     @property
     def pk_is_str(self) -> bool:

@@ -51,7 +51,7 @@ class Shard:
 
     def memory_bytes(self) -> tuple[int, dict[int, int]]:
         """(growing rows, per sealed segment) estimated bytes held in memory."""
-        row = self.collection.schema.row_bytes()
+        row = self.collection.row_bytes()
         return self.store.num_rows * row, {s: st.num_rows * row for s, st in self.sealed.items()}
 
 
