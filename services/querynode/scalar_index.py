@@ -28,16 +28,8 @@ import numpy as np
 
 from services.common.expr.evaluate import json_key
 from services.common.msgstream.message import FIXED_DTYPES, DataType
-from services.common.schema import CollectionSchema, IndexInfo
+from services.common.schema import CollectionSchema
 from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS, BuiltChunks
-
-#: what CreateIndex stores for each scalar index type (AUTOINDEX resolved by field type)
-SCALAR_INDEX_TYPES = frozenset({"STL_SORT", "TRIE", "INVERTED", "BITMAP", "AUTOINDEX"})
-
-
-def is_scalar_index(index: IndexInfo, schema: CollectionSchema) -> bool:
-    field = schema.field(index.field_name)
-    return field is not None and not field.is_vector
 
 
 class SortedValues:
