@@ -155,6 +155,8 @@ class ProxyService:
         ).start()
         self.proxy.ticker.on_done = self._loop.wake
         limiter = RateLimiter(self.config.quota)
+        if self.config.quota.rate_limit_enabled:  # quota.* rates are cluster-wide: split them
+            self.registry.watch("proxy", lambda members: limiter.set_proxies(len(members)))
         milvus = MilvusService(self.proxy, self._deploy_mode, self._members, rbac, limiter)
         milvus_pb2_grpc.add_MilvusServiceServicer_to_server(milvus, server)
         server.add_generic_rpc_handlers(
