@@ -367,9 +367,11 @@ class QuotaConfig:
     max_expr_depth: int = 32
     #: Most collections in the cluster (``quotaAndLimits.limits.maxCollectionNum``).
     max_collections: int = 65536
-    #: Per-user rate limits on (``quotaAndLimits.enabled``); off by default. Each user (or
-    #: ``anonymous`` while authorization is off) gets its own token bucket per kind, refilled
-    #: at the rate below and holding one second's worth; 0 = no limit for that kind.
+    #: Per-user rate limits on (``quotaAndLimits.enabled``); off by default. The rates below
+    #: are cluster-wide, as Milvus's: each proxy enforces ``rate / live proxies`` (counted
+    #: from the proxies' sessions). Each user (or ``anonymous`` while authorization is off)
+    #: gets its own token bucket per kind on each proxy, refilled at that share and holding
+    #: one second's worth; 0 = no limit for that kind.
     rate_limit_enabled: bool = False
     #: Insert, upsert and delete request bytes per second (``quotaAndLimits.dml.insertRate``
     #: is in MB/s too).
