@@ -150,6 +150,16 @@ def pair(standalone, tmp_path_factory):
     lite.close()
 
 
+def cluster_ports(config: Config, base: int) -> None:
+    """A local cluster's ports from ``base``: proxies +0.., their REST APIs +10.., the
+    rootcoord +20, query nodes +30.., and each role's metrics port +100..170."""
+    config.service.proxy_port = base
+    config.service.http_port = base + 10
+    config.service.rootcoord_port = base + 20
+    config.service.querynode_port = base + 30
+    config.service.metrics_port = base + 100
+
+
 @pytest.fixture(scope="module")
 def cluster(infra):
     """One process per role (rootcoord, 2 query nodes, 2 proxies), started by `vectide up`'s
@@ -157,12 +167,7 @@ def cluster(infra):
     config = isolated(infra, "c")
     config.zookeeper.session_timeout_s = 10.0
     config.query.max_timestamp_lag_ms = 2000
-    base = free_block(TEST_PORTS["kafka"] + 600, 280)  # 19692.., clear of other tests
-    config.service.proxy_port = base  # proxies +0.., the rootcoord +20, query nodes +30..
-    config.service.http_port = base + 10  # each proxy's REST API, +10..
-    config.service.rootcoord_port = base + 20
-    config.service.querynode_port = base + 30
-    config.service.metrics_port = base + 100  # each role its own, + 100..170
+    cluster_ports(config, free_block(TEST_PORTS["kafka"] + 600, 280))  # clear of other tests
     manager = DeploymentManager(config, progress=lambda line: print(f"[cluster] {line}"))
     try:
         manager.up("cluster", querynodes=2, proxies=2, datanode=False)

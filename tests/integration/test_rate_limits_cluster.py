@@ -19,7 +19,7 @@ from pymilvus.grpc_gen import milvus_pb2, milvus_pb2_grpc
 
 from services.infra.deployment import DeploymentManager
 from tests.infra import TEST_PORTS
-from tests.integration.conftest import free_block, isolated
+from tests.integration.conftest import cluster_ports, free_block, isolated
 
 RATE = 20  # queries per second, cluster-wide
 SECONDS = 4.0
@@ -32,12 +32,7 @@ def two_proxies(infra):
     config.supervisor.enabled = False  # a stopped proxy stays stopped
     config.quota.rate_limit_enabled = True
     config.quota.query_rate_qps = RATE
-    base = free_block(TEST_PORTS["kafka"] + 1000, 280)
-    config.service.proxy_port = base
-    config.service.http_port = base + 10
-    config.service.rootcoord_port = base + 20
-    config.service.querynode_port = base + 30
-    config.service.metrics_port = base + 100
+    cluster_ports(config, free_block(TEST_PORTS["kafka"] + 1250, 200))  # clear of the others
     manager = DeploymentManager(config, progress=lambda line: print(f"[cluster] {line}"))
     try:
         manager.up("cluster", querynodes=1, proxies=2, datanode=False, ingest=0, rootcoords=1)
