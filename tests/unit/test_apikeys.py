@@ -69,6 +69,10 @@ def test_revoked_keys_are_refused_at_once(parts):
     keys.revoke("ci", user="alice")  # by name
     with pytest.raises(Unauthenticated):
         guard.authenticate_token(kept)
+    leaked, _ = keys.create("alice", "leaked")
+    keys.revoke(leaked)  # by the key itself
+    with pytest.raises(Unauthenticated):
+        guard.authenticate_token(leaked)
     assert keys.list() == []
 
 
