@@ -24,7 +24,8 @@ def parts():
     rbac = Rbac(store, PRIVILEGE_NAMES, on_change=guard.invalidate, rounds=4)
     rbac.bootstrap("Milvus")
     rbac.create_user("alice", "password1")
-    keys = ApiKeys(store, clock=lambda: 1700000000.0, on_change=guard.invalidate)
+    ticks = iter(range(1700000000, 1800000000))  # keys list oldest first: distinct stamps
+    keys = ApiKeys(store, clock=lambda: float(next(ticks)), on_change=guard.invalidate)
     return kv, guard, rbac, keys
 
 
