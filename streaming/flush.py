@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from services.common import binlog
+from services.common.binlog import PK_FIELD, TS_FIELD
 from services.common.msgstream import codec
 from services.common.msgstream.message import (
     DataType,
@@ -30,13 +31,10 @@ from services.common.msgstream.message import (
     TimeTickMsg,
 )
 from services.common.results import concat
-from services.datacoord.segment import BatchReport, Binlog, Deltalog
+from services.common.segment import BatchReport, Binlog, Deltalog
 from streaming.poison import fit_deletes, fit_inserts
 
 log = logging.getLogger(__name__)
-
-PK_FIELD = 0
-TS_FIELD = binlog.TIMESTAMP_FIELD
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,13 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 
+from services.common.compaction_plan import CompactionPlan, JobState
 from services.common.kv.base import KVError, MetaKV, Txn
 from services.common.msgstream.channels import pchannel_of
 from services.common.msgstream.message import Position
-from services.datacoord.compaction import CompactionPlan, CompactionPolicy, plan_groups
-from services.datacoord.compaction_jobs import CompactionJobs, JobState, PlanState
-from services.datacoord.segment import PERSISTED, Binlog, Deltalog, SegmentInfo, SegmentState
+from services.common.segment import PERSISTED, Binlog, Deltalog, SegmentInfo, SegmentState
+from services.datacoord.compaction import CompactionPolicy, plan_groups
+from services.datacoord.compaction_jobs import CompactionJobs, PlanState
 
 log = logging.getLogger(__name__)
 

@@ -30,11 +30,7 @@ from dataclasses import asdict, dataclass, replace
 from services.common.kv.base import MetaKV
 from services.common.msgstream.channels import pchannel_of
 from services.common.msgstream.message import Position
-from services.datacoord.compaction import CompactionPolicy
-from services.datacoord.compaction_coord import CompactionCoord
-from services.datacoord.compaction_jobs import CompactionJobs
-from services.datacoord.garbage import GcPlan
-from services.datacoord.segment import (
+from services.common.segment import (
     PERSISTED,
     RETIRED,
     BatchReport,
@@ -43,6 +39,10 @@ from services.datacoord.segment import (
     SegmentInfo,
     SegmentState,
 )
+from services.datacoord.compaction import CompactionPolicy
+from services.datacoord.compaction_coord import CompactionCoord
+from services.datacoord.compaction_jobs import CompactionJobs
+from services.datacoord.garbage import GcPlan
 
 log = logging.getLogger(__name__)
 

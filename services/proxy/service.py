@@ -28,14 +28,14 @@ from services.common.security.guard import Guard
 from services.common.security.rbac import Rbac
 from services.common.security.store import VERSION_KEY, RbacStore
 from services.common.session import SessionRegistry
-from services.proxy.core import (
+from services.proxy.context import (
     DataCoordPort,
-    Proxy,
     ProxyConfig,
     QueryCoordPort,
     QueryNodes,
     RootCoordPort,
 )
+from services.proxy.core import Proxy
 from services.proxy.grpc_auth import PRIVILEGE_NAMES, AuthInterceptor
 from services.proxy.grpc_service import MilvusService
 from services.proxy.interceptor import MILVUS_SERVICE, MetricsInterceptor
