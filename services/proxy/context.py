@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from services.common.compaction_plan import JobState
-from services.common.config import QuotaConfig
+from services.common.config import Config, QuotaConfig
 from services.common.msgstream.message import Message
 from services.common.names import DEFAULT_DB
 from services.common.placement import NodeLoad
@@ -138,6 +138,20 @@ class ProxyConfig:
     idle_timetick_interval_ms: int = 1000
     #: resource limits of requests (nq, topk, dim, filters, collections)
     quota: QuotaConfig = field(default_factory=QuotaConfig)
+
+    @classmethod
+    def from_config(cls, config: Config) -> ProxyConfig:
+        """The proxy's settings among the process's (``query.*``, ``time.*``, ``quota.*``)."""
+        q = config.query
+        return cls(
+            q.graceful_time_ms,
+            q.max_timestamp_lag_ms,
+            q.max_concurrent_reads,
+            config.service.default_shards,
+            config.time.timetick_interval_ms,
+            config.time.idle_timetick_interval_ms,
+            config.quota,
+        )
 
 
 class TaskContext(Protocol):

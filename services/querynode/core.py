@@ -374,7 +374,8 @@ class QueryNode:
     @staticmethod
     def _apply_one(shard: Shard, msg: Any) -> None:
         if isinstance(msg, InsertMsg):
-            if msg.segment_id not in shard.covered:  # else served from its binlogs already
+            # else served from its binlogs already, or met before (a duplicated record)
+            if msg.segment_id not in shard.covered and shard.first_time(msg):
                 shard.store.insert(msg)
         elif is_removal(msg):
             hidden = apply_removal(shard, msg)
