@@ -335,8 +335,8 @@ class Harness:
         self.advance(ms)
         cores = self.coordinators
         cores.datacoord.seal_idle()
+        self.tick()  # past every seal stamp: the batch can complete what was just sealed
         self.datanode.flush_once()
-        cores.datacoord.seal_idle()  # promotes segments the batch completed
         handed = cores.querycoord.handoff()
         self.pump()
         return handed

@@ -50,14 +50,14 @@ class Shard:
     #: the shard: a node that starts serving one of its segments gets them all (the
     #: segment's deltalogs end where the data node last persisted)
     removals: list[Removal] = field(default_factory=list)
-    #: inserts applied lately, (source, msg id, ts) -> physical ms of their stamp: the same
-    #: record met again (a producer's retry stored it twice) is not applied twice
-    applied: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    #: inserts applied lately (``InsertMsg.identity``) -> physical ms of their stamp: the
+    #: same record met again (a producer's retry stored it twice) is not applied twice
+    applied: dict[tuple[int, int, int, int], int] = field(default_factory=dict)
 
     def first_time(self, msg: InsertMsg) -> bool:
         """Whether ``msg`` was not applied before (and remember it, for ``DEDUP_WINDOW_MS``
         of stamps: a retried write lands right after the original)."""
-        key = (msg.source_id, msg.msg_id, msg.ts)
+        key = msg.identity()
         if key in self.applied:
             return False
         now = timestamp.physical_ms(msg.ts)
