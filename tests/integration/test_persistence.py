@@ -199,6 +199,23 @@ def test_killed_data_node_resumes_without_losing_or_duplicating(persistent):
     assert sorted(rows) == list(range(60_000))
 
 
+def wait_for_handoff(port: int, name: str, rows: int = 1, timeout_s: float = 60) -> int:
+    """Wait until the query nodes serve at least ``rows`` rows of ``name`` from flushed
+    segments (GetQuerySegmentInfo); returns the rows they serve so, when it gives up too."""
+    alias = f"handoff{port}"
+    connections.connect(alias, uri=f"http://127.0.0.1:{port}")
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            infos = utility.get_query_segment_info(name, using=alias)
+            served = sum(i.num_rows for i in infos if i.state == common_pb2.SegmentState.Flushed)
+            if served >= rows or time.monotonic() > deadline:
+                return served
+            time.sleep(0.5)
+    finally:
+        connections.disconnect(alias)
+
+
 def test_strong_reads_stay_exact_through_flush_and_handoff(persistent):
     client = persistent.client
     name = make_collection(client)
@@ -221,10 +238,17 @@ def test_strong_reads_stay_exact_through_flush_and_handoff(persistent):
     thread = threading.Thread(target=reader)
     thread.start()
     client.flush(name)
-    time.sleep(3)  # the handoff follows the flush within a second
-    stop.set()
-    thread.join()
-    assert rounds[0] > 5 and problems == []
+    try:
+        handed_off = wait_for_handoff(persistent.port, name, rows=30_000)
+        at_handoff = rounds[0]
+        deadline = time.monotonic() + 30
+        while rounds[0] < at_handoff + 3 and time.monotonic() < deadline:
+            time.sleep(0.2)  # reads go on against the sealed copy
+    finally:
+        stop.set()
+        thread.join()
+    assert handed_off == 30_000, "the query node did not serve the flushed segments"
+    assert rounds[0] >= at_handoff + 3 and problems == []
     got = client.query(name, filter="id >= 0", output_fields=["id"])
     assert sorted(r["id"] for r in got) == list(range(30_000))
 
@@ -248,15 +272,7 @@ def test_grouping_search_is_exact_over_sealed_and_growing_rows(persistent):
     client.insert(name, rows[:3_000])
     client.flush(name)
     client.insert(name, rows[3_000:])  # growing, beside the sealed segments
-    connections.connect("pg", uri=f"http://127.0.0.1:{persistent.port}")
-    deadline = time.monotonic() + 60
-    while not any(
-        s.state == common_pb2.SegmentState.Flushed
-        for s in utility.get_query_segment_info(name, using="pg")
-    ):
-        assert time.monotonic() < deadline, "no flushed segment was handed off"
-        time.sleep(0.5)
-    connections.disconnect("pg")
+    assert wait_for_handoff(persistent.port, name) > 0, "no flushed segment was handed off"
     queries = rng.standard_normal((2, DIM)).tolist()
     hits = client.search(name, queries, limit=4, group_by_field="g", group_size=3)
     labelled = [{**r, "by": r["g"]} for r in rows]
