@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import pytest
-from pymilvus import DataType, MilvusClient, connections, utility
+from pymilvus import DataType, MilvusClient
 from pymilvus.grpc_gen import common_pb2
 
 from services.common import binlog
@@ -24,7 +24,7 @@ from services.common.session import SessionRegistry
 from services.infra.process import ManagedProcess
 from services.launcher import start_standalone
 from streaming.flush import PK_FIELD, TS_FIELD
-from tests.integration.conftest import exact_groups, free_port, isolated
+from tests.integration.conftest import exact_groups, free_port, isolated, query_segments_when
 
 #: minutes, real processes killed: `make test-heavy` runs these alone
 pytestmark = pytest.mark.heavy
@@ -201,19 +201,13 @@ def test_killed_data_node_resumes_without_losing_or_duplicating(persistent):
 
 def wait_for_handoff(port: int, name: str, rows: int = 1, timeout_s: float = 60) -> int:
     """Wait until the query nodes serve at least ``rows`` rows of ``name`` from flushed
-    segments (GetQuerySegmentInfo); returns the rows they serve so, when it gives up too."""
-    alias = f"handoff{port}"
-    connections.connect(alias, uri=f"http://127.0.0.1:{port}")
-    deadline = time.monotonic() + timeout_s
-    try:
-        while True:
-            infos = utility.get_query_segment_info(name, using=alias)
-            served = sum(i.num_rows for i in infos if i.state == common_pb2.SegmentState.Flushed)
-            if served >= rows or time.monotonic() > deadline:
-                return served
-            time.sleep(0.5)
-    finally:
-        connections.disconnect(alias)
+    segments; returns the rows they serve so, when it gives up too."""
+
+    def flushed_rows(infos: list) -> int:
+        return sum(i.num_rows for i in infos if i.state == common_pb2.SegmentState.Flushed)
+
+    infos = query_segments_when(port, name, lambda i: flushed_rows(i) >= rows, timeout_s)
+    return flushed_rows(infos)
 
 
 def test_strong_reads_stay_exact_through_flush_and_handoff(persistent):
