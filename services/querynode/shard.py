@@ -12,11 +12,16 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from services.common.msgstream.message import CollectionDDLMsg, DDLOp, DeleteMsg
+from services.common import timestamp
+from services.common.msgstream.message import CollectionDDLMsg, DDLOp, DeleteMsg, InsertMsg
 from services.common.schema import CollectionInfo
 from services.querynode.segment import ShardStore
 from services.querynode.tsafe import TSafe
 
+#: how long (in stamp time) a shard remembers the inserts it applied, to skip duplicates
+DEDUP_WINDOW_MS = 60_000
+#: ... looked at once this many are remembered
+DEDUP_PRUNE_AT = 4096
 #: what a leader forwards to the nodes serving its sealed segments
 Removal = DeleteMsg | CollectionDDLMsg
 
@@ -45,6 +50,22 @@ class Shard:
     #: the shard: a node that starts serving one of its segments gets them all (the
     #: segment's deltalogs end where the data node last persisted)
     removals: list[Removal] = field(default_factory=list)
+    #: inserts applied lately (``InsertMsg.identity``) -> physical ms of their stamp: the
+    #: same record met again (a producer's retry stored it twice) is not applied twice
+    applied: dict[tuple[int, int, int, int], int] = field(default_factory=dict)
+
+    def first_time(self, msg: InsertMsg) -> bool:
+        """Whether ``msg`` was not applied before (and remember it, for ``DEDUP_WINDOW_MS``
+        of stamps: a retried write lands right after the original)."""
+        key = msg.identity()
+        if key in self.applied:
+            return False
+        now = timestamp.physical_ms(msg.ts)
+        self.applied[key] = now
+        if len(self.applied) > DEDUP_PRUNE_AT:
+            horizon = now - DEDUP_WINDOW_MS
+            self.applied = {k: ms for k, ms in self.applied.items() if ms >= horizon}
+        return True
 
     def stores(self) -> list[ShardStore]:
         return [self.store, *self.sealed.values()]

@@ -7,8 +7,11 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import uuid
+from collections.abc import Callable
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -177,3 +180,23 @@ def cluster(infra):
         )
     finally:
         manager.down(infra=False)
+
+
+def query_segments_when(
+    port: int, name: str, done: Callable[[list[Any]], bool], timeout_s: float = 30
+) -> list[Any]:
+    """GetQuerySegmentInfo of ``name`` once ``done(infos)`` holds (a handoff reached the
+    query nodes), or as it is after ``timeout_s``."""
+    from pymilvus import connections, utility
+
+    alias = f"segments{port}"
+    connections.connect(alias, uri=f"http://127.0.0.1:{port}")
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            infos = utility.get_query_segment_info(name, using=alias)
+            if done(infos) or time.monotonic() > deadline:
+                return infos
+            time.sleep(0.5)
+    finally:
+        connections.disconnect(alias)
