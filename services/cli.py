@@ -6,6 +6,7 @@ import argparse
 import errno
 import json
 import sys
+import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
@@ -13,9 +14,12 @@ import yaml
 
 from services.common import logs
 from services.common.config import Config, ConfigError, load_config
+from services.common.kv.base import KVError
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
+
+    from services.common.security.store import ApiKey
 
 
 def _print(line: str) -> None:
@@ -268,6 +272,61 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_apikey(args: argparse.Namespace) -> int:
+    """`vectide apikey create|list|revoke`: API keys in the cluster's metastore, as the
+    proxies read them (a revocation reaches every proxy through their store watch)."""
+    import getpass
+
+    from services.common.errors import MilvusError
+    from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
+    from services.common.security import audit
+    from services.common.security.apikeys import ApiKeys
+    from services.common.security.store import RbacStore
+
+    config = load_config(args.config)
+    if config.security.audit_log_file:
+        audit.log_to_file(config.security.audit_log_file)
+    zk = connect_zookeeper(config.zookeeper)
+    operator = f"os:{getpass.getuser()}"  # who ran the command, for the audit log
+    try:
+        keys = ApiKeys(
+            RbacStore(ZooKeeperKV(zk, cluster_root(config.zookeeper, config.cluster.name)))
+        )
+        if args.action == "list":
+            return _list_apikeys(keys.list(args.user or ""), args.json)
+        if args.action == "create":
+            key, record = keys.create(args.user, args.name or "")
+            _print(f"API key {record.key_id} ({record.name}) of user {record.user}, shown once:")
+            print(key)
+        else:
+            record = keys.revoke(args.key, args.user or "")
+            _print(f"API key {record.key_id} ({record.name}) of user {record.user} revoked")
+        audit.record(
+            operator,
+            f"{args.action.title()}ApiKey",
+            username=record.user,
+            key_id=record.key_id,
+            key_name=record.name,
+        )
+    except MilvusError as exc:
+        _print(f"error: {exc.message}")
+        return 1
+    finally:
+        zk.stop()
+        zk.close()
+    return 0
+
+
+def _list_apikeys(keys: list[ApiKey], as_json: bool) -> int:
+    if as_json:
+        print(json.dumps([k.to_dict() for k in keys], indent=2))
+        return 0
+    for k in keys:
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(k.created))
+        print(f"{k.key_id}  {k.user:<16} {k.name:<24} created {created} UTC")
+    return 0
+
+
 def _print_avro_schema(config: Config, zk: KazooClient, collection: str) -> int:
     from services.common.discovery import ActiveClient
     from services.common.errors import MilvusError
@@ -375,6 +434,19 @@ def build_parser() -> argparse.ArgumentParser:
     schema_of.add_argument("collection")
     ingest.set_defaults(func=cmd_ingest)
 
+    apikey = sub.add_parser("apikey", help="API keys: tokens that authenticate as a user")
+    apikey_sub = apikey.add_subparsers(dest="action", required=True)
+    create = apikey_sub.add_parser("create", help="a new key for a user, printed once")
+    create.add_argument("--user", required=True, help="the user the key authenticates as")
+    create.add_argument("--name", help="unique per user (default key-<id>)")
+    keys_list = apikey_sub.add_parser("list", help="keys (never the keys themselves)")
+    keys_list.add_argument("--user", help="only this user's keys")
+    keys_list.add_argument("--json", action="store_true")
+    revoke = apikey_sub.add_parser("revoke", help="refuse a key from now on, on every proxy")
+    revoke.add_argument("key", help="the key's id (from list), its name, or the key itself")
+    revoke.add_argument("--user", help="the key's user (to revoke by a name several share)")
+    apikey.set_defaults(func=cmd_apikey)
+
     config = sub.add_parser("config", help="print the effective configuration")
     config.set_defaults(func=cmd_config)
 
@@ -391,6 +463,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         _print(f"config error: {exc}")
         return 2
+    except KVError as exc:  # an unreachable metastore or a refused ZooKeeper login
+        _print(f"vectide: {exc}")
+        return 1
     except OSError as exc:
         if exc.errno != errno.EADDRINUSE:
             raise

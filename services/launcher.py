@@ -20,6 +20,7 @@ from kazoo.client import KazooClient, KazooState
 from services.common.config import Config
 from services.common.discovery import ActiveClient, RoleClients
 from services.common.election import LeaderElection, process_identifier
+from services.common.errors import Code, MilvusError
 from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
 from services.common.metrics import LEADER
 from services.common.msgstream.kafka import use_security
@@ -48,11 +49,18 @@ class LocalNodes:
     def add(self, node: QueryNode) -> None:
         self._nodes[node.node_id] = node
 
+    def remove(self, node_id: int) -> None:
+        """The node is gone (the fault harness crashes it)."""
+        self._nodes.pop(node_id, None)
+
     def live_nodes(self) -> list[int]:
         return sorted(self._nodes)
 
     def node(self, node_id: int) -> QueryNode:
-        return self._nodes[node_id]
+        node = self._nodes.get(node_id)
+        if node is None:  # as RoleClients answers for a node whose session ended
+            raise MilvusError(Code.SERVICE_NOT_READY, f"querynode {node_id} is gone")
+        return node
 
 
 class LocalProxies:

@@ -24,9 +24,9 @@ import numpy as np
 import pyarrow as pa
 
 from services.common import binlog
-from services.datacoord.compaction import CompactionPlan
-from services.datacoord.segment import Binlog, Deltalog
-from streaming.flush import PK_FIELD, TS_FIELD
+from services.common.binlog import PK_FIELD, TS_FIELD
+from services.common.compaction_plan import CompactionPlan
+from services.common.segment import Binlog, Deltalog
 
 log = logging.getLogger(__name__)
 

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from services.common import binlog
+from services.common.binlog import PK_FIELD, TS_FIELD
 from services.common.msgstream import codec
 from services.common.msgstream.message import (
     DataType,
@@ -30,13 +31,10 @@ from services.common.msgstream.message import (
     TimeTickMsg,
 )
 from services.common.results import concat
-from services.datacoord.segment import BatchReport, Binlog, Deltalog
+from services.common.segment import BatchReport, Binlog, Deltalog
 from streaming.poison import fit_deletes, fit_inserts
 
 log = logging.getLogger(__name__)
-
-PK_FIELD = 0
-TS_FIELD = binlog.TIMESTAMP_FIELD
 
 
 @dataclass(frozen=True)
@@ -52,6 +50,8 @@ class BatchStats:
     rows: int = 0
     deletes: int = 0
     poison: int = 0
+    #: insert records met twice in the batch (written once)
+    duplicates: int = 0
     segments: set[int] = field(default_factory=set)
     #: host:pid of the Python worker that wrote the batch (proves where the work ran)
     executor: str = ""
@@ -66,6 +66,7 @@ def process_batch(records: Iterable[Record], store: binlog.Store) -> tuple[Batch
     inserts: dict[tuple[str, int], list[tuple[int, InsertMsg]]] = defaultdict(list)
     deletes: dict[tuple[str, int, str], list[tuple[int, DeleteMsg]]] = defaultdict(list)
     checkpoints: dict[str, Position] = {}
+    seen: set[tuple[int, ...]] = set()
     for record in sorted(records, key=lambda r: (r.channel, r.offset)):
         stats.records += 1
         try:
@@ -80,6 +81,8 @@ def process_batch(records: Iterable[Record], store: binlog.Store) -> tuple[Batch
         if isinstance(msg, TimeTickMsg):
             checkpoints[record.channel] = Position(record.channel, record.offset + 1, msg.ts)
         elif isinstance(msg, InsertMsg):
+            if not _first_time(seen, msg, stats):
+                continue
             inserts[(record.channel, msg.segment_id)].append((record.offset, msg))
         elif isinstance(msg, DeleteMsg):
             deletes[(record.channel, msg.collection_id, msg.shard)].append((record.offset, msg))
@@ -98,6 +101,17 @@ def process_batch(records: Iterable[Record], store: binlog.Store) -> tuple[Batch
         report.deltalogs.append((collection_id, _write_deltas(store, channel, vchannel, msgs)))
         stats.deletes += report.deltalogs[-1][1].rows
     return report, stats
+
+
+def _first_time(seen: set[tuple[int, ...]], msg: InsertMsg, stats: BatchStats) -> bool:
+    """Whether the batch met this insert record before (a producer's retry stored it twice:
+    its rows are written once)."""
+    key = msg.identity()
+    if key in seen:
+        stats.duplicates += 1
+        return False
+    seen.add(key)
+    return True
 
 
 def _without_poison(channel: str, msgs: list, fit: Callable, stats: BatchStats) -> list:
@@ -247,8 +261,8 @@ def merge_rows(rows: Iterable[tuple[str, str]]) -> tuple[BatchReport, BatchStats
             position = Position(**data)
             report.checkpoints[position.channel] = position
         elif kind == "stats":
-            for name in ("records", "rows", "deletes", "poison"):
-                setattr(total, name, getattr(total, name) + data[name])
+            for name in ("records", "rows", "deletes", "poison", "duplicates"):
+                setattr(total, name, getattr(total, name) + data.get(name, 0))
             total.segments.update(data["segments"])
             total.consume_ms = max(total.consume_ms, data["consume_ms"])
             total.write_ms = max(total.write_ms, data["write_ms"])

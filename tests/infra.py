@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from services.common.config import Config, load_config
+from services.infra.components import ZooKeeper
 from services.infra.manager import InfraManager
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,6 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 _OFFSET = int(os.environ.get("VECTIDE_TEST_PORT_OFFSET", "0"))
 TEST_PORTS = {
     "zookeeper": 12181,
+    # a second ZooKeeper that requires SASL (tests/integration/test_zookeeper_sasl.py)
+    "zookeeper_sasl": 12182,
     "kafka": 19092,
     # SeaweedFS also listens on each port + 10000 (gRPC): keep clear of the defaults' ones.
     "s3": 28333,
@@ -66,6 +69,37 @@ def running_infra() -> Iterator[Config]:
             yield _unique_cluster(config)
         finally:
             manager.down()
+
+
+class SaslZooKeeper(ZooKeeper):
+    """The managed ZooKeeper requiring SASL, knowing Vectide's user and ``others`` too (an
+    authenticated client that is not Vectide's, to prove the ACL keeps it out)."""
+
+    def __init__(self, config: Config, others: dict[str, str]) -> None:
+        super().__init__(config)
+        self.others = others
+
+    def sasl_users(self) -> dict[str, str]:
+        return {**super().sasl_users(), **self.others}
+
+
+@contextlib.contextmanager
+def sasl_zookeeper(user: str, password: str, others: dict[str, str]) -> Iterator[Config]:
+    """A ZooKeeper of its own (port ``zookeeper_sasl``, run dir ``...-sasl``) that requires a
+    SASL DIGEST-MD5 login; yields a config logging in as ``user``, stopped at the end."""
+    config = local_test_config()
+    config.infra.run_dir += "-sasl"
+    config.zookeeper.hosts = f"127.0.0.1:{TEST_PORTS['zookeeper_sasl']}"
+    config.zookeeper.sasl_username, config.zookeeper.sasl_password = user, password
+    server = SaslZooKeeper(config, others)
+    manager = InfraManager(config, lambda line: print(f"[sasl-zk] {line}"), managed=[server])
+    manager.down()
+    shutil.rmtree(server.data_dir, ignore_errors=True)  # a fresh ensemble every session
+    try:
+        manager.up()
+        yield config
+    finally:
+        manager.down()
 
 
 def _unique_cluster(config: Config) -> Config:

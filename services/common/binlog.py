@@ -29,6 +29,10 @@ from services.common.hashing import shard_of
 from services.common.msgstream.message import DENSE_VECTORS, FIXED_DTYPES, DataType, row_width
 
 TIMESTAMP_FIELD = 1
+#: the binlog field ids of every segment's primary keys and insert stamps (beside the
+#: schema's fields): written by the data node, read by the query node and compaction
+PK_FIELD = 0
+TS_FIELD = TIMESTAMP_FIELD
 
 
 class Store(Protocol):

@@ -79,6 +79,26 @@ class ZooKeeperConfig:
     session_timeout_s: float = 10.0
     #: ``vectide infra up`` starts a local ZooKeeper on this address; false = external.
     managed: bool = True
+    #: SASL DIGEST-MD5 login of every Vectide ZooKeeper client (the ensemble's JAAS
+    #: ``Server`` section lists the user); empty = no SASL. A managed ZooKeeper then requires
+    #: SASL from every client (``sessionRequireClientSASLAuth``) and knows this one user.
+    sasl_username: str = ""
+    sasl_password: str = ""
+    #: A file holding the SASL password (a mounted Secret); wins over ``sasl_password``
+    #: when set. Surrounding whitespace is stripped.
+    sasl_password_file: str = ""
+    #: Create Vectide's znodes with an ACL that lets only the SASL user read or change them
+    #: (``sasl:<sasl_username>``, all permissions); needs ``sasl_username``. Znodes that
+    #: already exist keep their ACL.
+    sasl_acl: bool = False
+
+    def sasl_credentials(self) -> tuple[str, str] | None:
+        """(user, password) of the SASL login, or None when SASL is off."""
+        if not self.sasl_username:
+            return None
+        if self.sasl_password_file:
+            return self.sasl_username, Path(self.sasl_password_file).read_text().strip()
+        return self.sasl_username, self.sasl_password
 
 
 @dataclass
@@ -347,9 +367,11 @@ class QuotaConfig:
     max_expr_depth: int = 32
     #: Most collections in the cluster (``quotaAndLimits.limits.maxCollectionNum``).
     max_collections: int = 65536
-    #: Per-user rate limits on (``quotaAndLimits.enabled``); off by default. Each user (or
-    #: ``anonymous`` while authorization is off) gets its own token bucket per kind, refilled
-    #: at the rate below and holding one second's worth; 0 = no limit for that kind.
+    #: Per-user rate limits on (``quotaAndLimits.enabled``); off by default. The rates below
+    #: are cluster-wide, as Milvus's: each proxy enforces ``rate / live proxies`` (counted
+    #: from the proxies' sessions). Each user (or ``anonymous`` while authorization is off)
+    #: gets its own token bucket per kind on each proxy, refilled at that share and holding
+    #: one second's worth; 0 = no limit for that kind.
     rate_limit_enabled: bool = False
     #: Insert, upsert and delete request bytes per second (``quotaAndLimits.dml.insertRate``
     #: is in MB/s too).

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from services.common.msgstream.message import PrimaryKeys
+
 #: metrics where a larger score is better
 SIMILARITY_METRICS = frozenset({"IP", "COSINE"})
 
@@ -121,3 +123,15 @@ def pk_order(pks: np.ndarray | list[str]) -> np.ndarray:
     if isinstance(pks, np.ndarray):
         return np.argsort(pks, kind="stable")
     return np.array(sorted(range(len(pks)), key=pks.__getitem__), dtype=np.int64)
+
+
+@dataclass
+class MutationResult:
+    """What a write acknowledged: its keys and its stamp (to the client, to the ingest
+    worker over RPC)."""
+
+    pks: PrimaryKeys
+    ts: int
+    insert_count: int = 0
+    delete_count: int = 0
+    upsert_count: int = 0

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from services.datacoord.segment import PERSISTED, Deltalog, SegmentInfo
+from services.common.segment import PERSISTED, Deltalog, SegmentInfo
 
 
 @dataclass
@@ -29,22 +29,6 @@ class CompactionPolicy:
     small_fraction: float = 0.5
     #: a segment is rewritten alone once deletes may reach this share of its rows
     delete_ratio: float = 0.2
-
-
-@dataclass
-class CompactionPlan:
-    """One merge, as the data node executes it: read ``sources``, drop the rows deleted by
-    ``deltalogs`` at or before ``delete_ts``, write segment ``target_id``."""
-
-    plan_id: int
-    job_id: int
-    collection_id: int
-    partition_id: int
-    vchannel: str
-    target_id: int
-    sources: list[SegmentInfo] = field(default_factory=list)
-    deltalogs: list[Deltalog] = field(default_factory=list)
-    delete_ts: int = 0
 
 
 def delete_estimate(segment: SegmentInfo, deltalogs: Iterable[Deltalog]) -> int:

@@ -14,16 +14,16 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 
+from services.common.compaction_plan import CompactionPlan, JobState
 from services.common.kv.base import KVError, MetaKV, Txn
 from services.common.msgstream.channels import pchannel_of
 from services.common.msgstream.message import Position
-from services.datacoord.compaction import CompactionPlan, CompactionPolicy, plan_groups
-from services.datacoord.compaction_jobs import CompactionJobs, JobState, PlanState
-from services.datacoord.segment import PERSISTED, Binlog, Deltalog, SegmentInfo, SegmentState
+from services.common.segment import PERSISTED, Binlog, Deltalog, SegmentInfo, SegmentState
+from services.datacoord.compaction import CompactionPolicy, plan_groups
+from services.datacoord.compaction_jobs import CompactionJobs, PlanState
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,7 @@ class CompactionCoord:
     _lock: threading.RLock
     _kv: MetaKV
     _alloc_id: Callable[[], int]
+    _clock: Callable[[], float]
     _segments: dict[int, SegmentInfo]
     _deltalogs: dict[int, dict[str, Deltalog]]
     _checkpoints: dict[str, Position]
@@ -134,7 +135,7 @@ class CompactionCoord:
                 asdict(binlog)
             ).encode()
             txn.puts[f"datacoord/segments/{target.segment_id}"] = target.to_json(False)
-        now = time.time()
+        now = self._clock()
         retired = [replace(s, state=SegmentState.COMPACTED, retired_at=now) for s in sources]
         for s in retired:
             txn.puts[f"datacoord/segments/{s.segment_id}"] = s.to_json(False)

@@ -18,12 +18,13 @@ import time
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from services.datacoord.compaction import CompactionPlan
-
-#: common.proto CompactionState
-STATE_UNDEFINED = 0
-STATE_EXECUTING = 1
-STATE_COMPLETED = 2
+from services.common.compaction_plan import (
+    STATE_COMPLETED,
+    STATE_EXECUTING,
+    STATE_UNDEFINED,
+    CompactionPlan,
+    JobState,
+)
 
 
 class PlanState(StrEnum):
@@ -44,17 +45,6 @@ class _Task:
     state: PlanState = PlanState.PENDING
     started_at: float = 0.0
     error: str = ""
-
-
-@dataclass
-class JobState:
-    """GetCompactionState's answer."""
-
-    state: int
-    executing: int = 0
-    completed: int = 0
-    failed: int = 0
-    timeout: int = 0
 
 
 @dataclass

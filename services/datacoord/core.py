@@ -30,11 +30,7 @@ from dataclasses import asdict, dataclass, replace
 from services.common.kv.base import MetaKV
 from services.common.msgstream.channels import pchannel_of
 from services.common.msgstream.message import Position
-from services.datacoord.compaction import CompactionPolicy
-from services.datacoord.compaction_coord import CompactionCoord
-from services.datacoord.compaction_jobs import CompactionJobs
-from services.datacoord.garbage import GcPlan
-from services.datacoord.segment import (
+from services.common.segment import (
     PERSISTED,
     RETIRED,
     BatchReport,
@@ -43,6 +39,10 @@ from services.datacoord.segment import (
     SegmentInfo,
     SegmentState,
 )
+from services.datacoord.compaction import CompactionPolicy
+from services.datacoord.compaction_coord import CompactionCoord
+from services.datacoord.compaction_jobs import CompactionJobs
+from services.datacoord.garbage import GcPlan
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +74,11 @@ class DataCoord(CompactionCoord):
         alloc_id: Callable[[], int],
         config: DataCoordConfig | None = None,
         datanode_alive: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._datanode_alive = datanode_alive
+        #: epoch seconds; a fault harness injects its own (idle sealing, retirement)
+        self._clock = clock
         self._kv = kv
         self._alloc_ts = alloc_ts
         self._alloc_id = alloc_id
@@ -157,7 +160,7 @@ class DataCoord(CompactionCoord):
                 self._segments[current.segment_id] = current
                 self._save(current)  # a new segment is durable before any row names it
             current.assigned_rows += rows
-            current.last_assigned_at = time.time()
+            current.last_assigned_at = self._clock()
             # the row count is bookkeeping for sealing: persisted by seal_idle, not per write
             self._dirty.add(current.segment_id)
             return current.segment_id
@@ -174,7 +177,7 @@ class DataCoord(CompactionCoord):
     def seal_idle(self) -> list[int]:
         """Persist row counts, and seal growing segments that took no rows for
         ``segment_idle_seal_s`` (called every second)."""
-        now = time.time()
+        now = self._clock()
         with self._lock:
             for segment_id in self._dirty:
                 self._save(self._segments[segment_id])
@@ -437,7 +440,7 @@ class DataCoord(CompactionCoord):
 
     def retire_deltalogs(self, deltalogs: list[tuple[int, str]]) -> None:
         """Stop handing these deltalogs to loads: no live row needs their deletes."""
-        now = time.time()
+        now = self._clock()
         with self._lock:
             for collection_id, log_id in deltalogs:
                 delta = self._deltalogs.get(collection_id, {}).get(log_id)
@@ -462,7 +465,7 @@ class DataCoord(CompactionCoord):
                     self._deltalogs.pop(collection_id, None)
 
     def _retire(self, segment: SegmentInfo, state: SegmentState) -> None:
-        segment.state, segment.retired_at = state, time.time()
+        segment.state, segment.retired_at = state, self._clock()
         self._save(segment)
 
     def _save(self, segment: SegmentInfo) -> None:

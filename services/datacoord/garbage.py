@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from services.common.msgstream.channels import pchannel_of
 from services.common.msgstream.message import Position
-from services.datacoord.segment import RETIRED, Deltalog, SegmentInfo
+from services.common.segment import RETIRED, Deltalog, SegmentInfo
 
 #: the object kinds garbage collection looks after (Milvus's layout, ``services.common.binlog``)
 PREFIXES = ("insert_log/", "stats_log/", "delta_log/", "index_files/")

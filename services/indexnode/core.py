@@ -21,10 +21,10 @@ import faiss
 import numpy as np
 
 from services.common import binlog, vector_types
+from services.common.index_spec import IndexSpec, is_interim
 from services.common.msgstream.message import DataType
 from services.common.schema import CollectionInfo, IndexInfo
-from services.datacoord.segment import PERSISTED, SegmentInfo, SegmentState
-from services.querynode.chunk_index import IndexSpec, is_interim
+from services.common.segment import PERSISTED, SegmentInfo, SegmentState
 
 log = logging.getLogger(__name__)
 

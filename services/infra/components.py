@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -126,10 +127,42 @@ class ZooKeeper(Component):
                     "maxSessionTimeout=60000",
                     "admin.enableServer=false",
                     "4lw.commands.whitelist=ruok,srvr,stat,mntr,envi",
+                    *self._sasl_lines(),
                     "",
                 ]
             )
         )
+        if self.sasl_users():
+            self._write_jaas()
+
+    @property
+    def jaas_file(self) -> Path:
+        return self.run_dir / "conf" / "zookeeper-jaas.conf"
+
+    def sasl_users(self) -> dict[str, str]:
+        """The SASL (DIGEST-MD5) users the server knows: Vectide's own login, if any."""
+        credentials = self.config.zookeeper.sasl_credentials()
+        return dict([credentials]) if credentials else {}
+
+    def _sasl_lines(self) -> list[str]:
+        """zoo.cfg lines making SASL mandatory: a client that does not log in, or fails to,
+        has its session closed."""
+        if not self.sasl_users():
+            return []
+        return [
+            "authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+            "sessionRequireClientSASLAuth=true",
+        ]
+
+    def _write_jaas(self) -> None:
+        users = "\n".join(
+            f"  user_{name}={json.dumps(password)}" for name, password in self.sasl_users().items()
+        )
+        self.jaas_file.write_text(
+            "Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+            f"{users};\n}};\n"
+        )
+        self.jaas_file.chmod(0o600)  # it holds the passwords
 
     def argv(self) -> list[str]:
         heap = self.config.infra.zookeeper_heap_mb
@@ -137,6 +170,7 @@ class ZooKeeper(Component):
             "java",
             f"-Xmx{heap}m",
             "-Dzookeeper.jmx.log4j.disable=true",
+            *([f"-Djava.security.auth.login.config={self.jaas_file}"] if self.sasl_users() else []),
             "-cp",
             ":".join(ZOOKEEPER_CLASSPATH),
             ZOOKEEPER_MAIN,

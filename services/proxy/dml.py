@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -25,12 +24,12 @@ from services.common.msgstream.message import (
     Message,
     PrimaryKeys,
 )
-from services.common.results import take
+from services.common.results import MutationResult, take
 from services.common.schema import CollectionInfo
 from services.proxy.task_scheduler import Queue, Task
 
 if TYPE_CHECKING:
-    from services.proxy.core import Proxy
+    from services.proxy.context import TaskContext
 
 MAX_MSG_BYTES = 4 * 1024 * 1024
 _msg_ids = itertools.count(1)
@@ -40,15 +39,6 @@ _msg_id_lock = threading.Lock()
 def next_msg_id(server_id: int) -> int:
     with _msg_id_lock:
         return (server_id << 40) | next(_msg_ids)
-
-
-@dataclass
-class MutationResult:
-    pks: PrimaryKeys
-    ts: int
-    insert_count: int = 0
-    delete_count: int = 0
-    upsert_count: int = 0
 
 
 def _by_shard(pks: PrimaryKeys, info: CollectionInfo) -> dict[int, np.ndarray]:
@@ -70,7 +60,7 @@ class InsertTask(Task):
 
     def __init__(
         self,
-        proxy: Proxy,
+        proxy: TaskContext,
         info: CollectionInfo,
         partition_name: str,
         columns: dict[str, FieldColumn],
@@ -190,7 +180,7 @@ class DeleteTask(Task):
     queue: ClassVar[Queue] = "dm"
 
     def __init__(
-        self, proxy: Proxy, info: CollectionInfo, partition_name: str, pks: PrimaryKeys
+        self, proxy: TaskContext, info: CollectionInfo, partition_name: str, pks: PrimaryKeys
     ) -> None:
         self._proxy = proxy
         self._info = info

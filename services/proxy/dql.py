@@ -28,7 +28,7 @@ from services.proxy import limits
 from services.proxy.task_scheduler import Queue, Task
 
 if TYPE_CHECKING:
-    from services.proxy.core import Proxy
+    from services.proxy.context import TaskContext
 
 COUNT_STAR = "count(*)"
 EVENTUALLY_TS = 1
@@ -128,7 +128,7 @@ def _column_of(schema: CollectionSchema, name: str) -> str | None:
 class _ReadTask(Task):
     queue: ClassVar[Queue] = "dq"
 
-    def __init__(self, proxy: Proxy, spec: ReadSpec) -> None:
+    def __init__(self, proxy: TaskContext, spec: ReadSpec) -> None:
         self._proxy = proxy
         self._spec = spec
         self.info: CollectionInfo

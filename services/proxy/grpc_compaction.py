@@ -16,7 +16,8 @@ from pymilvus.grpc_gen import milvus_pb2
 from services.common import errors
 from services.common.errors import Code, MilvusError
 from services.common.names import qualified
-from services.proxy.core import DataCoordPort, Proxy
+from services.proxy.context import DataCoordPort
+from services.proxy.core import Proxy
 from services.proxy.grpc_common import db_of, ok, rpc
 
 

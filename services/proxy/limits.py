@@ -113,6 +113,13 @@ def tree_depth(tree: Expr) -> int:
     return deepest
 
 
+def share(limit: float, proxies: int) -> float:
+    """This proxy's part of a cluster-wide ``limit`` when ``proxies`` proxies are live, as
+    Milvus's quota center splits its limits: evenly, so the sum over the proxies is the
+    limit (a load balancer spreads clients; a proxy never counts fewer than itself)."""
+    return limit / max(1, proxies)
+
+
 @dataclass
 class _Bucket:
     tokens: float
@@ -120,13 +127,17 @@ class _Bucket:
 
 
 class RateLimiter:
-    """A token bucket per (user, kind): refilled at the kind's rate, holding one second's
-    worth, so a user may burst up to one second of traffic. A kind whose rate is 0 is not
-    metered; the whole limiter is a no-op unless ``quota.rate_limit_enabled``."""
+    """A token bucket per (user, kind): refilled at this proxy's share of the kind's
+    cluster-wide rate and holding one second's worth, so a user may burst up to one second
+    of traffic. A kind whose rate is 0 is not metered; the whole limiter is a no-op unless
+    ``quota.rate_limit_enabled``. The share follows :meth:`set_proxies` (the proxy watches
+    the proxies' sessions), so the sum admitted over the cluster stays near the rate."""
 
-    def __init__(self, quota: QuotaConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, quota: QuotaConfig, clock: Callable[[], float] = time.monotonic, proxies: int = 1
+    ) -> None:
         self._enabled = quota.rate_limit_enabled
-        self._rates = {
+        self._limits = {
             DML: quota.dml_rate_mb * 1024 * 1024,
             SEARCH: quota.search_rate_vps,
             QUERY: quota.query_rate_qps,
@@ -135,6 +146,24 @@ class RateLimiter:
         self._clock = clock
         self._buckets: dict[tuple[str, str], _Bucket] = {}
         self._lock = threading.Lock()
+        self._proxies = max(1, proxies)
+
+    @property
+    def proxies(self) -> int:
+        return self._proxies
+
+    def set_proxies(self, proxies: int) -> None:
+        """``proxies`` are live now: each enforces ``limit / proxies`` from here on. Buckets
+        fuller than the new share are cut down to it (a join must not leave a burst of the
+        old, larger share)."""
+        with self._lock:
+            self._proxies = max(1, proxies)
+            for (_, kind), bucket in self._buckets.items():
+                bucket.tokens = min(bucket.tokens, share(self._limits[kind], self._proxies))
+
+    def rate(self, kind: str) -> float:
+        """This proxy's rate of ``kind`` now (0: unmetered)."""
+        return share(self._limits.get(kind, 0.0), self._proxies)
 
     def charge(self, user: str, kind: str, amount: float) -> None:
         """Take ``amount`` units of ``kind`` from ``user``'s bucket, or refuse with RATE_LIMIT.
@@ -142,18 +171,19 @@ class RateLimiter:
         A request larger than a full bucket is let through when the bucket is full (it
         could never pass otherwise) and leaves the bucket in debt, which delays the next one.
         """
-        rate = self._rates.get(kind, 0.0)
-        if not self._enabled or rate <= 0:
+        if not self._enabled or self._limits.get(kind, 0.0) <= 0:
             return
         now = self._clock()
         with self._lock:
+            rate = self.rate(kind)
             bucket = self._buckets.setdefault((user, kind), _Bucket(rate, now))
             bucket.tokens = min(rate, bucket.tokens + (now - bucket.stamp) * rate)
             bucket.stamp = now
             if bucket.tokens < min(amount, rate):
                 raise MilvusError(
                     Code.RATE_LIMIT,
-                    f"rate limit exceeded[user={user}][kind={kind}]"
-                    f"[rate={rate:g} {self._units[kind]}] (quota.*)",
+                    f"rate limit exceeded[user={user}][kind={kind}][rate={rate:g} "
+                    f"{self._units[kind]} = {self._limits[kind]:g} / {self._proxies} "
+                    "proxies] (quota.*)",
                 )
             bucket.tokens -= amount

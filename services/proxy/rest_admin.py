@@ -11,12 +11,12 @@ from services.common.errors import Code, MilvusError
 from services.proxy import rest_body as rb
 
 if TYPE_CHECKING:
-    from services.proxy.rest_api import Handler, RestApi, RestCall
+    from services.proxy.rest_call import Handler, RestCall, RestCaller
 
 # -- partitions ------------------------------------------------------------------------
 
 
-def partition_routes(api: RestApi) -> dict[str, Handler]:
+def partition_routes(api: RestCaller) -> dict[str, Handler]:
     def req(call: RestCall, proto: type) -> Any:
         return proto(
             collection_name=call.collection,
@@ -54,7 +54,7 @@ def partition_routes(api: RestApi) -> dict[str, Handler]:
 # -- indexes ---------------------------------------------------------------------------
 
 
-def index_routes(api: RestApi) -> dict[str, Handler]:
+def index_routes(api: RestCaller) -> dict[str, Handler]:
     return {
         "create": lambda c: _create_indexes(api, c),
         "describe": lambda c: _describe_index(api, c),
@@ -70,12 +70,12 @@ def index_routes(api: RestApi) -> dict[str, Handler]:
     }
 
 
-def _create_indexes(api: RestApi, call: RestCall) -> dict[str, Any]:
+def _create_indexes(api: RestCaller, call: RestCall) -> dict[str, Any]:
     create_indexes(api, call, rb.get(call.body, "indexParams", list))
     return {}
 
 
-def create_indexes(api: RestApi, call: RestCall, specs: list[Any]) -> None:
+def create_indexes(api: RestCaller, call: RestCall, specs: list[Any]) -> None:
     """One CreateIndex per ``indexParams`` entry (``fieldName`` required)."""
     for i, spec in enumerate(specs):
         if not isinstance(spec, dict):
@@ -89,7 +89,7 @@ def create_indexes(api: RestApi, call: RestCall, specs: list[Any]) -> None:
         api.call("CreateIndex", request, call.db_name)
 
 
-def _describe_index(api: RestApi, call: RestCall) -> list[dict[str, Any]]:
+def _describe_index(api: RestCaller, call: RestCall) -> list[dict[str, Any]]:
     request = milvus_pb2.DescribeIndexRequest(
         collection_name=call.collection, index_name=rb.get(call.body, "indexName", str)
     )
@@ -97,7 +97,7 @@ def _describe_index(api: RestApi, call: RestCall) -> list[dict[str, Any]]:
     return [_index_info(d) for d in response.index_descriptions]
 
 
-def _list_indexes(api: RestApi, call: RestCall) -> list[str]:
+def _list_indexes(api: RestCaller, call: RestCall) -> list[str]:
     request = milvus_pb2.DescribeIndexRequest(collection_name=call.collection)
     try:
         response = api.call("DescribeIndex", request, call.db_name)
@@ -111,7 +111,7 @@ def _list_indexes(api: RestApi, call: RestCall) -> list[str]:
 # -- databases and aliases -------------------------------------------------------------
 
 
-def database_routes(api: RestApi) -> dict[str, Handler]:
+def database_routes(api: RestCaller) -> dict[str, Handler]:
     def named(call: RestCall) -> str:
         return rb.get(call.body, "dbName", str)
 
@@ -144,7 +144,7 @@ def database_routes(api: RestApi) -> dict[str, Handler]:
     }
 
 
-def alias_routes(api: RestApi) -> dict[str, Handler]:
+def alias_routes(api: RestCaller) -> dict[str, Handler]:
     def alias(call: RestCall) -> str:
         return rb.get(call.body, "aliasName", str)
 

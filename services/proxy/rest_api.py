@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
@@ -27,6 +26,7 @@ from services.proxy import rest_admin as admin
 from services.proxy import rest_body as rb
 from services.proxy.grpc_auth import CURRENT_USER, admit, audit_reply
 from services.proxy.grpc_service import MilvusService
+from services.proxy.rest_call import Handler, RestCall
 from services.proxy.rest_collections import CollectionHandlers
 from services.proxy.rest_entities import EntityHandlers
 
@@ -55,24 +55,6 @@ class RestContext:
 
     def time_remaining(self) -> float | None:
         return None if self._deadline is None else self._deadline - time.monotonic()
-
-
-@dataclass
-class RestCall:
-    """One request: its body, database and how int64 values are rendered."""
-
-    body: dict[str, Any]
-    db_name: str
-    int64_as_number: bool = True
-    #: time.monotonic() by which reads give up (``Request-Timeout``)
-    deadline: float | None = None
-
-    @property
-    def collection(self) -> str:
-        return rb.get(self.body, "collectionName", str)
-
-
-Handler = Callable[[RestCall], Any]
 
 
 def status_of(response: Any) -> common_pb2.Status:

@@ -13,14 +13,14 @@ from services.proxy import rest_admin as admin
 from services.proxy import rest_body as rb
 
 if TYPE_CHECKING:
-    from services.proxy.rest_api import Handler, RestApi, RestCall
+    from services.proxy.rest_call import Handler, RestCall, RestCaller
 
 #: the quick setup's index metric when the body names none (Milvus's REST default)
 DEFAULT_METRIC = "COSINE"
 
 
 class CollectionHandlers:
-    def __init__(self, api: RestApi) -> None:
+    def __init__(self, api: RestCaller) -> None:
         self.api = api
 
     def routes(self) -> dict[str, Handler]:

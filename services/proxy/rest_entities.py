@@ -15,7 +15,7 @@ from services.proxy import rest_rows
 from services.proxy.rest_rows import DT
 
 if TYPE_CHECKING:
-    from services.proxy.rest_api import Handler, RestApi, RestCall
+    from services.proxy.rest_call import Handler, RestCall, RestCaller
 
 #: Milvus's REST defaults: query and search return at most 100 rows unless told
 DEFAULT_LIMIT = 100
@@ -29,7 +29,7 @@ _VECTOR_TYPES = {
 
 
 class EntityHandlers:
-    def __init__(self, api: RestApi) -> None:
+    def __init__(self, api: RestCaller) -> None:
         self.api = api
 
     def routes(self) -> dict[str, Handler]:

@@ -28,14 +28,14 @@ from services.common.security.guard import Guard
 from services.common.security.rbac import Rbac
 from services.common.security.store import VERSION_KEY, RbacStore
 from services.common.session import SessionRegistry
-from services.proxy.core import (
+from services.proxy.context import (
     DataCoordPort,
-    Proxy,
     ProxyConfig,
     QueryCoordPort,
     QueryNodes,
     RootCoordPort,
 )
+from services.proxy.core import Proxy
 from services.proxy.grpc_auth import PRIVILEGE_NAMES, AuthInterceptor
 from services.proxy.grpc_service import MilvusService
 from services.proxy.interceptor import MILVUS_SERVICE, MetricsInterceptor
@@ -126,7 +126,6 @@ class ProxyService:
             raise OSError(f"cannot listen on {self.address}: is another proxy running?")
         info = self.registry.register("proxy", self.address)
         rootcoord, querycoord, nodes = self._ports
-        q = self.config.query
         self.proxy = Proxy(
             info.id,
             rootcoord,
@@ -134,15 +133,7 @@ class ProxyService:
             nodes,
             self.writer,
             pchannels(self.config.cluster.name, self.config.cluster.dml_channels),
-            ProxyConfig(
-                q.graceful_time_ms,
-                q.max_timestamp_lag_ms,
-                q.max_concurrent_reads,
-                self.config.service.default_shards,
-                self.config.time.timetick_interval_ms,
-                self.config.time.idle_timetick_interval_ms,
-                self.config.quota,
-            ),
+            ProxyConfig.from_config(self.config),
             datacoord=self._datacoord,
         )
         # promise the rootcoord a timetick before taking any write
@@ -155,6 +146,8 @@ class ProxyService:
         ).start()
         self.proxy.ticker.on_done = self._loop.wake
         limiter = RateLimiter(self.config.quota)
+        if self.config.quota.rate_limit_enabled:  # quota.* rates are cluster-wide: split them
+            self.registry.watch("proxy", lambda members: limiter.set_proxies(len(members)))
         milvus = MilvusService(self.proxy, self._deploy_mode, self._members, rbac, limiter)
         milvus_pb2_grpc.add_MilvusServiceServicer_to_server(milvus, server)
         server.add_generic_rpc_handlers(

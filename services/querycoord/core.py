@@ -19,11 +19,12 @@ from typing import Protocol
 from services.common import errors
 from services.common.errors import Code, MilvusError
 from services.common.kv.base import MetaKV
+from services.common.load_state import LOAD_STATE_LOADED, LOAD_STATE_NOT_LOAD
 from services.common.msgstream.message import Position
 from services.common.placement import NodeLoad
 from services.common.ports import CollectionSource
 from services.common.schema import CollectionInfo
-from services.datacoord.segment import Deltalog, LoadPlan, SegmentInfo, SegmentState
+from services.common.segment import Deltalog, LoadPlan, SegmentInfo, SegmentState
 from services.querycoord import replicas as replica_codec
 from services.querycoord.balance import BalanceConfig, Balancer
 from services.querycoord.distribution import Distribution, Group
@@ -35,12 +36,6 @@ log = logging.getLogger(__name__)
 _LOADED = "querycoord/loaded"
 #: ``{collection id}`` -> the partition ids loaded, for a collection loaded by partitions
 _PARTITIONS = "querycoord/partitions"
-
-#: common.proto LoadState values
-LOAD_STATE_NOT_EXIST = 0
-LOAD_STATE_NOT_LOAD = 1
-LOAD_STATE_LOADING = 2
-LOAD_STATE_LOADED = 3
 
 
 class QueryNodePort(Protocol):

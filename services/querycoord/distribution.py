@@ -23,7 +23,7 @@ from services.common.errors import Code, MilvusError
 from services.common.msgstream.channels import pchannel_of
 from services.common.placement import NodeLoad
 from services.common.schema import CollectionInfo
-from services.datacoord.segment import Deltalog, SegmentInfo
+from services.common.segment import Deltalog, SegmentInfo
 from services.querycoord.balance import Balancer, Move, NodeState, PlacementError, SegmentLoad
 
 log = logging.getLogger(__name__)

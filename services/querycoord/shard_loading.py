@@ -15,13 +15,13 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from services.common.errors import MilvusError
+from services.common.index_spec import is_interim
 from services.common.msgstream.channels import pchannel_of
 from services.common.placement import NodeLoad
 from services.common.ports import CollectionSource
 from services.common.schema import CollectionInfo
-from services.datacoord.segment import PERSISTED, LoadPlan, SegmentInfo, SegmentState
+from services.common.segment import PERSISTED, LoadPlan, SegmentInfo, SegmentState
 from services.querycoord.distribution import Distribution
-from services.querynode.chunk_index import is_interim
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits, merge_rows
 from services.common.schema import CollectionInfo
 from services.common.search_range import ScoreBand, band_of
-from services.datacoord.segment import Deltalog, LoadPlan, SegmentInfo
+from services.common.segment import Deltalog, LoadPlan, SegmentInfo
 from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
 from services.querynode.hosting import HostedSegments
 from services.querynode.reads import (
@@ -380,7 +380,8 @@ class QueryNode:
     @staticmethod
     def _apply_one(shard: Shard, msg: Any) -> None:
         if isinstance(msg, InsertMsg):
-            if msg.segment_id not in shard.covered:  # else served from its binlogs already
+            # else served from its binlogs already, or met before (a duplicated record)
+            if msg.segment_id not in shard.covered and shard.first_time(msg):
                 shard.store.insert(msg)
         elif is_removal(msg):
             hidden = apply_removal(shard, msg)

@@ -20,7 +20,7 @@ from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.results import QueryRows, SearchHits, merge_rows
 from services.common.schema import CollectionInfo
 from services.common.search_range import band_of
-from services.datacoord.segment import Deltalog, SegmentInfo
+from services.common.segment import Deltalog, SegmentInfo
 from services.querynode.reads import (
     ensure_indexes,
     parse_filter,

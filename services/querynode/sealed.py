@@ -8,11 +8,11 @@ import faiss
 import numpy as np
 
 from services.common import binlog
+from services.common.binlog import PK_FIELD, TS_FIELD
 from services.common.msgstream.message import DataType, FieldColumn, InsertMsg
 from services.common.schema import CollectionInfo
-from services.datacoord.segment import Deltalog, SegmentInfo
+from services.common.segment import Deltalog, SegmentInfo
 from services.querynode.segment import ShardStore
-from streaming.flush import PK_FIELD, TS_FIELD
 
 
 def load_sealed(

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from services.common import vector_types
+from services.common.index_spec import IndexSpec, is_interim
 from services.common.msgstream.message import (
     FIXED_DTYPES,
     DataType,
@@ -32,8 +33,6 @@ from services.common.schema import (
 from services.querynode.chunk_index import (
     DEFAULT_CHUNK_ROWS,
     ChunkIndexes,
-    IndexSpec,
-    is_interim,
 )
 from services.querynode.columns import FixedColumn, ObjectColumn
 from services.querynode.scalar_index import FieldChunks, ScalarIndexes, StoreIndex

@@ -12,11 +12,17 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from services.common.msgstream.message import CollectionDDLMsg, DDLOp, DeleteMsg
+from services.common import timestamp
+from services.common.msgstream.message import CollectionDDLMsg, DDLOp, DeleteMsg, InsertMsg
 from services.common.schema import CollectionInfo
 from services.querynode.segment import ShardStore
 from services.querynode.tsafe import TSafe
 
+#: how long (in stamp time) a shard remembers the inserts it applied, to skip duplicates
+DEDUP_WINDOW_MS = 60_000
+#: ... pruned once this many are remembered (then at twice what the pruning kept, so a
+#: fast shard with more inserts in the window prunes now and then, not on every insert)
+DEDUP_PRUNE_AT = 4096
 #: what a leader forwards to the nodes serving its sealed segments
 Removal = DeleteMsg | CollectionDDLMsg
 
@@ -45,6 +51,24 @@ class Shard:
     #: the shard: a node that starts serving one of its segments gets them all (the
     #: segment's deltalogs end where the data node last persisted)
     removals: list[Removal] = field(default_factory=list)
+    #: inserts applied lately (``InsertMsg.identity``) -> physical ms of their stamp: the
+    #: same record met again (a producer's retry stored it twice) is not applied twice
+    applied: dict[tuple[int, int, int, int], int] = field(default_factory=dict)
+    _prune_at: int = DEDUP_PRUNE_AT
+
+    def first_time(self, msg: InsertMsg) -> bool:
+        """Whether ``msg`` was not applied before (and remember it, for ``DEDUP_WINDOW_MS``
+        of stamps: a retried write lands right after the original)."""
+        key = msg.identity()
+        if key in self.applied:
+            return False
+        now = timestamp.physical_ms(msg.ts)
+        self.applied[key] = now
+        if len(self.applied) > self._prune_at:
+            horizon = now - DEDUP_WINDOW_MS
+            self.applied = {k: ms for k, ms in self.applied.items() if ms >= horizon}
+            self._prune_at = max(DEDUP_PRUNE_AT, 2 * len(self.applied))
+        return True
 
     def stores(self) -> list[ShardStore]:
         return [self.store, *self.sealed.values()]

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from services.common import errors
+from services.common import errors, timestamp
 from services.common.errors import Code, MilvusError
 from services.common.id_allocator import IDAllocator
 from services.common.kv.base import MetaKV
@@ -79,12 +79,13 @@ class RootCoord:
         tso_window_ms: int = 3000,
         invalidator: CacheInvalidator | None = None,
         tick_pacer: Pacer | None = None,
+        clock_ms: Callable[[], int] = timestamp.now_ms,
     ) -> None:
         self.server_id = server_id
         self._writer = writer
         self._invalidator = invalidator
         self.pchannels = pchannels(cluster, dml_channels)
-        self.tso = TSOAllocator(kv, window_ms=tso_window_ms)
+        self.tso = TSOAllocator(kv, window_ms=tso_window_ms, clock=clock_ms)
         self.ids = IDAllocator(kv)
         self.meta = MetaTable(kv)
         self.ticks = TimeTickSync(self.pchannels)

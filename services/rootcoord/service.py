@@ -23,18 +23,13 @@ from services.common.msgstream.kafka import ensure_topics
 from services.common.msgstream.writer import KafkaChannelWriter
 from services.common.objectstore import ObjectStore
 from services.common.observability import Health, Sample
-from services.common.pacer import Pacer
 from services.common.periodic import Periodic
 from services.common.rpc import types as rpc_types
 from services.common.rpc.transport import add_port, generic_handler, new_server
 from services.common.session import SessionRegistry
-from services.datacoord.compaction import CompactionPolicy
-from services.datacoord.core import DataCoord, DataCoordConfig
-from services.datacoord.gc import GarbageCollector
-from services.indexnode.core import IndexBuilder
-from services.querycoord.balance import BalanceConfig
-from services.querycoord.core import NodeDirectory, QueryCoord
-from services.rootcoord.core import CacheInvalidator, RootCoord
+from services.querycoord.core import NodeDirectory
+from services.rootcoord.coordinators import build_coordinators
+from services.rootcoord.core import CacheInvalidator
 
 log = logging.getLogger(__name__)
 
@@ -57,47 +52,20 @@ class CoordinatorService:
         self.registry = SessionRegistry(zk, root)
         self.writer = KafkaChannelWriter(config.kafka.bootstrap_servers)
         kv = self._kv = ZooKeeperKV(zk, root)
-        self.rootcoord = RootCoord(
+        self.cores = build_coordinators(
+            config,
             kv,
             self.writer,
-            config.cluster.name,
-            config.cluster.dml_channels,
-            tso_window_ms=config.time.tso_window_ms,
-            invalidator=invalidator,
-            tick_pacer=Pacer(
-                config.time.timetick_interval_ms / 1000,
-                config.time.idle_timetick_interval_ms / 1000,
-            ),
-        )
-        data = config.data
-        self.datacoord = DataCoord(
-            kv,
-            self.rootcoord.alloc_timestamp,
-            self.rootcoord.ids.alloc_one,
-            DataCoordConfig(
-                data.segment_max_rows,
-                data.segment_idle_seal_s,
-                CompactionPolicy(
-                    data.segment_max_rows,
-                    data.compaction_small_fraction,
-                    data.compaction_delete_ratio,
-                ),
-                data.compaction_timeout_s,
-            ),
+            nodes,
+            ObjectStore(config.s3),
+            invalidator,
             datanode_alive=lambda: bool(self.registry.members("datanode")),
         )
-        self.querycoord = QueryCoord(
-            kv,
-            self.rootcoord,
-            nodes,
-            self.datacoord,
-            BalanceConfig.from_query_config(config.query),
-        )
-        store = ObjectStore(config.s3)
-        self.indexes = IndexBuilder(self.datacoord, self.rootcoord, store)
-        self.gc = GarbageCollector(
-            self.datacoord, store, self.querycoord, self._live_partitions, data.gc_delay_s
-        )
+        self.rootcoord = self.cores.rootcoord
+        self.datacoord = self.cores.datacoord
+        self.querycoord = self.cores.querycoord
+        self.indexes = self.cores.indexes
+        self.gc = self.cores.gc
         identifier = f"{process_identifier()}:{rpc_address or 'inproc'}"
         self.election = LeaderElection(
             zk, root, "rootcoord", identifier, on_lost=on_lost or self._default_lost
@@ -161,10 +129,10 @@ class CoordinatorService:
         created = ensure_topics(self.config.kafka.bootstrap_servers, self.rootcoord.pchannels)
         if not self.election.campaign(campaign_timeout_s):
             raise TimeoutError("another rootcoord stays active")
-        self.rootcoord.start()
-        self.datacoord.start()
+        self.cores.rootcoord.start()
+        self.cores.datacoord.start()
         self._check_channel_epoch(created)
-        self.querycoord.start()
+        self.cores.querycoord.start()
         if self._rpc_address:
             self._serve(self._rpc_address)
             info = self.registry.register("rootcoord", self._rpc_address)
@@ -202,14 +170,6 @@ class CoordinatorService:
         self.rootcoord.on_report = ticker.wake  # an urgent report may allow a tick right now
         log.info("coordinator active", extra={"address": self._rpc_address or "inproc"})
         return self
-
-    def _live_partitions(self) -> set[tuple[int, int]]:
-        """(collection, partition) ids that exist: segments of others are garbage."""
-        return {
-            (info.collection_id, part.partition_id)
-            for info in self.rootcoord.show_collections()
-            for part in info.partitions
-        }
 
     def _check_channel_epoch(self, created: list[str]) -> None:
         """Notice a broker that lost its log (memory storage restarted): the channels are new

@@ -7,8 +7,11 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import uuid
+from collections.abc import Callable
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -150,6 +153,16 @@ def pair(standalone, tmp_path_factory):
     lite.close()
 
 
+def cluster_ports(config: Config, base: int) -> None:
+    """A local cluster's ports from ``base``: proxies +0.., their REST APIs +10.., the
+    rootcoord +20, query nodes +30.., and each role's metrics port +100..170."""
+    config.service.proxy_port = base
+    config.service.http_port = base + 10
+    config.service.rootcoord_port = base + 20
+    config.service.querynode_port = base + 30
+    config.service.metrics_port = base + 100
+
+
 @pytest.fixture(scope="module")
 def cluster(infra):
     """One process per role (rootcoord, 2 query nodes, 2 proxies), started by `vectide up`'s
@@ -157,12 +170,7 @@ def cluster(infra):
     config = isolated(infra, "c")
     config.zookeeper.session_timeout_s = 10.0
     config.query.max_timestamp_lag_ms = 2000
-    base = free_block(TEST_PORTS["kafka"] + 600, 280)  # 19692.., clear of other tests
-    config.service.proxy_port = base  # proxies +0.., the rootcoord +20, query nodes +30..
-    config.service.http_port = base + 10  # each proxy's REST API, +10..
-    config.service.rootcoord_port = base + 20
-    config.service.querynode_port = base + 30
-    config.service.metrics_port = base + 100  # each role its own, + 100..170
+    cluster_ports(config, free_block(TEST_PORTS["kafka"] + 600, 280))  # clear of other tests
     manager = DeploymentManager(config, progress=lambda line: print(f"[cluster] {line}"))
     try:
         manager.up("cluster", querynodes=2, proxies=2, datanode=False)
@@ -172,3 +180,23 @@ def cluster(infra):
         )
     finally:
         manager.down(infra=False)
+
+
+def query_segments_when(
+    port: int, name: str, done: Callable[[list[Any]], bool], timeout_s: float = 30
+) -> list[Any]:
+    """GetQuerySegmentInfo of ``name`` once ``done(infos)`` holds (a handoff reached the
+    query nodes), or as it is after ``timeout_s``."""
+    from pymilvus import connections, utility
+
+    alias = f"segments{port}"
+    connections.connect(alias, uri=f"http://127.0.0.1:{port}")
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            infos = utility.get_query_segment_info(name, using=alias)
+            if done(infos) or time.monotonic() > deadline:
+                return infos
+            time.sleep(0.5)
+    finally:
+        connections.disconnect(alias)

@@ -17,7 +17,7 @@ from services.common.session import SessionRegistry
 from services.infra.manager import InfraManager
 from services.infra.spark import master_state, master_url, spark_components
 from tests.infra import TEST_PORTS
-from tests.integration.conftest import free_block, free_port, isolated
+from tests.integration.conftest import free_block, free_port, isolated, query_segments_when
 from tests.integration.test_persistence import (
     DataNode,
     Persistent,
@@ -64,19 +64,10 @@ def persisted_segment_rows(client: MilvusClient, name: str) -> int:
 
 def query_segment_rows(port: int, name: str, timeout_s: float = 30) -> dict[int, int]:
     """GetQuerySegmentInfo once the query node serves the flushed segments (handoff)."""
-    from pymilvus import connections, utility
-
-    alias = f"q{port}"
-    connections.connect(alias, uri=f"http://127.0.0.1:{port}")
-    deadline = time.monotonic() + timeout_s
-    try:
-        while True:
-            infos = utility.get_query_segment_info(name, using=alias)
-            if (infos and all(i.state == 4 for i in infos)) or time.monotonic() > deadline:
-                return {i.segmentID: i.num_rows for i in infos}
-            time.sleep(0.5)
-    finally:
-        connections.disconnect(alias)
+    infos = query_segments_when(
+        port, name, lambda infos: bool(infos) and all(i.state == 4 for i in infos), timeout_s
+    )
+    return {i.segmentID: i.num_rows for i in infos}
 
 
 def test_cluster_data_node_writes_on_executors_of_the_standalone_master(spark_cluster, zk):

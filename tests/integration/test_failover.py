@@ -32,7 +32,15 @@ def test_standby_rootcoord_takes_over_and_timestamps_keep_increasing(cluster):
         retried: list[str] = []  # retriable failures during the failover
         stop = threading.Event()
 
+        failed: list[BaseException] = []  # an assert in the thread, reported by the test
+
         def load() -> None:
+            try:
+                run_load()
+            except BaseException as exc:
+                failed.append(exc)
+
+        def run_load() -> None:
             """Stamps and inserts; while the standby takes over the proxy fails them fast
             with a retriable SERVICE_UNAVAILABLE (nothing written), and the loop retries."""
             i = 0
@@ -64,6 +72,7 @@ def test_standby_rootcoord_takes_over_and_timestamps_keep_increasing(cluster):
         stop.set()
         worker.join(timeout=70)
         print(f"{len(retried)} retriable failures during the failover")
+        assert failed == [], failed
         assert len(seen) >= before + 20, "the cluster did not recover from the failover"
         assert all(a < b for a, b in itertools.pairwise(seen))
         got = client.query("failover", filter="id >= 0", output_fields=["id"])

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import pytest
-from pymilvus import DataType, MilvusClient, connections, utility
+from pymilvus import DataType, MilvusClient
 from pymilvus.grpc_gen import common_pb2
 
 from services.common import binlog
@@ -24,7 +24,7 @@ from services.common.session import SessionRegistry
 from services.infra.process import ManagedProcess
 from services.launcher import start_standalone
 from streaming.flush import PK_FIELD, TS_FIELD
-from tests.integration.conftest import exact_groups, free_port, isolated
+from tests.integration.conftest import exact_groups, free_port, isolated, query_segments_when
 
 #: minutes, real processes killed: `make test-heavy` runs these alone
 pytestmark = pytest.mark.heavy
@@ -199,6 +199,17 @@ def test_killed_data_node_resumes_without_losing_or_duplicating(persistent):
     assert sorted(rows) == list(range(60_000))
 
 
+def wait_for_handoff(port: int, name: str, rows: int = 1, timeout_s: float = 60) -> int:
+    """Wait until the query nodes serve at least ``rows`` rows of ``name`` from flushed
+    segments; returns the rows they serve so, when it gives up too."""
+
+    def flushed_rows(infos: list) -> int:
+        return sum(i.num_rows for i in infos if i.state == common_pb2.SegmentState.Flushed)
+
+    infos = query_segments_when(port, name, lambda i: flushed_rows(i) >= rows, timeout_s)
+    return flushed_rows(infos)
+
+
 def test_strong_reads_stay_exact_through_flush_and_handoff(persistent):
     client = persistent.client
     name = make_collection(client)
@@ -221,10 +232,17 @@ def test_strong_reads_stay_exact_through_flush_and_handoff(persistent):
     thread = threading.Thread(target=reader)
     thread.start()
     client.flush(name)
-    time.sleep(3)  # the handoff follows the flush within a second
-    stop.set()
-    thread.join()
-    assert rounds[0] > 5 and problems == []
+    try:
+        handed_off = wait_for_handoff(persistent.port, name, rows=30_000)
+        at_handoff = rounds[0]
+        deadline = time.monotonic() + 30
+        while rounds[0] < at_handoff + 3 and time.monotonic() < deadline:
+            time.sleep(0.2)  # reads go on against the sealed copy
+    finally:
+        stop.set()
+        thread.join()
+    assert handed_off == 30_000, "the query node did not serve the flushed segments"
+    assert rounds[0] >= at_handoff + 3 and problems == []
     got = client.query(name, filter="id >= 0", output_fields=["id"])
     assert sorted(r["id"] for r in got) == list(range(30_000))
 
@@ -248,15 +266,7 @@ def test_grouping_search_is_exact_over_sealed_and_growing_rows(persistent):
     client.insert(name, rows[:3_000])
     client.flush(name)
     client.insert(name, rows[3_000:])  # growing, beside the sealed segments
-    connections.connect("pg", uri=f"http://127.0.0.1:{persistent.port}")
-    deadline = time.monotonic() + 60
-    while not any(
-        s.state == common_pb2.SegmentState.Flushed
-        for s in utility.get_query_segment_info(name, using="pg")
-    ):
-        assert time.monotonic() < deadline, "no flushed segment was handed off"
-        time.sleep(0.5)
-    connections.disconnect("pg")
+    assert wait_for_handoff(persistent.port, name) > 0, "no flushed segment was handed off"
     queries = rng.standard_normal((2, DIM)).tolist()
     hits = client.search(name, queries, limit=4, group_by_field="g", group_size=3)
     labelled = [{**r, "by": r["g"]} for r in rows]

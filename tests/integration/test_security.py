@@ -5,6 +5,10 @@ the audit log naming who did what."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,6 +30,7 @@ from services.infra.deployment import milvus_answers
 from services.launcher import start_standalone
 from services.proxy.grpc_auth import PRIVILEGE_NAMES
 from services.proxy.service import watch_rbac_changes
+from tests.infra import REPO
 from tests.integration.conftest import free_port, isolated
 
 DIM = 4
@@ -268,3 +273,63 @@ def test_proxies_racing_to_bootstrap_and_change_leave_one_consistent_store(zk, z
         with suppress(Unauthenticated):
             winners.append(guard.authenticate_token(f"root:password{i}"))
     assert winners == ["root"]
+
+
+def _apikey_cli(config, *args: str) -> str:
+    """`vectide apikey ...` run as an operator runs it, against the deployment's metastore."""
+    result = subprocess.run(
+        [sys.executable, "-m", "services.cli", "apikey", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        env={**os.environ, **config.to_env()},
+        check=True,
+    )
+    return result.stdout
+
+
+def test_an_api_key_authenticates_as_its_user_until_revoked(secured, root, collection):
+    """An API key from `vectide apikey create` in pymilvus's ``token=`` and REST's bearer:
+    the user's grants apply; `vectide apikey revoke` refuses it on the next call."""
+    import requests
+
+    name, _ = _user(root)
+    key = _apikey_cli(secured.config, "create", "--user", name, "--name", "ci").strip()
+    listed = json.loads(_apikey_cli(secured.config, "list", "--user", name, "--json"))
+    assert [(k["user"], k["name"]) for k in listed] == [(name, "ci")]
+    assert key not in json.dumps(listed)
+
+    client = MilvusClient(secured.uri, token=key)  # a token without ':' is an API key
+    with denied(f"PrivilegeSearch: permission deny to {name}"):
+        client.search(collection, [[0.5] * DIM], limit=2)
+    role = f"keyed_{uuid.uuid4().hex[:6]}"
+    root.create_role(role)
+    root.grant_privilege(role, "Collection", "Search", collection)
+    root.grant_role(name, role)
+    assert len(client.search(collection, [[0.5] * DIM], limit=2)[0]) == 2
+    rest = f"http://127.0.0.1:{secured.config.service.http_port}/v2/vectordb/entities/search"
+    body = {"collectionName": collection, "data": [[0.5] * DIM], "limit": 2}
+    bearer = {"Authorization": f"Bearer {key}"}
+    assert len(requests.post(rest, json=body, headers=bearer, timeout=30).json()["data"]) == 2
+
+    _apikey_cli(secured.config, "revoke", listed[0]["id"])
+    revoked_at = time.monotonic()
+    while True:  # the proxy's watch on the store's version clears its cache
+        try:
+            client.search(collection, [[0.5] * DIM], limit=2)
+        except grpc.RpcError as err:
+            assert err.code() == grpc.StatusCode.UNAUTHENTICATED
+            assert "check api key is correct" in err.details()
+            break
+        assert time.monotonic() - revoked_at < 2, "a revoked key still works"
+        time.sleep(0.02)
+    print(f"revoked key refused {time.monotonic() - revoked_at:.3f} s after the CLI returned")
+    assert requests.post(rest, json=body, headers=bearer, timeout=30).json()["code"] == 1800
+    assert json.loads(_apikey_cli(secured.config, "list", "--user", name, "--json")) == []
+    client.close()
+    with open(secured.config.security.audit_log_file) as log:  # the CLI audits there too
+        lines = [ln for ln in log.read().splitlines() if f"username={name}" in ln]
+    assert any("msg=CreateApiKey" in ln and "user=os:" in ln for ln in lines)
+    assert any("msg=RevokeApiKey" in ln and "key_name=ci" in ln for ln in lines)
+    assert not any(key in ln for ln in lines)

@@ -21,7 +21,7 @@ from services.common.rpc.transport import use_tls
 from services.infra.deployment import DeploymentManager, milvus_answers
 from services.launcher import start_standalone
 from tests.certs import CertFiles, make_certs
-from tests.integration.conftest import TEST_PORTS, free_block, free_port, isolated
+from tests.integration.conftest import TEST_PORTS, cluster_ports, free_block, free_port, isolated
 
 pytestmark = pytest.mark.integration
 
@@ -167,12 +167,7 @@ def test_cluster_roles_talk_mutual_tls(infra, certs):
     config = isolated(infra, "tc")
     _with_tls(config, certs, tls.MUTUAL)
     config.security.internal_tls = True
-    base = free_block(TEST_PORTS["kafka"] + 1500, 200)  # clear of the other cluster tests
-    config.service.proxy_port = base
-    config.service.http_port = base + 10
-    config.service.rootcoord_port = base + 20
-    config.service.querynode_port = base + 30
-    config.service.metrics_port = base + 100
+    cluster_ports(config, free_block(TEST_PORTS["kafka"] + 1500, 200))  # clear of the others
     manager = DeploymentManager(config, progress=lambda line: print(f"[tls-cluster] {line}"))
     try:
         manager.up("cluster", querynodes=1, proxies=1, datanode=False)

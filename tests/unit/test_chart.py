@@ -35,7 +35,11 @@ EXTERNAL = {
         "securityProtocol": "SASL_SSL",
         "sasl": {"mechanisms": "SCRAM-SHA-512", "username": "vectide", "password": "pw"},
     },
-    "externalZookeeper": {"enabled": True, "endpoints": ["zk-0.zk:2181", "zk-1.zk:2181"]},
+    "externalZookeeper": {
+        "enabled": True,
+        "endpoints": ["zk-0.zk:2181", "zk-1.zk:2181"],
+        "sasl": {"username": "vectide", "password": "zk-pw"},
+    },
     "externalS3": {
         "enabled": True,
         "host": "s3.eu-west-1.amazonaws.com",
@@ -220,6 +224,32 @@ def test_external_infra_reaches_the_config_and_nothing_is_bundled() -> None:
     assert env["VECTIDE_KAFKA_SASL_PASSWORD"]["secretKeyRef"]["key"] == "kafka-sasl-password"
     assert env["VECTIDE_S3_SECRET_KEY"]["secretKeyRef"]["key"] == "s3-secret-key"
     assert "pw" not in vectide_config(docs)  # credentials stay in the Secret
+
+
+def test_zookeeper_sasl_password_comes_from_a_secret(tmp_path) -> None:
+    docs = render({**CLUSTER, **EXTERNAL})
+    secret = kinds(docs, "Secret")["vt-vectide-secret"]["stringData"]
+    assert secret["zookeeper-sasl-password"] == "zk-pw"
+    for container in containers(docs):
+        ref = env_of(container)["VECTIDE_ZOOKEEPER_SASL_PASSWORD"]["secretKeyRef"]
+        assert ref == {"name": "vt-vectide-secret", "key": "zookeeper-sasl-password"}
+    path = tmp_path / "vectide.yaml"
+    path.write_text(vectide_config(docs))
+    config = load_config(path, env={"VECTIDE_ZOOKEEPER_SASL_PASSWORD": "zk-pw"}).zookeeper
+    assert config.sasl_credentials() == ("vectide", "zk-pw") and config.sasl_acl
+    # an existing Secret instead: the chart's own keeps no copy
+    external = copy.deepcopy(EXTERNAL)
+    external["externalZookeeper"]["sasl"] = {"username": "vectide", "existingSecret": "zk-creds"}
+    docs = render({**CLUSTER, **external})
+    assert "zookeeper-sasl-password" not in kinds(docs, "Secret")["vt-vectide-secret"]["stringData"]
+    proxy = workloads(docs)["proxy"]["spec"]["template"]["spec"]["containers"][0]
+    assert env_of(proxy)["VECTIDE_ZOOKEEPER_SASL_PASSWORD"]["secretKeyRef"]["name"] == "zk-creds"
+    external["externalZookeeper"]["sasl"] = {"username": "vectide"}
+    with pytest.raises(Exception, match=r"externalZookeeper\.sasl\.password"):
+        render({**CLUSTER, **external})
+    no_sasl = render(CLUSTER)  # the default: no SASL anywhere
+    assert all("VECTIDE_ZOOKEEPER_SASL_PASSWORD" not in env_of(c) for c in containers(no_sasl))
+    assert "sasl" not in vectide_config(no_sasl)
 
 
 def test_rendered_config_parses_with_vectides_loader(rendered, tmp_path) -> None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from services.common import binlog
+from services.common.compaction_plan import STATE_COMPLETED, STATE_EXECUTING, STATE_UNDEFINED
 from services.common.kv import MemoryKV
 from services.common.msgstream import codec
 from services.common.msgstream.message import DataType, DeleteMsg, Position, TimeTickMsg
+from services.common.segment import Binlog, Deltalog, LoadPlan, SegmentInfo, SegmentState
 from services.datacoord.compaction import CompactionPolicy, delete_estimate, plan_groups
-from services.datacoord.compaction_jobs import STATE_COMPLETED, STATE_EXECUTING, STATE_UNDEFINED
 from services.datacoord.core import DataCoord, DataCoordConfig
-from services.datacoord.segment import Binlog, Deltalog, LoadPlan, SegmentInfo, SegmentState
 from services.querynode.core import QueryNode
 from streaming.compaction import CompactionWorker, compact, in_process
 from streaming.flush import PK_FIELD, TS_FIELD, Record, process_batch
@@ -215,7 +215,7 @@ def test_a_node_loading_after_the_swap_skips_the_sources_met_in_its_replay():
 
 
 def test_jobs_forget_the_oldest_finished_ones_and_the_binlog_lists_of_finished_plans():
-    from services.datacoord.compaction import CompactionPlan
+    from services.common.compaction_plan import CompactionPlan
     from services.datacoord.compaction_jobs import CompactionJobs, PlanState
 
     jobs = CompactionJobs(timeout_s=5, keep_jobs=2)

@@ -14,8 +14,8 @@ from services.common.msgstream.message import (
     Position,
     TimeTickMsg,
 )
+from services.common.segment import BatchReport, Binlog, SegmentState
 from services.datacoord.core import DataCoord, DataCoordConfig
-from services.datacoord.segment import BatchReport, Binlog, SegmentState
 from streaming.flush import (
     PK_FIELD,
     TS_FIELD,

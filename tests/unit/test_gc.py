@@ -6,10 +6,10 @@ import time
 
 from services.common.kv import MemoryKV
 from services.common.msgstream.message import Position
+from services.common.segment import Binlog, Deltalog, SegmentInfo, SegmentState
 from services.datacoord.core import DataCoord, DataCoordConfig
 from services.datacoord.garbage import needless_deltalogs, plan_gc, segment_objects
 from services.datacoord.gc import GarbageCollector
-from services.datacoord.segment import Binlog, Deltalog, SegmentInfo, SegmentState
 from streaming.compaction import CompactionWorker, in_process
 from tests.fakes import DictStore
 from tests.unit.test_compaction import delete_batch, flush_segment

@@ -18,8 +18,8 @@ from services.common.schema import (
     FieldSchema,
     IndexInfo,
 )
+from services.common.segment import SegmentState
 from services.datacoord.core import DataCoord
-from services.datacoord.segment import SegmentState
 from services.indexnode.core import IndexBuilder, TaskState, segment_vectors
 from services.querynode.sealed import load_sealed
 from streaming.flush import Record, process_batch

@@ -7,7 +7,7 @@ import pytest
 from services.common.config import QuotaConfig
 from services.common.errors import Code, MilvusError
 from services.proxy import limits
-from services.proxy.limits import DML, QUERY, SEARCH, RateLimiter
+from services.proxy.limits import DML, QUERY, SEARCH, RateLimiter, share
 
 QUOTA = QuotaConfig()
 
@@ -106,3 +106,51 @@ def test_a_request_larger_than_the_bucket_passes_when_full_then_waits():
         limiter.charge("u", DML, 1)
     clock.now += 2.5
     limiter.charge("u", DML, 1)
+
+
+def test_a_cluster_wide_rate_is_split_evenly_over_the_live_proxies():
+    assert share(12, 3) == 4 and share(12, 1) == 12
+    assert share(12, 0) == 12  # a proxy always counts itself
+
+
+def _admitted(limiter: RateLimiter, clock: _Clock, seconds: float, step: float = 0.01) -> int:
+    """Search vectors ``limiter`` admits to one user sending one every ``step`` seconds."""
+    admitted = 0
+    for _ in range(round(seconds / step)):
+        clock.now += step
+        try:
+            limiter.charge("alice", SEARCH, 1)
+            admitted += 1
+        except MilvusError:
+            pass
+    return admitted
+
+
+def test_each_proxy_enforces_its_share_and_the_sum_stays_at_the_limit():
+    clock = _Clock()
+    quota = QuotaConfig(rate_limit_enabled=True, search_rate_vps=20)
+    limiters = [RateLimiter(quota, clock, proxies=2) for _ in range(2)]
+    assert limiters[0].rate(SEARCH) == 10
+    with pytest.raises(MilvusError, match=r"rate=10 vectors/s = 20 / 2 proxies"):
+        for _ in range(11):
+            limiters[0].charge("alice", SEARCH, 1)
+    # a client hammering both proxies for 10 s gets the cluster's 20/s, not 40/s
+    total = sum(_admitted(limiter, clock, 10.0) for limiter in limiters)
+    assert 200 <= total <= 200 + 2 * 10 + 2  # the rate, plus at most one burst per proxy
+
+
+def test_the_share_follows_proxies_joining_and_leaving():
+    clock = _Clock()
+    limiter = RateLimiter(QuotaConfig(rate_limit_enabled=True, query_rate_qps=12), clock)
+    assert limiter.rate(QUERY) == 12
+    limiter.charge("alice", QUERY, 1)  # a full bucket of 12, 11 left
+    limiter.set_proxies(3)  # two joined: the bucket is cut to the new share at once
+    assert limiter.rate(QUERY) == 4
+    for _ in range(4):
+        limiter.charge("alice", QUERY, 1)
+    with pytest.raises(MilvusError):
+        limiter.charge("alice", QUERY, 1)
+    limiter.set_proxies(1)  # they left: the whole rate again, refilling at 12/s
+    clock.now += 1.0
+    assert _admitted(limiter, clock, 1.0, step=1 / 24) == 12 + 12
+    assert limiter.rate(DML) == 0  # unconfigured kinds stay unmetered

@@ -5,8 +5,9 @@ import pytest
 
 from services.common.errors import Code, MilvusError
 from services.common.kv import MemoryKV
+from services.common.load_state import LOAD_STATE_LOADED, LOAD_STATE_NOT_LOAD
 from services.common.schema import ConsistencyLevel, IndexInfo
-from services.querycoord.core import LOAD_STATE_LOADED, LOAD_STATE_NOT_LOAD, QueryCoord
+from services.querycoord.core import QueryCoord
 from services.rootcoord.core import RootCoord
 from tests.unit.test_rootcoord import Nodes, Recorder, schema
 

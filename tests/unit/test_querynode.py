@@ -201,7 +201,7 @@ def test_deleted_rows_never_come_back_from_an_indexed_chunk():
 def persisted(msgs, store, state="Flushed"):
     """Write ``msgs`` as the data node would and describe the segment as datacoord would."""
     from services.common.msgstream import codec
-    from services.datacoord.segment import SegmentInfo, SegmentState
+    from services.common.segment import SegmentInfo, SegmentState
     from streaming.flush import Record, process_batch
 
     report, _ = process_batch(
@@ -243,7 +243,7 @@ def test_handoff_swaps_growing_rows_for_the_sealed_copy_without_gaps_or_duplicat
 
 def test_loading_from_a_plan_uses_binlogs_deltalogs_and_replays_the_rest():
     from services.common import binlog
-    from services.datacoord.segment import Deltalog, LoadPlan
+    from services.common.segment import Deltalog, LoadPlan
 
     store = DictStore()
     vectors = np.eye(DIM, dtype=np.float32)

@@ -81,7 +81,7 @@ def test_root_authenticates_with_the_initial_password_only(parts):
         ("%%%not-base64", "invalid token format"),
         (header("root:milvus"), "check username and password"),
         (header("nobody:Milvus"), "check username and password"),
-        (header("an-api-key"), "api key"),
+        (header("an-unknown-api-key"), "api key"),
     ]:
         with pytest.raises(Unauthenticated, match=message):
             guard.authenticate(bad)

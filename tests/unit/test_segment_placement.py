@@ -136,7 +136,7 @@ def test_a_node_that_misses_deletes_has_its_segments_refused_until_placed_again(
 
 
 def test_a_new_leader_takes_the_segments_it_holds_and_scatters_the_rest(cluster):
-    from services.datacoord.segment import LoadPlan
+    from services.common.segment import LoadPlan
 
     _, two, three, segment, _, _ = cluster
     two.host_segment(collection(), VCH, segment, [])

@@ -11,6 +11,7 @@ from pymilvus.grpc_gen import common_pb2, schema_pb2
 
 from services.common import binlog, vector_types
 from services.common.errors import MilvusError
+from services.common.index_spec import is_interim
 from services.common.msgstream import codec
 from services.common.msgstream.message import DataType, FieldColumn, InsertMsg
 from services.common.requests import ShardSearchRequest
@@ -20,7 +21,6 @@ from services.common.rpc import types  # noqa: F401  (registers the RPC dataclas
 from services.common.schema import CollectionSchema, FieldSchema, IndexInfo
 from services.proxy import convert, rest_vectors, typed_fields
 from services.proxy.index_kinds import index_kind
-from services.querynode.chunk_index import is_interim
 from services.querynode.segment import ShardStore
 from services.querynode.sparse import SparseColumn
 

@@ -91,10 +91,15 @@ Secret as VECTIDE_* environment variables.
 {{- with $v.externalKafka.sasl.mechanisms }}{{ $_ := set $kafka "sasl_mechanism" . }}{{ end -}}
 {{- with $v.externalKafka.ssl.caLocation }}{{ $_ := set $kafka "ssl_ca_location" . }}{{ end -}}
 {{- end -}}
+{{- $zookeeper := dict "hosts" (include "vectide.zookeeperHosts" .) "root" $v.externalZookeeper.rootPath "managed" false -}}
+{{- if include "vectide.zookeeperSasl" . -}}
+{{- $_ := set $zookeeper "sasl_username" $v.externalZookeeper.sasl.username -}}
+{{- $_ := set $zookeeper "sasl_acl" $v.externalZookeeper.sasl.acl -}}
+{{- end -}}
 {{- $config := dict
   "cluster" (dict "name" (include "vectide.clusterName" .))
   "kafka" $kafka
-  "zookeeper" (dict "hosts" (include "vectide.zookeeperHosts" .) "root" $v.externalZookeeper.rootPath "managed" false)
+  "zookeeper" $zookeeper
   "s3" (dict "endpoint" (include "vectide.s3Endpoint" .) "bucket" (required "a bucket name is required" $s3.bucketName) "root_path" $s3.rootPath "region" $s3.region "managed" false)
   "data" (dict "spark_master" $v.dataNode.spark.master)
   "service" (dict "proxy_port" (int $v.service.port) "http_port" (int $v.service.httpPort) "metrics_port" (int $v.service.metricsPort) "bind_host" "0.0.0.0")
@@ -124,6 +129,18 @@ internal_tls: {{ $t.internal }}
 tls_server_name: {{ (ternary (required "tls.serverName is required with tls.internal" $t.serverName) $t.serverName $t.internal) | quote }}
 {{- end -}}
 
+{{/* "true" when Vectide logs in to an external ZooKeeper with SASL; its password must
+come from somewhere. */}}
+{{- define "vectide.zookeeperSasl" -}}
+{{- $z := .Values.externalZookeeper -}}
+{{- if and $z.enabled $z.sasl.username -}}
+{{- if not (or $z.sasl.password $z.sasl.existingSecret) -}}
+{{- fail "externalZookeeper.sasl.password or externalZookeeper.sasl.existingSecret is required with externalZookeeper.sasl.username" -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{/* Environment of every Vectide container. */}}
 {{- define "vectide.env" -}}
 - name: VECTIDE_CONFIG
@@ -144,6 +161,13 @@ tls_server_name: {{ (ternary (required "tls.serverName is required with tls.inte
     secretKeyRef:
       name: {{ include "vectide.fullname" . }}-secret
       key: s3-secret-key
+{{- if include "vectide.zookeeperSasl" . }}
+- name: VECTIDE_ZOOKEEPER_SASL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.externalZookeeper.sasl.existingSecret | default (printf "%s-secret" (include "vectide.fullname" .)) }}
+      key: zookeeper-sasl-password
+{{- end }}
 {{- if and .Values.externalKafka.enabled .Values.externalKafka.sasl.username }}
 - name: VECTIDE_KAFKA_SASL_USERNAME
   valueFrom:

@@ -8,10 +8,17 @@ from __future__ import annotations
 
 import logging
 import posixpath
+from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    SessionClosedRequireSaslError,
+)
 from kazoo.retry import KazooRetry
+from kazoo.security import make_acl
 
 from services.common.config import ZooKeeperConfig
 from services.common.kv.base import KVError, Txn, validate_key
@@ -22,20 +29,62 @@ _TXN_ATTEMPTS = 16
 
 
 def connect_zookeeper(cfg: ZooKeeperConfig, timeout_s: float = 15.0) -> KazooClient:
-    """A started kazoo client with retrying connections; the caller stops it."""
+    """A started kazoo client with retrying connections; the caller stops it.
+
+    Every Vectide process builds its ZooKeeper clients here, so the SASL login and the ACL
+    of ``zookeeper.sasl_*`` reach all of them. A refused login surfaces on the first
+    request (kazoo reports the session as connected first), so one request is made before
+    the client is handed out: a wrong password is a clear error here, not a hang later.
+    """
     retry = {"max_tries": -1, "delay": 0.1, "max_delay": 2.0}
     client = KazooClient(
         hosts=cfg.hosts,
         timeout=cfg.session_timeout_s,
         connection_retry=retry,
         command_retry=retry,
+        **sasl_options(cfg),
     )
     try:
         client.start(timeout=timeout_s)
+        client.exists("/")
     except Exception as exc:
+        client.stop()
         client.close()
-        raise KVError(f"cannot connect to ZooKeeper at {cfg.hosts}: {exc}") from exc
+        raise KVError(_connect_error(cfg, exc)) from exc
     return client
+
+
+def sasl_options(cfg: ZooKeeperConfig) -> dict[str, Any]:
+    """kazoo's keyword arguments for the SASL login (DIGEST-MD5) and the znode ACL."""
+    credentials = cfg.sasl_credentials()
+    if credentials is None:
+        if cfg.sasl_acl:
+            raise KVError("zookeeper.sasl_acl needs zookeeper.sasl_username (the ACL's user)")
+        return {}
+    user, password = credentials
+    options: dict[str, Any] = {
+        "sasl_options": {"mechanism": "DIGEST-MD5", "username": user, "password": password}
+    }
+    if cfg.sasl_acl:
+        options["default_acl"] = [make_acl("sasl", user, all=True)]
+    return options
+
+
+def _connect_error(cfg: ZooKeeperConfig, exc: Exception) -> str:
+    """Why a connection failed, naming the config keys that would fix it."""
+    where = f"ZooKeeper at {cfg.hosts}"
+    if cfg.sasl_username:
+        return (
+            f"{where} refused the SASL (DIGEST-MD5) login of user {cfg.sasl_username!r}: "
+            "wrong password, a user its JAAS config does not list, or SASL not enabled on the "
+            f"server (zookeeper.sasl_username, zookeeper.sasl_password; {type(exc).__name__})"
+        )
+    if isinstance(exc, SessionClosedRequireSaslError):
+        return (
+            f"{where} requires SASL authentication: set zookeeper.sasl_username and "
+            "zookeeper.sasl_password (or zookeeper.sasl_password_file)"
+        )
+    return f"cannot connect to {where}: {exc or type(exc).__name__}"
 
 
 def cluster_root(cfg: ZooKeeperConfig, cluster: str) -> str:

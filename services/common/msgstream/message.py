@@ -118,6 +118,12 @@ class InsertMsg:
     def num_rows(self) -> int:
         return len(self.pks)
 
+    def identity(self) -> tuple[int, int, int, int]:
+        """What one record's copies share: a producer that retried a write stored the same
+        message twice, and a consumer applies it once. (source, id, stamp, keys)"""
+        keys = self.pks.tobytes() if isinstance(self.pks, np.ndarray) else tuple(self.pks)
+        return self.source_id, self.msg_id, self.ts, hash(keys)
+
 
 @dataclass(slots=True)
 class DeleteMsg:

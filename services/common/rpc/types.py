@@ -1,5 +1,6 @@
 """The dataclasses and enums allowed on the internal RPC wire."""
 
+from services.common.compaction_plan import CompactionPlan, JobState
 from services.common.msgstream.message import (
     CollectionDDLMsg,
     DataType,
@@ -10,7 +11,7 @@ from services.common.msgstream.message import (
 )
 from services.common.placement import NodeLoad
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
-from services.common.results import QueryRows, SearchHits
+from services.common.results import MutationResult, QueryRows, SearchHits
 from services.common.rpc import codec
 from services.common.schema import (
     CollectionInfo,
@@ -21,9 +22,7 @@ from services.common.schema import (
     IndexInfo,
     PartitionInfo,
 )
-from services.datacoord.compaction import CompactionPlan
-from services.datacoord.compaction_jobs import JobState
-from services.datacoord.segment import (
+from services.common.segment import (
     BatchReport,
     Binlog,
     Deltalog,
@@ -31,7 +30,6 @@ from services.datacoord.segment import (
     SegmentInfo,
     SegmentState,
 )
-from services.proxy.dml import MutationResult
 
 codec.register(
     DataType,

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from services.common.security.apikeys import digest
 from services.common.security.passwords import verify_password
 from services.common.security.privileges import USER, Requirement, permitted
 from services.common.security.store import RbacStore, Snapshot
@@ -97,12 +98,10 @@ class Guard:
         return self.authenticate_token(token)
 
     def authenticate_token(self, token: str) -> str:
-        """The user of a plain ``user:password`` token (REST's ``Authorization: Bearer``)."""
+        """The user of a plain token (REST's ``Authorization: Bearer``): ``user:password``,
+        or, without ``:``, an API key (services/common/security/apikeys.py)."""
         if SEPARATOR not in token:
-            raise Unauthenticated(
-                "auth check failure, please check api key is correct "
-                "(API keys are not supported: send user:password)"
-            )
+            return self._api_key_user(token)
         name, password = token.split(SEPARATOR, 1)
         key = hashlib.sha256(token.encode()).digest()
         snap = self.snapshot()
@@ -120,6 +119,16 @@ class Guard:
         with self._lock:
             self._verified[key] = _Verified(name, user.password_hash, now + self._ttl)
         return name
+
+    def _api_key_user(self, key: str) -> str:
+        """The owner of API key ``key``: looked up by its SHA-256 in the cached snapshot,
+        which every revocation clears (the store's version watch). A key whose user was
+        dropped authenticates no one."""
+        snap = self.snapshot()
+        found = snap.apikeys.get(digest(key))
+        if found is None or found.user not in snap.users:
+            raise Unauthenticated("auth check failure, please check api key is correct")
+        return found.user
 
     # -- authorization -------------------------------------------------------------------
 

@@ -108,6 +108,9 @@ class Rbac:
             self._user(snap, name)
             changes = Changes()
             changes.delete_user(name)
+            for key in snap.apikeys.values():  # a dropped user's keys go with it
+                if key.user == name:
+                    changes.delete_apikey(key.digest)
             return changes
 
         self._change(plan)

@@ -1,7 +1,8 @@
 """Users, roles and grants in the metastore, under ``security/`` of the cluster root.
 
 ``users/{name}`` holds the bcrypt hash and the user's roles, ``roles/{name}`` a role's
-description, ``grants/{role}`` the role's grants (a JSON list), and ``version`` a counter.
+description, ``grants/{role}`` the role's grants (a JSON list), ``apikeys/{sha256}`` an API
+key's user, name and creation time, and ``version`` a counter.
 Every change is one transaction that also bumps ``version`` and checks it did not move since
 the state it was computed from (optimistic, retried): changes from several proxies never
 interleave, and a proxy learns that its cached state is stale from one key (watched in a
@@ -20,6 +21,7 @@ from services.common.security.privileges import Grant
 PREFIX = "security"
 VERSION_KEY = f"{PREFIX}/version"
 _ATTEMPTS = 32
+KEY_ID_LENGTH = 12
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,24 @@ class User:
     name: str
     password_hash: str
     roles: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """A stored API key (services/common/security/apikeys.py): its SHA-256, never the key."""
+
+    digest: str  # SHA-256 of the key, hex
+    user: str
+    name: str
+    created: float  # seconds since the epoch
+
+    @property
+    def key_id(self) -> str:
+        """How list and revoke name the key: the first hex digits of its digest."""
+        return self.digest[:KEY_ID_LENGTH]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"id": self.key_id, "user": self.user, "name": self.name, "created": self.created}
 
 
 @dataclass
@@ -37,6 +57,8 @@ class Snapshot:
     users: dict[str, User] = field(default_factory=dict)
     roles: dict[str, str] = field(default_factory=dict)
     grants: dict[str, list[Grant]] = field(default_factory=dict)
+    #: API keys by digest
+    apikeys: dict[str, ApiKey] = field(default_factory=dict)
 
     def grants_of(self, roles: list[str]) -> list[Grant]:
         return [g for role in roles for g in self.grants.get(role, [])]
@@ -64,6 +86,16 @@ class Changes:
         self.records[f"roles/{name}"] = None
         self.records[f"grants/{name}"] = None
 
+    def put_apikey(self, key: ApiKey) -> None:
+        self.records[f"apikeys/{key.digest}"] = {
+            "user": key.user,
+            "name": key.name,
+            "created": key.created,
+        }
+
+    def delete_apikey(self, digest: str) -> None:
+        self.records[f"apikeys/{digest}"] = None
+
     def put_grants(self, role: str, grants: list[Grant]) -> None:
         self.records[f"grants/{role}"] = [
             [g.object_type, g.object_name, g.db_name, g.privilege, g.grantor] for g in grants
@@ -86,6 +118,8 @@ class RbacStore:
                 snap.roles[name] = data["description"]
             elif kind == "grants":
                 snap.grants[name] = [Grant(name, *g) for g in data]
+            elif kind == "apikeys":
+                snap.apikeys[name] = ApiKey(name, data["user"], data["name"], data["created"])
         return snap
 
     def change(self, plan: Callable[[Snapshot], Changes]) -> Snapshot:

@@ -1,0 +1,108 @@
+"""The coordinator cores of one process, built from config over a MetaKV, a channel writer and
+an object store (Milvus's mixcoord: rootcoord, datacoord, querycoord, index builds, GC).
+
+No ZooKeeper, Kafka or S3 here: the coordinator service (service.py) passes the ZooKeeper KV,
+the Kafka writer and S3; the fault harness (services/testing.py) passes memory ones and its
+own clock. Both then start the same cores the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from services.common import timestamp
+from services.common.config import Config
+from services.common.kv.base import MetaKV
+from services.common.pacer import Pacer
+from services.datacoord.compaction import CompactionPolicy
+from services.datacoord.core import DataCoord, DataCoordConfig
+from services.datacoord.gc import GarbageCollector, ObjectLister
+from services.indexnode.core import IndexBuilder, ObjectStorePort
+from services.querycoord.balance import BalanceConfig
+from services.querycoord.core import NodeDirectory, QueryCoord
+from services.rootcoord.core import CacheInvalidator, ChannelWriter, RootCoord
+
+
+@dataclass
+class Coordinators:
+    rootcoord: RootCoord
+    datacoord: DataCoord
+    querycoord: QueryCoord
+    indexes: IndexBuilder
+    gc: GarbageCollector
+
+    def start(self) -> None:
+        """Take over: the TSO above every stamp handed out, then the catalog, the segment
+        meta and the shard assignments, in that order (each needs the one before)."""
+        self.rootcoord.start()
+        self.datacoord.start()
+        self.querycoord.start()
+
+
+def live_partitions(rootcoord: RootCoord) -> set[tuple[int, int]]:
+    """(collection, partition) ids that exist: segments of others are garbage."""
+    return {
+        (info.collection_id, part.partition_id)
+        for info in rootcoord.show_collections()
+        for part in info.partitions
+    }
+
+
+class CoordinatorStore(ObjectStorePort, ObjectLister, Protocol):
+    """The object store as index builds and garbage collection use it."""
+
+
+def build_coordinators(
+    config: Config,
+    kv: MetaKV,
+    writer: ChannelWriter,
+    nodes: NodeDirectory,
+    store: CoordinatorStore,
+    invalidator: CacheInvalidator | None = None,
+    datanode_alive: Callable[[], bool] = lambda: True,
+    clock_ms: Callable[[], int] = timestamp.now_ms,
+) -> Coordinators:
+    """The cores, configured from ``config``, not started. ``clock_ms`` is the wall clock in
+    milliseconds of the TSO and of the datacoord's idle sealing (a test injects its own)."""
+    rootcoord = RootCoord(
+        kv,
+        writer,
+        config.cluster.name,
+        config.cluster.dml_channels,
+        tso_window_ms=config.time.tso_window_ms,
+        invalidator=invalidator,
+        tick_pacer=Pacer(
+            config.time.timetick_interval_ms / 1000,
+            config.time.idle_timetick_interval_ms / 1000,
+        ),
+        clock_ms=clock_ms,
+    )
+    data = config.data
+    datacoord = DataCoord(
+        kv,
+        rootcoord.alloc_timestamp,
+        rootcoord.ids.alloc_one,
+        DataCoordConfig(
+            data.segment_max_rows,
+            data.segment_idle_seal_s,
+            CompactionPolicy(
+                data.segment_max_rows,
+                data.compaction_small_fraction,
+                data.compaction_delete_ratio,
+            ),
+            data.compaction_timeout_s,
+        ),
+        datanode_alive=datanode_alive,
+        clock=lambda: clock_ms() / 1000,
+    )
+    querycoord = QueryCoord(
+        kv, rootcoord, nodes, datacoord, BalanceConfig.from_query_config(config.query)
+    )
+    gc = GarbageCollector(
+        datacoord, store, querycoord, lambda: live_partitions(rootcoord), data.gc_delay_s
+    )
+    return Coordinators(
+        rootcoord, datacoord, querycoord, IndexBuilder(datacoord, rootcoord, store), gc
+    )
