@@ -120,13 +120,27 @@ def persistent(infra):
 
 def make_collection(client: MilvusClient) -> str:
     name = f"p_{uuid.uuid4().hex[:6]}"
+    create_with_scalars(client, name, {})  # FLAT: exact, no index builds
+    return name
+
+
+def create_with_scalars(
+    client: MilvusClient,
+    name: str,
+    fields: dict[str, tuple[DataType, dict]],
+    scalar_indexes: dict[str, str] | None = None,
+) -> None:
+    """An int64 key, a FLAT vector (exact) and ``fields``, with ``scalar_indexes`` on them."""
     schema = client.create_schema(auto_id=False)
     schema.add_field("id", DataType.INT64, is_primary=True)
     schema.add_field("vec", DataType.FLOAT_VECTOR, dim=DIM)
+    for field, (data_type, options) in fields.items():
+        schema.add_field(field, data_type, **options)
     index = client.prepare_index_params()
-    index.add_index("vec", index_type="FLAT", metric_type="L2")  # exact: no index builds
+    index.add_index("vec", index_type="FLAT", metric_type="L2")
+    for field, index_type in (scalar_indexes or {}).items():
+        index.add_index(field, index_type=index_type)
     client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
-    return name
 
 
 def insert_range(client, name, start, count, batch=10_000):
@@ -251,13 +265,7 @@ def test_grouping_search_is_exact_over_sealed_and_growing_rows(persistent):
     """Groups whose rows sit in flushed segments (served from S3) and in growing ones."""
     client = persistent.client
     name = f"pg_{uuid.uuid4().hex[:6]}"
-    schema = client.create_schema(auto_id=False)
-    schema.add_field("id", DataType.INT64, is_primary=True)
-    schema.add_field("vec", DataType.FLOAT_VECTOR, dim=DIM)
-    schema.add_field("g", DataType.INT64)
-    index = client.prepare_index_params()
-    index.add_index("vec", index_type="FLAT", metric_type="L2")
-    client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
+    create_with_scalars(client, name, {"g": (DataType.INT64, {})})
     rng = np.random.default_rng(4)
     rows = [
         {"id": i, "vec": rng.standard_normal(DIM).tolist(), "g": int(rng.integers(0, 9))}
@@ -344,16 +352,8 @@ def test_scalar_index_filters_stay_exact_through_flush_handoff_and_reload(persis
 
     client = persistent.client
     name = f"ps_{uuid.uuid4().hex[:6]}"
-    schema = client.create_schema(auto_id=False)
-    schema.add_field("id", DataType.INT64, is_primary=True)
-    schema.add_field("vec", DataType.FLOAT_VECTOR, dim=DIM)
-    schema.add_field("age", DataType.INT64)
-    schema.add_field("name", DataType.VARCHAR, max_length=12)
-    index = client.prepare_index_params()
-    index.add_index("vec", index_type="FLAT", metric_type="L2")
-    index.add_index("age", index_type="STL_SORT")
-    index.add_index("name", index_type="TRIE")
-    client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
+    fields = {"age": (DataType.INT64, {}), "name": (DataType.VARCHAR, {"max_length": 12})}
+    create_with_scalars(client, name, fields, {"age": "STL_SORT", "name": "TRIE"})
     rows = [
         {"id": i, "vec": [float(i % 7)] * DIM, "age": (i * 37) % 1000, "name": f"n{i % 500}"}
         for i in range(40_000)
