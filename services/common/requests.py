@@ -20,6 +20,8 @@ class ShardSearchRequest:
     guarantee_ts: int
     #: give up waiting for serviceable time after this long
     wait_timeout_s: float
+    #: read at exactly this snapshot (time travel; 0: at the tsafe found)
+    travel_ts: int = 0
     expr: str = ""
     expr_params: dict[str, Any] = field(default_factory=dict)
     partition_ids: list[int] = field(default_factory=list)
@@ -37,6 +39,8 @@ class ShardQueryRequest:
     vchannels: list[str]
     guarantee_ts: int
     wait_timeout_s: float
+    #: read at exactly this snapshot (time travel; 0: at the tsafe found)
+    travel_ts: int = 0
     expr: str = ""
     expr_params: dict[str, Any] = field(default_factory=dict)
     partition_ids: list[int] = field(default_factory=list)
