@@ -20,8 +20,6 @@ class ShardSearchRequest:
     guarantee_ts: int
     #: give up waiting for serviceable time after this long
     wait_timeout_s: float
-    #: read at exactly this snapshot (time travel; 0: at the tsafe found)
-    travel_ts: int = 0
     expr: str = ""
     expr_params: dict[str, Any] = field(default_factory=dict)
     partition_ids: list[int] = field(default_factory=list)
@@ -31,6 +29,8 @@ class ShardSearchRequest:
     #: counts groups of up to ``group_size`` hits each
     group_by: str = ""
     group_size: int = 1
+    #: read at exactly this snapshot (time travel; 0: at the tsafe found)
+    travel_ts: int = 0
 
 
 @dataclass
@@ -39,8 +39,6 @@ class ShardQueryRequest:
     vchannels: list[str]
     guarantee_ts: int
     wait_timeout_s: float
-    #: read at exactly this snapshot (time travel; 0: at the tsafe found)
-    travel_ts: int = 0
     expr: str = ""
     expr_params: dict[str, Any] = field(default_factory=dict)
     partition_ids: list[int] = field(default_factory=list)
@@ -48,3 +46,5 @@ class ShardQueryRequest:
     #: rows per shard, in primary-key order (None: all)
     limit: int | None = None
     count_only: bool = False
+    #: read at exactly this snapshot (time travel; 0: at the tsafe found)
+    travel_ts: int = 0
