@@ -15,6 +15,7 @@ import uuid
 import numpy as np
 import pytest
 from pymilvus import Collection, MilvusClient, connections, utility
+from pymilvus.grpc_gen import milvus_pb2
 
 from services.common.objectstore import ObjectStore
 from tests.integration.conftest import free_port, isolated
@@ -60,6 +61,22 @@ def ids_at(client: MilvusClient, name: str, **read) -> set[int]:
 def hits_at(client: MilvusClient, name: str, **read) -> list[list[int]]:
     hits = client.search(name, QUERIES.tolist(), limit=10, output_fields=["id"], **read)
     return [[h["id"] for h in per_query] for per_query in hits]
+
+
+def raw_count(client: MilvusClient, name: str, travel_ts: int) -> tuple[int, str, int]:
+    """A Strong ``count(*)`` with the request's ``travel_timestamp`` set, as raw gRPC or
+    pymilvus 2.2 sent it: (status code, reason, count)."""
+    request = milvus_pb2.QueryRequest(
+        collection_name=name,
+        expr="id >= 0",
+        output_fields=["count(*)"],
+        travel_timestamp=travel_ts,
+        use_default_consistency=False,
+    )
+    reply = client._get_connection()._stub.Query(request)
+    if reply.status.code:
+        return reply.status.code, reply.status.reason, -1
+    return 0, "", reply.fields_data[0].scalars.long_data.data[0]
 
 
 def test_reads_travel_to_a_noted_stamp_through_deletes_upserts_compaction_and_reload(
@@ -117,6 +134,7 @@ def test_reads_travel_to_a_noted_stamp_through_deletes_upserts_compaction_and_re
     client.release_collection(name)
     client.load_collection(name)  # binlogs' insert stamps, deltalogs' delete stamps
     check_travel("after loading again")
+    assert raw_count(client, name, noted) == (0, "", ROWS)
 
     # a stamp in the future waits like a guarantee; one older than the window is refused
     soon = utility.mkts_from_unixtime(time.time() + 1.0)
@@ -126,3 +144,5 @@ def test_reads_travel_to_a_noted_stamp_through_deletes_upserts_compaction_and_re
         client.query(name, filter="id >= 0", limit=10, **as_of(too_old))
     with pytest.raises(Exception, match=r"retention window"):
         client.search(name, QUERIES.tolist(), limit=10, **as_of(too_old))
+    code, reason, _ = raw_count(client, name, too_old)
+    assert code == 1100 and "older than the retention window" in reason
