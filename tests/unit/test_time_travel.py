@@ -153,3 +153,16 @@ def test_a_merge_keeps_rows_deleted_within_the_window_and_their_deltalogs():
     assert travel_query(node, at(120)) == [2, 3, 4, 5]  # row 4 as it was, from the merge
     assert travel_query(node, at(60)) == [2, 3, 5]
     assert query(node, at(59)) == [2, 3, 5]
+
+
+def test_an_ordinary_read_overtaken_by_a_compaction_swap_reads_at_the_new_tsafe():
+    node = QueryNode(1)
+    node.watch(collection(), VCH)
+    node.apply(VCH, pack(0, 60))
+    shard = node._shard(VCH)
+    shard.purged_ts = 50  # a swap installed while the read waited, its snapshot 40 found before
+    ordinary = ShardQueryRequest(7, [VCH], 40, 0.2)
+    assert node._kept(shard, ordinary, 40) == 60
+    assert node._kept(shard, ordinary, 55) == 55
+    with pytest.raises(MilvusError, match="cannot be read as of 40"):
+        node._kept(shard, ShardQueryRequest(7, [VCH], 40, 0.2, travel_ts=40), 40)
