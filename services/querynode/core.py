@@ -204,11 +204,14 @@ class QueryNode:
         )
         return True
 
-    def attach_segment(self, vchannel: str, segment_id: int, node_id: int, since_ts: int) -> None:
+    def attach_segment(
+        self, vchannel: str, segment_id: int, node_id: int, since_ts: int, purged_ts: int = 0
+    ) -> None:
         """Serve ``segment_id`` of a shard led here from ``node_id``, which holds it loaded
         with the deletes persisted up to ``since_ts``: it gets the later ones applied here,
         and from now on every new one (``forward``). Its growing rows here are hidden, or
-        the copy this node served is dropped (a move away)."""
+        the copy this node served is dropped (a move away). ``purged_ts``: the deletes it
+        was compacted with (no read may travel before them)."""
         shard = self._shard(vchannel)
         peer = self._scatter.peer(node_id)
         with shard.lock:
@@ -223,6 +226,7 @@ class QueryNode:
                 shard.store.free_hidden_head()
             shard.remote[segment_id] = node_id
             shard.lost.discard(segment_id)
+            shard.purged_ts = max(shard.purged_ts, purged_ts)
         log.info(
             "segment served by another node",
             extra={"vchannel": vchannel, "segment": segment_id, "node": node_id},
