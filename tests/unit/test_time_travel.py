@@ -11,10 +11,10 @@ from services.common.errors import MilvusError
 from services.common.kv import MemoryKV
 from services.common.requests import ShardQueryRequest, ShardSearchRequest
 from services.common.schema import ConsistencyLevel
+from services.common.segment import Deltalog, SegmentState
 from services.common.time_travel import PURGE_SLACK_MS, Retention
 from services.datacoord.compaction import CompactionPolicy, delete_estimate, plan_groups
 from services.datacoord.core import DataCoord, DataCoordConfig
-from services.datacoord.segment import Deltalog, SegmentState
 from services.querynode.core import QueryNode
 from streaming.compaction import CompactionWorker, in_process
 from tests.fakes import DictStore
