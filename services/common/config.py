@@ -247,6 +247,12 @@ class DataConfig:
     #: Safety delay: a dropped or compacted segment's files stay this long after it was retired
     #: (and while a query node still serves it); unrecorded objects are kept until this old.
     gc_delay_s: float = 3600.0
+    #: Time travel: reads may ask for any snapshot of the last ``retention_s`` seconds
+    #: (``consistency_level="Customized"`` with ``guarantee_timestamp``, or the requests'
+    #: ``travel_timestamp``); compaction then keeps rows deleted within it, which costs query
+    #: node memory and S3 for that long (docs/time_travel.md). 0 = off, as Milvus 2.2's
+    #: ``common.retentionDuration``: a churning collection then shrinks back at once.
+    retention_s: float = 0.0
 
 
 @dataclass

@@ -32,6 +32,8 @@ class ShardSearchRequest:
     #: the collection's scalar indexes (field -> index type): a node serving segments
     #: loaded before one was created builds it on its first read
     scalar_indexes: dict[str, str] = field(default_factory=dict)
+    #: read at exactly this snapshot (time travel; 0: at the tsafe found)
+    travel_ts: int = 0
 
 
 @dataclass
@@ -49,3 +51,5 @@ class ShardQueryRequest:
     count_only: bool = False
     #: as ShardSearchRequest's
     scalar_indexes: dict[str, str] = field(default_factory=dict)
+    #: read at exactly this snapshot (time travel; 0: at the tsafe found)
+    travel_ts: int = 0

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from services.common.segment import PERSISTED, Deltalog, SegmentInfo
+from services.common.time_travel import Retention
 
 
 @dataclass
@@ -29,18 +30,25 @@ class CompactionPolicy:
     small_fraction: float = 0.5
     #: a segment is rewritten alone once deletes may reach this share of its rows
     delete_ratio: float = 0.2
+    #: rows deleted within this window are kept, with their delete stamps (time travel)
+    retention: Retention = field(default_factory=Retention)
 
 
-def delete_estimate(segment: SegmentInfo, deltalogs: Iterable[Deltalog]) -> int:
-    """At most this many of the segment's rows are deleted (see the module docstring)."""
+def delete_estimate(
+    segment: SegmentInfo, deltalogs: Iterable[Deltalog], purge_ts: int | None = None
+) -> int:
+    """At most this many of the segment's rows are deleted (see the module docstring), by
+    deltalogs whose deletes are all at or before ``purge_ts`` when given (the retention
+    window keeps newer ones: counting them would rewrite the segment for nothing)."""
     if not segment.binlogs:
         return 0
     oldest = min(entry.min_ts for entry in segment.binlogs.values())
     since = max(oldest, segment.deletes_applied_ts)
+    newest = float("inf") if purge_ts is None else purge_ts
     return sum(
         d.rows
         for d in deltalogs
-        if d.vchannel == segment.vchannel and not d.retired_at and d.max_ts > since
+        if d.vchannel == segment.vchannel and not d.retired_at and since < d.max_ts <= newest
     )
 
 
@@ -50,13 +58,15 @@ def plan_groups(
     policy: CompactionPolicy,
     manual: bool = False,
     busy: frozenset[int] = frozenset(),
+    purge_ts: int | None = None,
 ) -> list[list[SegmentInfo]]:
     """Groups of segments to compact, each written as one new segment.
 
     Automatic: small segments are merged (two or more per group); any segment whose
     deletes reach ``delete_ratio`` is rewritten. Manual (``compact()``): every segment may
     be merged up to ``max_rows``, and any segment with deletes is rewritten. ``busy``
-    segments (in a running plan) are left alone."""
+    segments (in a running plan) are left alone. Only deletes at or before ``purge_ts``
+    count (None: every one)."""
     shards: dict[tuple[int, int, str], list[SegmentInfo]] = defaultdict(list)
     for s in segments:
         if s.state in PERSISTED and s.segment_id not in busy and s.num_rows > 0:
@@ -70,7 +80,9 @@ def plan_groups(
         groups += merged
         taken = {s.segment_id for g in merged for s in g}
         for s in members:
-            if s.segment_id not in taken and _deletes_warrant(s, deltalogs, policy, manual):
+            if s.segment_id not in taken and _deletes_warrant(
+                s, deltalogs, policy, manual, purge_ts
+            ):
                 groups.append([s])
     return groups
 
@@ -92,9 +104,13 @@ def _pack(segments: list[SegmentInfo], max_rows: int) -> list[list[SegmentInfo]]
 
 
 def _deletes_warrant(
-    segment: SegmentInfo, deltalogs: list[Deltalog], policy: CompactionPolicy, manual: bool
+    segment: SegmentInfo,
+    deltalogs: list[Deltalog],
+    policy: CompactionPolicy,
+    manual: bool,
+    purge_ts: int | None,
 ) -> bool:
-    deleted = delete_estimate(segment, deltalogs)
+    deleted = delete_estimate(segment, deltalogs, purge_ts)
     if manual:
         return deleted > 0
     return deleted >= policy.delete_ratio * segment.num_rows

@@ -32,6 +32,7 @@ class CompactionCoord:
     _lock: threading.RLock
     _kv: MetaKV
     _alloc_id: Callable[[], int]
+    _alloc_ts: Callable[[], int]
     _clock: Callable[[], float]
     _segments: dict[int, SegmentInfo]
     _deltalogs: dict[int, dict[str, Deltalog]]
@@ -54,11 +55,13 @@ class CompactionCoord:
     def _plan_job(self, collection_id: int, manual: bool) -> tuple[int, int]:
         deltas = list(self._deltalogs.get(collection_id, {}).values())
         mine = [s for s in self._segments.values() if s.collection_id == collection_id]
-        groups = plan_groups(mine, deltas, self.policy, manual, self.jobs.busy_segments())
+        purge_ts = self._purge_ts()
+        busy = self.jobs.busy_segments()
+        groups = plan_groups(mine, deltas, self.policy, manual, busy, purge_ts)
         if not groups and not manual:
             return 0, 0
         job_id = self._alloc_id()
-        plans = [self._new_plan(job_id, group, deltas) for group in groups]
+        plans = [self._new_plan(job_id, group, deltas, purge_ts) for group in groups]
         self.jobs.add(job_id, plans)
         if plans:
             log.info(
@@ -67,12 +70,25 @@ class CompactionCoord:
             )
         return job_id, len(plans)
 
+    def _purge_ts(self) -> int | None:
+        """The newest delete a plan made now may purge: None (every recorded one) unless
+        the retention window keeps the recent ones for time travel."""
+        retention = self.policy.retention
+        return retention.purge_ts(self._alloc_ts()) if retention.enabled else None
+
     def _new_plan(
-        self, job_id: int, group: list[SegmentInfo], deltas: list[Deltalog]
+        self,
+        job_id: int,
+        group: list[SegmentInfo],
+        deltas: list[Deltalog],
+        purge_ts: int | None = None,
     ) -> CompactionPlan:
         first = group[0]
         # every delete stamped up to the channel's checkpoint is in a recorded deltalog
         checkpoint = self._checkpoints.get(pchannel_of(first.vchannel))
+        delete_ts = checkpoint.ts if checkpoint is not None else 0
+        if purge_ts is not None:  # rows deleted later stay, their deltalogs with them
+            delete_ts = min(delete_ts, purge_ts)
         oldest = min(b.min_ts for s in group for b in s.binlogs.values())
         return CompactionPlan(
             plan_id=self._alloc_id(),
@@ -87,7 +103,7 @@ class CompactionCoord:
                 for d in deltas
                 if d.vchannel == first.vchannel and not d.retired_at and d.max_ts > oldest
             ],
-            delete_ts=checkpoint.ts if checkpoint is not None else 0,
+            delete_ts=delete_ts,
         )
 
     # -- the data node ---------------------------------------------------------------------

@@ -25,6 +25,7 @@ from services.common.schema import (
     DatabaseInfo,
     IndexInfo,
 )
+from services.common.time_travel import Retention
 from services.proxy.channels_time_ticker import ChannelsTimeTicker
 from services.proxy.meta_cache import MetaCache
 from services.proxy.shard_cache import ShardLeaderCache
@@ -138,10 +139,13 @@ class ProxyConfig:
     idle_timetick_interval_ms: int = 1000
     #: resource limits of requests (nq, topk, dim, filters, collections)
     quota: QuotaConfig = field(default_factory=QuotaConfig)
+    #: how far back reads may travel (``data.retention_s``)
+    retention: Retention = field(default_factory=Retention)
 
     @classmethod
     def from_config(cls, config: Config) -> ProxyConfig:
-        """The proxy's settings among the process's (``query.*``, ``time.*``, ``quota.*``)."""
+        """The proxy's settings among the process's (``query.*``, ``time.*``, ``quota.*``,
+        ``data.retention_s``)."""
         q = config.query
         return cls(
             q.graceful_time_ms,
@@ -151,6 +155,7 @@ class ProxyConfig:
             config.time.timetick_interval_ms,
             config.time.idle_timetick_interval_ms,
             config.quota,
+            Retention(config.data.retention_s),
         )
 
 

@@ -24,6 +24,7 @@ from services.common.schema import (
     FieldSchema,
 )
 from services.common.search_range import band_of
+from services.common.time_travel import EVENTUALLY_TS
 from services.proxy import limits
 from services.proxy.task_scheduler import Queue, Task
 
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
     from services.proxy.context import TaskContext
 
 COUNT_STAR = "count(*)"
-EVENTUALLY_TS = 1
 
 
 @dataclass
@@ -46,6 +46,8 @@ class ReadSpec:
     guarantee_ts: int = 0
     use_default_consistency: bool = True
     consistency_level: ConsistencyLevel = ConsistencyLevel.BOUNDED
+    #: the request's ``travel_timestamp`` (0: none; services/common/time_travel.py)
+    travel_ts: int = 0
     #: seconds left before the client's deadline (None: no deadline)
     deadline_s: float | None = None
 
@@ -140,14 +142,25 @@ class _ReadTask(Task):
         if spec.expr.strip():
             limits.parse_filter(proxy.config.quota, spec.expr, spec.expr_params)
 
-    def _guarantee(self) -> tuple[int, float]:
-        """The guarantee timestamp for this read and how long it may wait for it."""
+    def _guarantee(self) -> tuple[int, float, int]:
+        """The guarantee timestamp for this read, how long it may wait for it, and the
+        snapshot it travels to (0: none, the read is at the shards' tsafe)."""
         spec, proxy = self._spec, self._proxy
         level = (
             self.info.consistency_level
             if spec.use_default_consistency
             else (spec.consistency_level)
         )
+        wait = proxy.config.max_timestamp_lag_ms / 1000
+        if spec.deadline_s is not None:
+            wait = max(min(wait, spec.deadline_s - 0.05), 0.0)
+        retention = proxy.config.retention
+        travel = retention.requested(
+            level, spec.use_default_consistency, spec.guarantee_ts, spec.travel_ts
+        )
+        if travel:
+            retention.check(travel, timestamp.now_ms())
+            return travel, wait, travel  # a stamp in the future waits like a guarantee
         if level == ConsistencyLevel.STRONG or (
             level == ConsistencyLevel.CUSTOMIZED and spec.guarantee_ts == 0
         ):
@@ -159,10 +172,7 @@ class _ReadTask(Task):
             ts = EVENTUALLY_TS
         else:  # Session, Customized: as the client says (1 when it never wrote)
             ts = max(spec.guarantee_ts, EVENTUALLY_TS)
-        wait = proxy.config.max_timestamp_lag_ms / 1000
-        if spec.deadline_s is not None:
-            wait = max(min(wait, spec.deadline_s - 0.05), 0.0)
-        return ts, wait
+        return ts, wait, 0
 
     def _fan_out(self, call: Any) -> list[Any]:
         """Run ``call(node, vchannels)`` on every node leading this collection's shards in
@@ -270,7 +280,7 @@ class SearchTask(_ReadTask):
 
     def execute(self) -> None:
         spec = self._spec
-        ts, wait = self._guarantee()
+        ts, wait, travel = self._guarantee()
         topk = spec.limit + spec.offset
         request = ShardSearchRequest(
             collection_id=self.info.collection_id,
@@ -281,6 +291,7 @@ class SearchTask(_ReadTask):
             topk=topk,
             guarantee_ts=ts,
             wait_timeout_s=wait,
+            travel_ts=travel,
             expr=spec.expr,
             expr_params=spec.expr_params,
             partition_ids=self.partition_ids,
@@ -356,13 +367,14 @@ class QueryTask(_ReadTask):
 
     def execute(self) -> None:
         spec = self._spec
-        ts, wait = self._guarantee()
+        ts, wait, travel = self._guarantee()
         per_shard = None if spec.limit is None else spec.limit + spec.offset
         request = ShardQueryRequest(
             collection_id=self.info.collection_id,
             vchannels=[],
             guarantee_ts=ts,
             wait_timeout_s=wait,
+            travel_ts=travel,
             expr=spec.expr,
             expr_params=spec.expr_params,
             partition_ids=self.partition_ids,

@@ -370,6 +370,8 @@ class MilvusService(
             "partition_names": list(request.partition_names),
             "output_fields": list(request.output_fields),
             "guarantee_ts": request.guarantee_timestamp,
+            # deprecated in Milvus 2.3+ and never set by pymilvus 2.6: time travel (raw gRPC)
+            "travel_ts": request.travel_timestamp,
             "use_default_consistency": request.use_default_consistency,
             "consistency_level": convert.consistency_level(request.consistency_level),
             "deadline_s": context.time_remaining() if context is not None else None,

@@ -216,7 +216,9 @@ class Distribution:
             leader.load_segment(vchannel, segment, deltalogs, since)
             return
         since = self.host(info, node_id, segment)
-        leader.attach_segment(vchannel, segment.segment_id, node_id, since)
+        leader.attach_segment(
+            vchannel, segment.segment_id, node_id, since, segment.deletes_applied_ts
+        )
 
     def move(self, move: Move, reports: dict[int, NodeLoad]) -> None:
         """One balancing move (or LoadBalance's), done in the order that leaves no gap."""

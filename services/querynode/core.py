@@ -114,6 +114,7 @@ class QueryNode:
                 reused = held.pop(segment.segment_id, None)
                 shard.sealed[segment.segment_id] = reused or self._load(collection, segment)
                 shard.covered |= {segment.segment_id, *segment.compacted_from}
+                shard.purged_ts = max(shard.purged_ts, segment.deletes_applied_ts)
             shard.remote = {s: n for s, n in plan.remote.items() if s not in shard.sealed}
             shard.covered |= set(shard.remote)
             for pks, stamps in read_deltalogs(plan.deltalogs, self._require_binlogs()):
@@ -196,6 +197,7 @@ class QueryNode:
                         old.hide(rows)
             shard.sealed[segment.segment_id] = sealed
             shard.covered |= {segment.segment_id, *segment.compacted_from}
+            shard.purged_ts = max(shard.purged_ts, segment.deletes_applied_ts)
             shard.store.free_hidden_head()
         log.info(
             "segment moved here" if moving else "segment handed off",
@@ -208,11 +210,14 @@ class QueryNode:
         )
         return True
 
-    def attach_segment(self, vchannel: str, segment_id: int, node_id: int, since_ts: int) -> None:
+    def attach_segment(
+        self, vchannel: str, segment_id: int, node_id: int, since_ts: int, purged_ts: int = 0
+    ) -> None:
         """Serve ``segment_id`` of a shard led here from ``node_id``, which holds it loaded
         with the deletes persisted up to ``since_ts``: it gets the later ones applied here,
         and from now on every new one (``forward``). Its growing rows here are hidden, or
-        the copy this node served is dropped (a move away)."""
+        the copy this node served is dropped (a move away). ``purged_ts``: the deletes it
+        was compacted with (no read may travel before them)."""
         shard = self._shard(vchannel)
         peer = self._scatter.peer(node_id)
         with shard.lock:
@@ -227,6 +232,7 @@ class QueryNode:
                 shard.store.free_hidden_head()
             shard.remote[segment_id] = node_id
             shard.lost.discard(segment_id)
+            shard.purged_ts = max(shard.purged_ts, purged_ts)
         log.info(
             "segment served by another node",
             extra={"vchannel": vchannel, "segment": segment_id, "node": node_id},
@@ -476,7 +482,29 @@ class QueryNode:
             )
         return shard
 
-    def _snapshot(self, shard: Shard, guarantee_ts: int, timeout_s: float) -> int:
+    def _snapshot(self, shard: Shard, req: ShardSearchRequest | ShardQueryRequest) -> int:
+        """The snapshot a read of ``shard`` is at, once tsafe reached the guarantee: the
+        travel stamp if the read travels, else the tsafe found."""
+        ts = self._wait_tsafe(shard, req.guarantee_ts, req.wait_timeout_s)
+        return req.travel_ts or ts
+
+    @staticmethod
+    def _kept(shard: Shard, req: ShardSearchRequest | ShardQueryRequest, snapshot: int) -> int:
+        """Under the shard lock, a snapshot the stores still hold exactly. A compacted
+        segment holds no row deleted up to ``purged_ts``: an ordinary read whose snapshot
+        a swap overtook reads at the tsafe (the swap waited for it to pass that stamp); a
+        read travelling further back is refused."""
+        if snapshot >= shard.purged_ts:
+            return snapshot
+        if not req.travel_ts:
+            return shard.tsafe.get()
+        raise MilvusError(
+            Code.PARAMETER_INVALID,
+            f"shard {shard.vchannel} was compacted with the deletes up to {shard.purged_ts}: "
+            f"it cannot be read as of {req.travel_ts} (data.retention_s keeps older snapshots)",
+        )
+
+    def _wait_tsafe(self, shard: Shard, guarantee_ts: int, timeout_s: float) -> int:
         ts = shard.tsafe.wait(guarantee_ts, timeout_s)
         if ts is None:
             if shard.tsafe.closed:
@@ -492,12 +520,13 @@ class QueryNode:
     def _search_shard(
         self, shard: Shard, req: ShardSearchRequest, tree: Any, band: ScoreBand | None
     ) -> SearchHits:
-        snapshot = self._snapshot(shard, req.guarantee_ts, req.wait_timeout_s)
-
-        def remote(peer: PeerNode, ids: list[int]) -> tuple[SearchHits | None, list[int]]:
-            return peer.search_segments(req, shard.vchannel, ids, snapshot)
-
+        found = self._snapshot(shard, req)
         with shard.lock:
+            snapshot = self._kept(shard, req, found)
+
+            def remote(peer: PeerNode, ids: list[int]) -> tuple[SearchHits | None, list[int]]:
+                return peer.search_segments(req, shard.vchannel, ids, snapshot)
+
             pending = self._scatter.start(shard, remote)
             ensure_indexes(shard.stores(), req.scalar_indexes)
             parts = [search_store(s, req, tree, band, snapshot) for s in shard.stores()]
@@ -505,12 +534,13 @@ class QueryNode:
         return reduce_hits(parts, req)
 
     def _query_shard(self, shard: Shard, req: ShardQueryRequest, tree: Any) -> QueryRows:
-        snapshot = self._snapshot(shard, req.guarantee_ts, req.wait_timeout_s)
-
-        def remote(peer: PeerNode, ids: list[int]) -> tuple[QueryRows | None, list[int]]:
-            return peer.query_segments(req, shard.vchannel, ids, snapshot)
-
+        found = self._snapshot(shard, req)
         with shard.lock:
+            snapshot = self._kept(shard, req, found)
+
+            def remote(peer: PeerNode, ids: list[int]) -> tuple[QueryRows | None, list[int]]:
+                return peer.query_segments(req, shard.vchannel, ids, snapshot)
+
             pending = self._scatter.start(shard, remote)
             ensure_indexes(shard.stores(), req.scalar_indexes)
             parts = [query_store(s, req, tree, snapshot) for s in shard.stores()]

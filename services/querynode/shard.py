@@ -55,6 +55,9 @@ class Shard:
     #: same record met again (a producer's retry stored it twice) is not applied twice
     applied: dict[tuple[int, int, int, int], int] = field(default_factory=dict)
     _prune_at: int = DEDUP_PRUNE_AT
+    #: the newest delete stamp a compacted segment served here was written with: rows
+    #: deleted up to it are gone, so no read may travel to an older snapshot
+    purged_ts: int = 0
 
     def first_time(self, msg: InsertMsg) -> bool:
         """Whether ``msg`` was not applied before (and remember it, for ``DEDUP_WINDOW_MS``

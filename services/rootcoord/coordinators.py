@@ -16,6 +16,7 @@ from services.common import timestamp
 from services.common.config import Config
 from services.common.kv.base import MetaKV
 from services.common.pacer import Pacer
+from services.common.time_travel import Retention
 from services.datacoord.compaction import CompactionPolicy
 from services.datacoord.core import DataCoord, DataCoordConfig
 from services.datacoord.gc import GarbageCollector, ObjectLister
@@ -91,6 +92,7 @@ def build_coordinators(
                 data.segment_max_rows,
                 data.compaction_small_fraction,
                 data.compaction_delete_ratio,
+                Retention(data.retention_s),
             ),
             data.compaction_timeout_s,
         ),
