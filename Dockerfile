@@ -9,9 +9,11 @@ FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 # metadata first: the dependency layer is rebuilt only when setup.cfg changes
-COPY setup.cfg pyproject.toml README.md ./
+COPY setup.cfg setup.py pyproject.toml README.md ./
 COPY services/__init__.py services/py.typed services/
 COPY streaming/__init__.py streaming/
+# the Avro schemas of the channel messages (the wire format) ship in the package
+COPY schemas schemas
 RUN python -m venv /opt/vectide \
     && /opt/vectide/bin/pip install --no-compile /src
 COPY services services
@@ -28,11 +30,8 @@ RUN apt-get update \
     && mkdir -p /var/lib/vectide /etc/vectide \
     && chown vectide:vectide /var/lib/vectide
 COPY --from=build /opt/vectide /opt/vectide
-# the Avro schemas of the channel messages (the wire format) ship beside the package
-COPY schemas /opt/vectide/share/schemas
 ENV PATH=/opt/vectide/bin:$PATH \
     PYTHONUNBUFFERED=1 \
-    VECTIDE_SCHEMAS_DIR=/opt/vectide/share/schemas \
     VECTIDE_INFRA_RUN_DIR=/var/lib/vectide
 USER 10001:10001
 WORKDIR /home/vectide

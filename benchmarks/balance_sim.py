@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from services.querycoord.balance import (
+from vectide.services.querycoord.balance import (
     BalanceConfig,
     Balancer,
     NodeState,

@@ -30,9 +30,9 @@ from pymilvus import DataType, MilvusClient
 
 from benchmarks.common import REPO, log, rounded
 from benchmarks.targets import HOST, bench_config
-from services.infra.deployment import DeploymentManager
-from services.infra.manager import InfraManager
-from services.infra.spark import master_url, spark_components
+from vectide.services.infra.deployment import DeploymentManager
+from vectide.services.infra.manager import InfraManager
+from vectide.services.infra.spark import master_url, spark_components
 
 DIM = 128
 

@@ -24,9 +24,9 @@ from typing import Any
 import psutil
 
 from benchmarks.common import REPO, log, own_tree
-from services.common.config import Config, apply_overrides
-from services.infra.deployment import DeploymentManager
-from services.infra.manager import InfraManager
+from vectide.services.common.config import Config, apply_overrides
+from vectide.services.infra.deployment import DeploymentManager
+from vectide.services.infra.manager import InfraManager
 
 #: measured before the adaptive timeticks and the shared query-node consumer (INFRA.md,
 #: "What an idle standalone deployment costs"): 16 channels, ticks every 50 ms, 20 s sample

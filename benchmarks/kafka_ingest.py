@@ -28,7 +28,7 @@ from pymilvus import MilvusClient
 
 from benchmarks.common import latency_summary, log
 from benchmarks.milvus_ops import connect, create_collection
-from services.cli import main as vectide
+from vectide.services.cli import main as vectide
 
 PARTITIONS = 4
 

@@ -24,8 +24,8 @@ from pymilvus import DataType, MilvusClient
 from benchmarks import measure
 from benchmarks.common import log
 from benchmarks.targets import VectideTarget, bench_config
-from services.infra.query_status import query_status
-from services.infra.spark import master_url
+from vectide.services.infra.query_status import query_status
+from vectide.services.infra.spark import master_url
 
 #: the collection is about 40 % of one node's limit, so one node holding it all sets off a round
 MEMORY_LIMIT_MB = 64

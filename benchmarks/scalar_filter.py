@@ -16,13 +16,13 @@ import time
 
 import numpy as np
 
-from services.common.msgstream.message import DataType, FieldColumn, InsertMsg
-from services.common.requests import ShardQueryRequest
-from services.common.schema import CollectionSchema, FieldSchema
-from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
-from services.querynode.reads import parse_filter, query_store
-from services.querynode.scalar_index import ScalarIndexes
-from services.querynode.segment import ShardStore
+from vectide.services.common.msgstream.message import DataType, FieldColumn, InsertMsg
+from vectide.services.common.requests import ShardQueryRequest
+from vectide.services.common.schema import CollectionSchema, FieldSchema
+from vectide.services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
+from vectide.services.querynode.reads import parse_filter, query_store
+from vectide.services.querynode.scalar_index import ScalarIndexes
+from vectide.services.querynode.segment import ShardStore
 
 BATCH = 100_000
 INDEXES = {"id": "STL_SORT", "age": "STL_SORT", "name": "TRIE", "city": "BITMAP"}

@@ -29,10 +29,10 @@ from pathlib import Path
 import psutil
 
 from benchmarks.common import REPO, log, own_tree
-from services.common.config import Config
-from services.infra.components import InfraError
-from services.infra.deployment import DeploymentManager, milvus_answers
-from services.infra.manager import InfraManager
+from vectide.services.common.config import Config
+from vectide.services.infra.components import InfraError
+from vectide.services.infra.deployment import DeploymentManager, milvus_answers
+from vectide.services.infra.manager import InfraManager
 
 HOST = "127.0.0.1"
 RUN_DIR = REPO / ".vectide" / "bench"

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from services.common import logs
-from services.common.config import Config, ConfigError, load_config
-from services.common.kv.base import KVError
+from vectide.services.common import logs
+from vectide.services.common.config import Config, ConfigError, load_config
+from vectide.services.common.kv.base import KVError
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
-    from services.common.security.store import ApiKey
+    from vectide.services.common.security.store import ApiKey
 
 
 def _print(line: str) -> None:
@@ -27,8 +27,8 @@ def _print(line: str) -> None:
 
 
 def cmd_infra(args: argparse.Namespace) -> int:
-    from services.infra.components import InfraError
-    from services.infra.manager import InfraManager
+    from vectide.services.infra.components import InfraError
+    from vectide.services.infra.manager import InfraManager
 
     manager = InfraManager(load_config(args.config), progress=_print)
     try:
@@ -76,14 +76,14 @@ def masked(tree: object) -> object:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from services.common.msgstream.codec import message_schema_json
+    from vectide.services.common.msgstream.codec import message_schema_json
 
     print(json.dumps(message_schema_json(), indent=2))
     return 0
 
 
 def cmd_standalone(args: argparse.Namespace) -> int:
-    from services.launcher import serve_forever, start_standalone
+    from vectide.services.launcher import serve_forever, start_standalone
 
     config = load_config(args.config)
     deployment = start_standalone(
@@ -103,7 +103,7 @@ def cmd_standalone(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from services.launcher import serve_forever, start_role
+    from vectide.services.launcher import serve_forever, start_role
 
     config = load_config(args.config)
     deployment = start_role(config, args.role, args.port, args.metrics_port, args.http_port)
@@ -113,8 +113,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from services.infra.components import InfraError
-    from services.infra.deployment import DeploymentManager
+    from vectide.services.infra.components import InfraError
+    from vectide.services.infra.deployment import DeploymentManager
 
     manager = DeploymentManager(load_config(args.config), progress=_print)
     try:
@@ -133,7 +133,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    from services.infra.deployment import DeploymentManager
+    from vectide.services.infra.deployment import DeploymentManager
 
     DeploymentManager(load_config(args.config), progress=_print).down(infra=not args.keep_infra)
     return 0
@@ -141,8 +141,8 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 def cmd_supervise(args: argparse.Namespace) -> int:
     """Start and restart the recorded deployment's roles (``vectide up`` runs this)."""
-    from services.infra.components import InfraError
-    from services.infra.deployment import DeploymentManager
+    from vectide.services.infra.components import InfraError
+    from vectide.services.infra.deployment import DeploymentManager
 
     try:
         DeploymentManager(load_config(args.config)).supervise()
@@ -159,8 +159,8 @@ def _metrics_urls(roles) -> list[str]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from services.infra.deployment import DeploymentManager
-    from services.infra.query_status import query_status
+    from vectide.services.infra.deployment import DeploymentManager
+    from vectide.services.infra.query_status import query_status
 
     manager = DeploymentManager(load_config(args.config))
     infra = manager.infra.status()
@@ -218,9 +218,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     """`vectide ingest add|list|remove|schema`: Kafka topics mapped to collections."""
-    from services.common.kv.zookeeper import connect_zookeeper
-    from services.ingest.mapping import IngestMapping, MappingError
-    from services.ingest.service import kafka_conf, mapping_store
+    from vectide.services.common.kv.zookeeper import connect_zookeeper
+    from vectide.services.ingest.mapping import IngestMapping, MappingError
+    from vectide.services.ingest.service import kafka_conf, mapping_store
 
     config = load_config(args.config)
     zk = connect_zookeeper(config.zookeeper)
@@ -253,7 +253,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         elif args.action == "schema":
             return _print_avro_schema(config, zk, args.collection)
         else:
-            from services.ingest.topics import partition_ends
+            from vectide.services.ingest.topics import partition_ends
 
             conf = kafka_conf(config)
             stats = [s.to_dict() for s in store.stats(lambda t: partition_ends(conf, t))]
@@ -277,11 +277,11 @@ def cmd_apikey(args: argparse.Namespace) -> int:
     proxies read them (a revocation reaches every proxy through their store watch)."""
     import getpass
 
-    from services.common.errors import MilvusError
-    from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
-    from services.common.security import audit
-    from services.common.security.apikeys import ApiKeys
-    from services.common.security.store import RbacStore
+    from vectide.services.common.errors import MilvusError
+    from vectide.services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
+    from vectide.services.common.security import audit
+    from vectide.services.common.security.apikeys import ApiKeys
+    from vectide.services.common.security.store import RbacStore
 
     config = load_config(args.config)
     if config.security.audit_log_file:
@@ -328,12 +328,12 @@ def _list_apikeys(keys: list[ApiKey], as_json: bool) -> int:
 
 
 def _print_avro_schema(config: Config, zk: KazooClient, collection: str) -> int:
-    from services.common.discovery import ActiveClient
-    from services.common.errors import MilvusError
-    from services.common.kv.zookeeper import cluster_root
-    from services.common.rpc.transport import use_tls
-    from services.common.session import SessionRegistry
-    from services.ingest.decode import avro_schema
+    from vectide.services.common.discovery import ActiveClient
+    from vectide.services.common.errors import MilvusError
+    from vectide.services.common.kv.zookeeper import cluster_root
+    from vectide.services.common.rpc.transport import use_tls
+    from vectide.services.common.session import SessionRegistry
+    from vectide.services.ingest.decode import avro_schema
 
     use_tls(config.security)
     registry = SessionRegistry(zk, cluster_root(config.zookeeper, config.cluster.name))

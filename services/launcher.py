@@ -17,19 +17,19 @@ from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient, KazooState
 
-from services.common.config import Config
-from services.common.discovery import ActiveClient, RoleClients
-from services.common.election import LeaderElection, process_identifier
-from services.common.errors import Code, MilvusError
-from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
-from services.common.metrics import LEADER
-from services.common.msgstream.kafka import use_security
-from services.common.observability import OBSERVABILITY, Health, HealthCheck
-from services.common.rpc.transport import use_tls
-from services.common.session import SessionRegistry
+from vectide.services.common.config import Config
+from vectide.services.common.discovery import ActiveClient, RoleClients
+from vectide.services.common.election import LeaderElection, process_identifier
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
+from vectide.services.common.metrics import LEADER
+from vectide.services.common.msgstream.kafka import use_security
+from vectide.services.common.observability import OBSERVABILITY, Health, HealthCheck
+from vectide.services.common.rpc.transport import use_tls
+from vectide.services.common.session import SessionRegistry
 
 if TYPE_CHECKING:
-    from services.querynode.core import QueryNode
+    from vectide.services.querynode.core import QueryNode
 
 # Each role's modules are imported where the role starts: a restarted query node or ingest
 # worker does not load the proxy's pymilvus and pandas (seconds on a busy machine, and every
@@ -170,11 +170,11 @@ def start_standalone(
     ``exit_on_lost`` (``vectide standalone``): exit when the ZooKeeper session or the
     coordinator's leadership is lost, so the supervisor starts a whole process again;
     otherwise (in-process tests) the coordinator stops and /healthz reports it."""
-    from services.ingest.proxy_writer import LocalWriter
-    from services.ingest.service import IngestService
-    from services.proxy.service import ProxyService
-    from services.querynode.service import QueryNodeService
-    from services.rootcoord.service import CoordinatorService
+    from vectide.services.ingest.proxy_writer import LocalWriter
+    from vectide.services.ingest.service import IngestService
+    from vectide.services.proxy.service import ProxyService
+    from vectide.services.querynode.service import QueryNodeService
+    from vectide.services.rootcoord.service import CoordinatorService
 
     use_security(config.kafka)
     use_tls(config.security)
@@ -253,7 +253,7 @@ def start_role(
     try:
         deployment.serve_observability(config, metrics_port)
         if role == "rootcoord":
-            from services.rootcoord.service import CoordinatorService
+            from vectide.services.rootcoord.service import CoordinatorService
 
             nodes = RoleClients(registry, "querynode", "QueryNode")
             proxies = RemoteProxies(RoleClients(registry, "proxy", "Proxy"))
@@ -270,13 +270,13 @@ def start_role(
             nodes.on_change(lambda live: coord.querycoord.rebalance(live))
             deployment.stoppers.append(coord.stop)
         elif role == "querynode":
-            from services.querynode.service import QueryNodeService
+            from vectide.services.querynode.service import QueryNodeService
 
             qn = QueryNodeService(config, zk, address(config, port or svc.querynode_port))
             deployment.observe("querynode", qn.health)
             deployment.stoppers.append(qn.start().stop)
         elif role == "proxy":
-            from services.proxy.service import ProxyService
+            from vectide.services.proxy.service import ProxyService
 
             proxy_address = address(config, port or svc.proxy_port)
             fast = svc.coordinator_fail_fast_s  # reads and writes must not hang on a stall
@@ -308,8 +308,8 @@ def start_role(
             deployment.stoppers.append(LEADER.add_source(state.leader_samples))
             deployment.stoppers.append(start_datanode(config, registry, state))
         elif role == "ingest":
-            from services.ingest.proxy_writer import RemoteWriter
-            from services.ingest.service import IngestService
+            from vectide.services.ingest.proxy_writer import RemoteWriter
+            from vectide.services.ingest.service import IngestService
 
             writer = RemoteWriter(RoleClients(registry, "proxy", "Proxy"))
             ingest_service = IngestService(config, zk, writer)
@@ -350,11 +350,11 @@ def start_datanode(
     compaction worker (datacoord's merge plans, as Spark jobs of the same application)."""
     from pyspark.sql import SparkSession
 
-    from services.common.periodic import Periodic
-    from streaming.compaction import CompactionWorker, SparkCompactions
-    from streaming.job import default_checkpoint_dir, run, stop, ui_url
-    from streaming.source import s3_options
-    from streaming.wake import FlushWake
+    from vectide.services.common.periodic import Periodic
+    from vectide.streaming.compaction import CompactionWorker, SparkCompactions
+    from vectide.streaming.job import default_checkpoint_dir, run, stop, ui_url
+    from vectide.streaming.source import s3_options
+    from vectide.streaming.wake import FlushWake
 
     state = state or DataNodeState()
 
@@ -422,7 +422,7 @@ def _exit_when_query_ends(query: Any, stopping: threading.Event) -> None:
 def _wait_channel_epoch(config: Config, registry: SessionRegistry, timeout_s: float = 120) -> str:
     """The channels' epoch, once a coordinator has created them (the data node never does:
     its Spark checkpoint belongs to one epoch of the channels)."""
-    from services.rootcoord.service import EPOCH_KEY
+    from vectide.services.rootcoord.service import EPOCH_KEY
 
     kv = ZooKeeperKV(registry.client, cluster_root(config.zookeeper, config.cluster.name))
     deadline = time.monotonic() + timeout_s

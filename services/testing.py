@@ -26,29 +26,29 @@ from typing import Any
 
 import numpy as np
 
-from services.common import timestamp
-from services.common.config import Config
-from services.common.kv.memory import MemoryKV
-from services.common.msgstream import codec
-from services.common.msgstream.memory import MemoryBroker, MemoryConsumer, MemoryProducer
-from services.common.msgstream.message import (
+from vectide.services.common import timestamp
+from vectide.services.common.config import Config
+from vectide.services.common.kv.memory import MemoryKV
+from vectide.services.common.msgstream import codec
+from vectide.services.common.msgstream.memory import MemoryBroker, MemoryConsumer, MemoryProducer
+from vectide.services.common.msgstream.message import (
     DataType,
     FieldColumn,
     Position,
     TimeTickMsg,
 )
-from services.common.schema import (
+from vectide.services.common.schema import (
     CollectionSchema,
     ConsistencyLevel,
     FieldSchema,
 )
-from services.launcher import LocalNodes, LocalProxies
-from services.proxy.context import ProxyConfig
-from services.proxy.core import Proxy
-from services.proxy.dql import QuerySpec, SearchSpec
-from services.querynode.core import QueryNode
-from services.rootcoord.coordinators import Coordinators, build_coordinators
-from streaming.flush import Record, process_batch
+from vectide.services.launcher import LocalNodes, LocalProxies
+from vectide.services.proxy.context import ProxyConfig
+from vectide.services.proxy.core import Proxy
+from vectide.services.proxy.dql import QuerySpec, SearchSpec
+from vectide.services.querynode.core import QueryNode
+from vectide.services.rootcoord.coordinators import Coordinators, build_coordinators
+from vectide.streaming.flush import Record, process_batch
 
 #: what each query node of a harness may hold (the balancer needs a limit)
 QUERYNODE_MEMORY_MB = 1024.0

@@ -23,10 +23,10 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from services.common import binlog
-from services.common.binlog import PK_FIELD, TS_FIELD
-from services.common.compaction_plan import CompactionPlan
-from services.common.segment import Binlog, Deltalog
+from vectide.services.common import binlog
+from vectide.services.common.binlog import PK_FIELD, TS_FIELD
+from vectide.services.common.compaction_plan import CompactionPlan
+from vectide.services.common.segment import Binlog, Deltalog
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def compact(plan: CompactionPlan, store: binlog.Store) -> Binlog | None:
 
 def run_on_executor(task: tuple[CompactionPlan, dict[str, str]]) -> Binlog | None:
     """A Spark task: execute the plan with this Python worker's S3 client."""
-    from streaming.source import object_store
+    from vectide.streaming.source import object_store
 
     plan, s3_options = task
     return compact(plan, object_store(s3_options))

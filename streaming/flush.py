@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from services.common import binlog
-from services.common.binlog import PK_FIELD, TS_FIELD
-from services.common.msgstream import codec
-from services.common.msgstream.message import (
+from vectide.services.common import binlog
+from vectide.services.common.binlog import PK_FIELD, TS_FIELD
+from vectide.services.common.msgstream import codec
+from vectide.services.common.msgstream.message import (
     DataType,
     DeleteMsg,
     FieldColumn,
@@ -30,9 +30,9 @@ from services.common.msgstream.message import (
     Position,
     TimeTickMsg,
 )
-from services.common.results import concat
-from services.common.segment import BatchReport, Binlog, Deltalog
-from streaming.poison import fit_deletes, fit_inserts
+from vectide.services.common.results import concat
+from vectide.services.common.segment import BatchReport, Binlog, Deltalog
+from vectide.streaming.poison import fit_deletes, fit_inserts
 
 log = logging.getLogger(__name__)
 

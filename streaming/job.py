@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.common.config import Config
-from services.common.metrics import DATANODE_SKIPPED
-from services.common.msgstream.channels import pchannels
-from services.common.msgstream.kafka import security_settings
-from services.common.objectstore import ObjectStore
-from streaming.flush import merge_rows
+from vectide.services.common.config import Config
+from vectide.services.common.metrics import DATANODE_SKIPPED
+from vectide.services.common.msgstream.channels import pchannels
+from vectide.services.common.msgstream.kafka import security_settings
+from vectide.services.common.objectstore import ObjectStore
+from vectide.streaming.flush import merge_rows
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ def start_query(
     trigger_s: float,
     source_options: dict[str, str] | None = None,
 ) -> Any:
-    from streaming.source import ChannelSource, s3_options
+    from vectide.streaming.source import ChannelSource, s3_options
 
     spark.dataSource.register(ChannelSource)
     channels = pchannels(config.cluster.name, config.cluster.dml_channels)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from services.common.msgstream.message import FIXED_DTYPES, DeleteMsg, InsertMsg, row_width
+from vectide.services.common.msgstream.message import FIXED_DTYPES, DeleteMsg, InsertMsg, row_width
 
 #: a message at its channel offset
 Placed = tuple[int, Any]

@@ -32,7 +32,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from streaming.planning import OffsetPlanner, PlanLimits, Seen
+from vectide.streaming.planning import OffsetPlanner, PlanLimits, Seen
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def tick_ts(value: bytes) -> int | None:
     """The stamp of a TimeTick record, None for any other record."""
     if value[:1] != TICK_PREFIX:
         return None
-    from services.common.msgstream import codec
+    from vectide.services.common.msgstream import codec
 
     try:
         return codec.decode(value).ts
@@ -194,8 +194,8 @@ def object_store(options: dict[str, str]) -> Any:
     """The S3 client of this Python worker, created on first use (never at import)."""
     key = tuple(options.get(f"s3_{k}", "") for k in _S3_KEYS)
     if key not in _STORES:
-        from services.common.config import S3Config
-        from services.common.objectstore import ObjectStore
+        from vectide.services.common.config import S3Config
+        from vectide.services.common.objectstore import ObjectStore
 
         _STORES[key] = ObjectStore(S3Config(**dict(zip(_S3_KEYS, key, strict=True))))
     return _STORES[key]
@@ -313,7 +313,7 @@ class ChannelStreamReader(DataSourceStreamReader):
 
     def read(self, partition: ChannelRange | Checkpoints) -> Iterator[tuple[str, str]]:
         """Executor: persist one channel's range and describe what was written."""
-        from streaming.flush import (
+        from vectide.streaming.flush import (
             ParallelPuts,
             Record,
             checkpoints_only,

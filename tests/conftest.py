@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.config import Config
 from tests.infra import running_infra
+from vectide.services.common.config import Config
 
 
 @pytest.fixture(scope="session")

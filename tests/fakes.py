@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.testing import MemoryObjectStore
+from vectide.services.testing import MemoryObjectStore
 
 #: the object-store interface binlog readers and writers use, on a dict
 DictStore = MemoryObjectStore

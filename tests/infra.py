@@ -16,9 +16,9 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from services.common.config import Config, load_config
-from services.infra.components import ZooKeeper
-from services.infra.manager import InfraManager
+from vectide.services.common.config import Config, load_config
+from vectide.services.infra.components import ZooKeeper
+from vectide.services.infra.manager import InfraManager
 
 REPO = Path(__file__).resolve().parents[1]
 

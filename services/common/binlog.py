@@ -25,8 +25,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from services.common.hashing import shard_of
-from services.common.msgstream.message import DENSE_VECTORS, FIXED_DTYPES, DataType, row_width
+from vectide.services.common.hashing import shard_of
+from vectide.services.common.msgstream.message import (
+    DENSE_VECTORS,
+    FIXED_DTYPES,
+    DataType,
+    row_width,
+)
 
 TIMESTAMP_FIELD = 1
 #: the binlog field ids of every segment's primary keys and insert stamps (beside the

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from services.common.segment import Deltalog, SegmentInfo
+from vectide.services.common.segment import Deltalog, SegmentInfo
 
 #: common.proto CompactionState
 STATE_UNDEFINED = 0

@@ -12,10 +12,10 @@ import threading
 import time
 from typing import Any
 
-from services.common.errors import Code, MilvusError
-from services.common.rpc import types as _rpc_types  # noqa: F401 - registers what replies carry
-from services.common.rpc.transport import RpcClient
-from services.common.session import SessionInfo, SessionRegistry
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.rpc import types as _rpc_types  # noqa: F401 - registers what replies carry
+from vectide.services.common.rpc.transport import RpcClient
+from vectide.services.common.session import SessionInfo, SessionRegistry
 
 log = logging.getLogger(__name__)
 

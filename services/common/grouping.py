@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from services.common import errors
-from services.common.msgstream.message import DataType
-from services.common.results import SearchHits, best_first, reduce_hits
-from services.common.schema import CollectionSchema, FieldSchema
+from vectide.services.common import errors
+from vectide.services.common.msgstream.message import DataType
+from vectide.services.common.results import SearchHits, best_first, reduce_hits
+from vectide.services.common.schema import CollectionSchema, FieldSchema
 
 #: scalar types a search may group by (Milvus refuses floats, JSON, arrays and vectors)
 GROUPABLE = frozenset(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from services.common.kv.base import MetaKV
+from vectide.services.common.kv.base import MetaKV
 
 _CAS_ATTEMPTS = 64
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import faiss
 import numpy as np
 
-from services.common import vector_types
-from services.common.schema import CollectionSchema, IndexInfo
+from vectide.services.common import vector_types
+from vectide.services.common.schema import CollectionSchema, IndexInfo
 
 APPROXIMATE = frozenset({"IVF_FLAT", "HNSW", "AUTOINDEX"})
 

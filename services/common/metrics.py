@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-from services.common.observability import StateGauge
+from vectide.services.common.observability import StateGauge
 
 PROXY_REQUESTS = Counter(
     "vectide_proxy_requests",

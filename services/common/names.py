@@ -10,7 +10,7 @@ rejected when a database, collection or alias is created).
 
 from __future__ import annotations
 
-from services.common.errors import Code, MilvusError
+from vectide.services.common.errors import Code, MilvusError
 
 DEFAULT_DB = "default"
 MAX_NAME_LENGTH = 255

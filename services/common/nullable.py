@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from services.common import errors
-from services.common.msgstream.message import FIXED_DTYPES, DataType, FieldColumn
-from services.common.schema import FieldSchema
+from vectide.services.common import errors
+from vectide.services.common.msgstream.message import FIXED_DTYPES, DataType, FieldColumn
+from vectide.services.common.schema import FieldSchema
 
 #: the types a default value may have, as Milvus allows them (not JSON, not vectors)
 DEFAULT_VALUE_TYPES: dict[DataType, tuple[type, ...]] = {

@@ -13,7 +13,7 @@ import boto3
 from botocore.config import Config as BotoConfig
 from botocore.exceptions import ClientError
 
-from services.common.config import S3Config
+from vectide.services.common.config import S3Config
 
 
 class ObjectStoreError(RuntimeError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from services.common.schema import CollectionInfo
+from vectide.services.common.schema import CollectionInfo
 
 
 class CollectionSource(Protocol):

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from services.common.msgstream.message import PrimaryKeys
+from vectide.services.common.msgstream.message import PrimaryKeys
 
 #: metrics where a larger score is better
 SIMILARITY_METRICS = frozenset({"IP", "COSINE"})

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from services.common.msgstream.message import FIXED_DTYPES, VECTOR_TYPES, DataType
+from vectide.services.common.msgstream.message import FIXED_DTYPES, VECTOR_TYPES, DataType
 
 DYNAMIC_FIELD = "$meta"
 #: Milvus numbers user fields from 100 (0 and 1 are the system row id and timestamp fields).

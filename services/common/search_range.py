@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from services.common import errors
+from vectide.services.common import errors
 
 #: metrics whose scores grow with similarity (their distance is the negated score)
 SIMILARITIES = frozenset({"IP", "COSINE"})

@@ -7,7 +7,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 
-from services.common.msgstream.message import Position
+from vectide.services.common.msgstream.message import Position
 
 
 class SegmentState(StrEnum):

@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from services.common import errors, timestamp
-from services.common.schema import ConsistencyLevel
+from vectide.services.common import errors, timestamp
+from vectide.services.common.schema import ConsistencyLevel
 
 #: pymilvus's stamp for "no guarantee" (Eventually, or Customized without a stamp)
 EVENTUALLY_TS = 1

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import grpc
 
-from services.common.config import ConfigError, SecurityConfig
+from vectide.services.common.config import ConfigError, SecurityConfig
 
 OFF, ONE_WAY, MUTUAL = 0, 1, 2
 

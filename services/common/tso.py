@@ -15,8 +15,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from services.common import timestamp
-from services.common.kv.base import MetaKV
+from vectide.services.common import timestamp
+from vectide.services.common.kv.base import MetaKV
 
 #: Refresh the persisted bound when physical time gets this close to it.
 _GUARD_MS = 1

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from services.common.msgstream.message import DataType
+from vectide.services.common.msgstream.message import DataType
 
 FLOAT_METRICS = frozenset({"L2", "IP", "COSINE"})
 BINARY_METRICS = frozenset({"HAMMING", "JACCARD"})

@@ -18,8 +18,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from services.common.segment import PERSISTED, Deltalog, SegmentInfo
-from services.common.time_travel import Retention
+from vectide.services.common.segment import PERSISTED, Deltalog, SegmentInfo
+from vectide.services.common.time_travel import Retention
 
 
 @dataclass

@@ -17,13 +17,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import asdict, replace
 
-from services.common.compaction_plan import CompactionPlan, JobState
-from services.common.kv.base import KVError, MetaKV, Txn
-from services.common.msgstream.channels import pchannel_of
-from services.common.msgstream.message import Position
-from services.common.segment import PERSISTED, Binlog, Deltalog, SegmentInfo, SegmentState
-from services.datacoord.compaction import CompactionPolicy, plan_groups
-from services.datacoord.compaction_jobs import CompactionJobs, PlanState
+from vectide.services.common.compaction_plan import CompactionPlan, JobState
+from vectide.services.common.kv.base import KVError, MetaKV, Txn
+from vectide.services.common.msgstream.channels import pchannel_of
+from vectide.services.common.msgstream.message import Position
+from vectide.services.common.segment import PERSISTED, Binlog, Deltalog, SegmentInfo, SegmentState
+from vectide.services.datacoord.compaction import CompactionPolicy, plan_groups
+from vectide.services.datacoord.compaction_jobs import CompactionJobs, PlanState
 
 log = logging.getLogger(__name__)
 

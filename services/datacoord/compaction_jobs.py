@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from services.common.compaction_plan import (
+from vectide.services.common.compaction_plan import (
     STATE_COMPLETED,
     STATE_EXECUTING,
     STATE_UNDEFINED,

@@ -27,10 +27,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 
-from services.common.kv.base import MetaKV
-from services.common.msgstream.channels import pchannel_of
-from services.common.msgstream.message import Position
-from services.common.segment import (
+from vectide.services.common.kv.base import MetaKV
+from vectide.services.common.msgstream.channels import pchannel_of
+from vectide.services.common.msgstream.message import Position
+from vectide.services.common.segment import (
     PERSISTED,
     RETIRED,
     BatchReport,
@@ -39,10 +39,10 @@ from services.common.segment import (
     SegmentInfo,
     SegmentState,
 )
-from services.datacoord.compaction import CompactionPolicy
-from services.datacoord.compaction_coord import CompactionCoord
-from services.datacoord.compaction_jobs import CompactionJobs
-from services.datacoord.garbage import GcPlan
+from vectide.services.datacoord.compaction import CompactionPolicy
+from vectide.services.datacoord.compaction_coord import CompactionCoord
+from vectide.services.datacoord.compaction_jobs import CompactionJobs
+from vectide.services.datacoord.garbage import GcPlan
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from services.common.msgstream.channels import pchannel_of
-from services.common.msgstream.message import Position
-from services.common.segment import RETIRED, Deltalog, SegmentInfo
+from vectide.services.common.msgstream.channels import pchannel_of
+from vectide.services.common.msgstream.message import Position
+from vectide.services.common.segment import RETIRED, Deltalog, SegmentInfo
 
 #: the object kinds garbage collection looks after (Milvus's layout, ``services.common.binlog``)
 PREFIXES = ("insert_log/", "stats_log/", "delta_log/", "index_files/")

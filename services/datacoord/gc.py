@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from services.common.segment import RETIRED, SegmentInfo
-from services.datacoord.core import DataCoord
-from services.datacoord.garbage import PREFIXES, needless_deltalogs, orphans, plan_gc
+from vectide.services.common.segment import RETIRED, SegmentInfo
+from vectide.services.datacoord.core import DataCoord
+from vectide.services.datacoord.garbage import PREFIXES, needless_deltalogs, orphans, plan_gc
 
 log = logging.getLogger(__name__)
 

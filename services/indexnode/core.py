@@ -20,11 +20,11 @@ from typing import Protocol
 import faiss
 import numpy as np
 
-from services.common import binlog, vector_types
-from services.common.index_spec import IndexSpec, is_interim
-from services.common.msgstream.message import DataType
-from services.common.schema import CollectionInfo, IndexInfo
-from services.common.segment import PERSISTED, SegmentInfo, SegmentState
+from vectide.services.common import binlog, vector_types
+from vectide.services.common.index_spec import IndexSpec, is_interim
+from vectide.services.common.msgstream.message import DataType
+from vectide.services.common.schema import CollectionInfo, IndexInfo
+from vectide.services.common.segment import PERSISTED, SegmentInfo, SegmentState
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from services.common.config import Config
+from vectide.services.common.config import Config
 
 _quiet_log = logging.getLogger("vectide.infra.probe")
 
@@ -235,7 +235,7 @@ class SeaweedS3(Component):
         }
 
     def healthy(self) -> bool:
-        from services.common.objectstore import ObjectStore
+        from vectide.services.common.objectstore import ObjectStore
 
         if not self.endpoint.accepts():
             return False
@@ -274,7 +274,7 @@ class TansuBroker(Component):
         if self.config.kafka.storage not in ("memory", "s3"):
             raise InfraError(f"kafka.storage must be memory or s3, not {self.config.kafka.storage}")
         if self.config.kafka.storage == "s3":
-            from services.common.objectstore import ObjectStore
+            from vectide.services.common.objectstore import ObjectStore
 
             s3 = self.config.s3.__class__(**{**vars(self.config.s3), "bucket": self.broker_bucket})
             ObjectStore(s3).ensure_bucket()

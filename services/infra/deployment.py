@@ -18,19 +18,19 @@ from dataclasses import asdict, dataclass
 import grpc
 from pymilvus.grpc_gen import milvus_pb2, milvus_pb2_grpc
 
-from services.common import tls
-from services.common.config import Config
-from services.common.kv.base import KVError
-from services.common.kv.zookeeper import cluster_root, connect_zookeeper
-from services.common.session import SessionInfo, SessionRegistry
-from services.infra.components import Endpoint, InfraError
-from services.infra.manager import InfraManager, Progress
-from services.infra.process import ManagedProcess
-from services.infra.spark import master_state, master_url, spark_components
-from services.infra.supervisor import MARKER as SUPERVISOR_MARKER
-from services.infra.supervisor import STATE_FILE as SUPERVISOR_STATE
-from services.infra.supervisor import SessionEvictor, SupervisedRole, Supervisor
-from services.infra.supervisor import read_state as read_supervisor_state
+from vectide.services.common import tls
+from vectide.services.common.config import Config
+from vectide.services.common.kv.base import KVError
+from vectide.services.common.kv.zookeeper import cluster_root, connect_zookeeper
+from vectide.services.common.session import SessionInfo, SessionRegistry
+from vectide.services.infra.components import Endpoint, InfraError
+from vectide.services.infra.manager import InfraManager, Progress
+from vectide.services.infra.process import ManagedProcess
+from vectide.services.infra.spark import master_state, master_url, spark_components
+from vectide.services.infra.supervisor import MARKER as SUPERVISOR_MARKER
+from vectide.services.infra.supervisor import STATE_FILE as SUPERVISOR_STATE
+from vectide.services.infra.supervisor import SessionEvictor, SupervisedRole, Supervisor
+from vectide.services.infra.supervisor import read_state as read_supervisor_state
 
 #: On one host every process needs its own /metrics and /healthz port: the role's offset
 #: from ``service.metrics_port`` plus its index (standalone keeps 9091, rootcoords 9191..,
@@ -201,7 +201,7 @@ class DeploymentManager:
         for role in roles:
             proc = self._process(role)
             if not supervised and proc.pid() is None:
-                argv = [sys.executable, "-m", "services.cli", *role.args]
+                argv = [sys.executable, "-m", "vectide.services.cli", *role.args]
                 pid = proc.start(argv, env=env)
                 self._progress(f"{role.name}: started pid {pid} on port {role.port}")
             self._wait(role, proc)
@@ -244,7 +244,7 @@ class DeploymentManager:
         if self.supervisor.pid() is not None:
             return
         (self.config.run_dir / SUPERVISOR_STATE).unlink(missing_ok=True)
-        argv = [sys.executable, "-m", "services.cli", "supervise"]
+        argv = [sys.executable, "-m", "vectide.services.cli", "supervise"]
         pid = self.supervisor.start(argv, env=env)
         self._progress(f"supervisor: started pid {pid}; it starts and restarts the roles")
 
@@ -254,7 +254,9 @@ class DeploymentManager:
         if not roles:
             raise InfraError("no deployment recorded: run `vectide up`")
         supervised = {
-            name: SupervisedRole([sys.executable, "-m", "services.cli", *r.args], " ".join(r.args))
+            name: SupervisedRole(
+                [sys.executable, "-m", "vectide.services.cli", *r.args], " ".join(r.args)
+            )
             for name, r in roles.items()
         }
         evictor = SessionEvictor(self.config)

@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from services.common.config import Config
-from services.infra.components import Component, InfraError, components
-from services.infra.process import ManagedProcess
+from vectide.services.common.config import Config
+from vectide.services.infra.components import Component, InfraError, components
+from vectide.services.infra.process import ManagedProcess
 
 log = logging.getLogger(__name__)
 

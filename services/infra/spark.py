@@ -16,8 +16,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from services.common.config import Config
-from services.infra.components import Component, Endpoint, InfraError
+from vectide.services.common.config import Config
+from vectide.services.infra.components import Component, Endpoint, InfraError
 
 MASTER_MAIN = "org.apache.spark.deploy.master.Master"
 WORKER_MAIN = "org.apache.spark.deploy.worker.Worker"

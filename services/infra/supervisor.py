@@ -28,13 +28,13 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from services.common.config import Config
-from services.common.election import evict_contenders
-from services.common.kv.base import KVError
-from services.common.kv.zookeeper import cluster_root, connect_zookeeper
-from services.common.session import SessionRegistry
-from services.infra.process import ManagedProcess, alive
-from services.infra.supervision import (
+from vectide.services.common.config import Config
+from vectide.services.common.election import evict_contenders
+from vectide.services.common.kv.base import KVError
+from vectide.services.common.kv.zookeeper import cluster_root, connect_zookeeper
+from vectide.services.common.session import SessionRegistry
+from vectide.services.infra.process import ManagedProcess, alive
+from vectide.services.infra.supervision import (
     Backoff,
     Event,
     Exited,
@@ -49,7 +49,7 @@ from services.infra.supervision import (
 log = logging.getLogger(__name__)
 
 #: the supervisor's own command line contains this (its ManagedProcess marker)
-MARKER = "services.cli supervise"
+MARKER = "vectide.services.cli supervise"
 STATE_FILE = "supervisor.json"
 #: how often a starting role's readiness is probed (a probe may open a connection)
 PROBE_INTERVAL_S = 0.5

@@ -22,11 +22,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from services.common import nullable
-from services.common.errors import Code, MilvusError
-from services.common.msgstream.message import DataType, FieldColumn
-from services.common.schema import CollectionInfo
-from services.ingest.decode import RecordDecoder, RecordError, Tombstone, Upsert
+from vectide.services.common import nullable
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.msgstream.message import DataType, FieldColumn
+from vectide.services.common.schema import CollectionInfo
+from vectide.services.ingest.decode import RecordDecoder, RecordError, Tombstone, Upsert
 
 log = logging.getLogger(__name__)
 

@@ -26,9 +26,9 @@ import fastavro
 import numpy as np
 import orjson
 
-from services.common.msgstream.message import DataType
-from services.common.nullable import may_be_null
-from services.common.schema import CollectionSchema, FieldSchema
+from vectide.services.common.msgstream.message import DataType
+from vectide.services.common.nullable import may_be_null
+from vectide.services.common.schema import CollectionSchema, FieldSchema
 
 _INT_RANGES = {
     DataType.INT8: (-(2**7), 2**7 - 1),

@@ -13,7 +13,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
-from services.ingest.batcher import DeadLetter
+from vectide.services.ingest.batcher import DeadLetter
 
 
 class DeadLetterError(RuntimeError):

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
-from services.common.kv.base import MetaKV, Txn
+from vectide.services.common.kv.base import MetaKV, Txn
 
 FORMATS = ("json", "avro")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

@@ -10,9 +10,9 @@ import itertools
 import threading
 from typing import Any
 
-from services.common.errors import Code, MilvusError
-from services.common.msgstream.message import FieldColumn
-from services.common.schema import CollectionInfo
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.msgstream.message import FieldColumn
+from vectide.services.common.schema import CollectionInfo
 
 
 class LocalWriter:

@@ -16,15 +16,15 @@ from typing import Any
 import fastavro
 from kazoo.client import KazooClient
 
-from services.common.config import Config
-from services.common.kv.zookeeper import ZooKeeperKV, cluster_root
-from services.common.msgstream.kafka import security_settings
-from services.common.observability import Health
-from services.common.session import SessionRegistry
-from services.ingest.batcher import Writer
-from services.ingest.dlq import DeadLetterProducer
-from services.ingest.mapping import MAPPINGS, MappingStore
-from services.ingest.worker import IngestWorker, RunnerConfig
+from vectide.services.common.config import Config
+from vectide.services.common.kv.zookeeper import ZooKeeperKV, cluster_root
+from vectide.services.common.msgstream.kafka import security_settings
+from vectide.services.common.observability import Health
+from vectide.services.common.session import SessionRegistry
+from vectide.services.ingest.batcher import Writer
+from vectide.services.ingest.dlq import DeadLetterProducer
+from vectide.services.ingest.mapping import MAPPINGS, MappingStore
+from vectide.services.ingest.worker import IngestWorker, RunnerConfig
 
 log = logging.getLogger(__name__)
 

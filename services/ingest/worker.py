@@ -24,11 +24,17 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-from services.common.msgstream.kafka import ensure_topics
-from services.ingest import metrics
-from services.ingest.batcher import Backpressure, BatchApplier, BatchOutcome, KafkaRecord, Writer
-from services.ingest.dlq import DeadLetterError, DeadLetterProducer
-from services.ingest.mapping import IngestMapping, MappingStore, Progress
+from vectide.services.common.msgstream.kafka import ensure_topics
+from vectide.services.ingest import metrics
+from vectide.services.ingest.batcher import (
+    Backpressure,
+    BatchApplier,
+    BatchOutcome,
+    KafkaRecord,
+    Writer,
+)
+from vectide.services.ingest.dlq import DeadLetterError, DeadLetterProducer
+from vectide.services.ingest.mapping import IngestMapping, MappingStore, Progress
 
 log = logging.getLogger(__name__)
 

@@ -11,24 +11,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from services.common.compaction_plan import JobState
-from services.common.config import Config, QuotaConfig
-from services.common.msgstream.message import Message
-from services.common.names import DEFAULT_DB
-from services.common.placement import NodeLoad
-from services.common.requests import ShardQueryRequest, ShardSearchRequest
-from services.common.results import QueryRows, SearchHits
-from services.common.schema import (
+from vectide.services.common.compaction_plan import JobState
+from vectide.services.common.config import Config, QuotaConfig
+from vectide.services.common.msgstream.message import Message
+from vectide.services.common.names import DEFAULT_DB
+from vectide.services.common.placement import NodeLoad
+from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
+from vectide.services.common.results import QueryRows, SearchHits
+from vectide.services.common.schema import (
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
     DatabaseInfo,
     IndexInfo,
 )
-from services.common.time_travel import Retention
-from services.proxy.channels_time_ticker import ChannelsTimeTicker
-from services.proxy.meta_cache import MetaCache
-from services.proxy.shard_cache import ShardLeaderCache
+from vectide.services.common.time_travel import Retention
+from vectide.services.proxy.channels_time_ticker import ChannelsTimeTicker
+from vectide.services.proxy.meta_cache import MetaCache
+from vectide.services.proxy.shard_cache import ShardLeaderCache
 
 
 class RootCoordPort(Protocol):

@@ -14,16 +14,16 @@ import numpy as np
 from google.protobuf.message import DecodeError
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
-from services.common import errors, nullable, timestamp
-from services.common.errors import MilvusError
-from services.common.msgstream.message import (
+from vectide.services.common import errors, nullable, timestamp
+from vectide.services.common.errors import MilvusError
+from vectide.services.common.msgstream.message import (
     DENSE_VECTORS,
     VECTOR_TYPES,
     DataType,
     FieldColumn,
 )
-from services.common.results import QueryRows, SearchHits
-from services.common.schema import (
+from vectide.services.common.results import QueryRows, SearchHits
+from vectide.services.common.schema import (
     DYNAMIC_FIELD,
     FIRST_FIELD_ID,
     CollectionInfo,
@@ -31,9 +31,9 @@ from services.common.schema import (
     ConsistencyLevel,
     FieldSchema,
 )
-from services.proxy import typed_fields
-from services.proxy.default_values import default_from_proto, default_to_proto
-from services.proxy.dql import Outputs
+from vectide.services.proxy import typed_fields
+from vectide.services.proxy.default_values import default_from_proto, default_to_proto
+from vectide.services.proxy.dql import Outputs
 
 SUPPORTED = {t.value for t in DataType}
 PK_TYPES = {DataType.INT64, DataType.VARCHAR}

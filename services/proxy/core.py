@@ -16,25 +16,25 @@ from typing import Any
 
 import numpy as np
 
-from services.common import errors
-from services.common.errors import Code, MilvusError
-from services.common.expr import pk_terms
-from services.common.index_spec import is_interim
-from services.common.load_state import LOAD_STATE_LOADED
-from services.common.msgstream.message import DataType, FieldColumn, PrimaryKeys
-from services.common.names import DEFAULT_DB, qualified
-from services.common.pacer import Pacer
-from services.common.results import QueryRows, SearchHits
-from services.common.schema import (
+from vectide.services.common import errors
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.expr import pk_terms
+from vectide.services.common.index_spec import is_interim
+from vectide.services.common.load_state import LOAD_STATE_LOADED
+from vectide.services.common.msgstream.message import DataType, FieldColumn, PrimaryKeys
+from vectide.services.common.names import DEFAULT_DB, qualified
+from vectide.services.common.pacer import Pacer
+from vectide.services.common.results import QueryRows, SearchHits
+from vectide.services.common.schema import (
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
     DatabaseInfo,
     IndexInfo,
 )
-from services.proxy import limits
-from services.proxy.channels_time_ticker import ChannelsTimeTicker
-from services.proxy.context import (
+from vectide.services.proxy import limits
+from vectide.services.proxy.channels_time_ticker import ChannelsTimeTicker
+from vectide.services.proxy.context import (
     ChannelWriter,
     DataCoordPort,
     ProxyConfig,
@@ -42,18 +42,18 @@ from services.proxy.context import (
     QueryNodes,
     RootCoordPort,
 )
-from services.proxy.dml import DeleteTask, InsertTask, MutationResult
-from services.proxy.dql import Outputs, QuerySpec, QueryTask, SearchSpec, SearchTask
-from services.proxy.index_kinds import index_kind, scalar_index_type
-from services.proxy.meta_cache import MetaCache
-from services.proxy.segment_placement import (
+from vectide.services.proxy.dml import DeleteTask, InsertTask, MutationResult
+from vectide.services.proxy.dql import Outputs, QuerySpec, QueryTask, SearchSpec, SearchTask
+from vectide.services.proxy.index_kinds import index_kind, scalar_index_type
+from vectide.services.proxy.meta_cache import MetaCache
+from vectide.services.proxy.segment_placement import (
     ServedSegment,
     load_reports,
     served_segments,
     shard_nodes,
 )
-from services.proxy.shard_cache import ShardLeaderCache
-from services.proxy.task_scheduler import TaskScheduler
+from vectide.services.proxy.shard_cache import ShardLeaderCache
+from vectide.services.proxy.task_scheduler import TaskScheduler
 
 log = logging.getLogger(__name__)
 

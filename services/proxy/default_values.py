@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pymilvus.grpc_gen import schema_pb2
 
-from services.common import errors
-from services.common.msgstream.message import DataType
-from services.common.schema import FieldSchema
+from vectide.services.common import errors
+from vectide.services.common.msgstream.message import DataType
+from vectide.services.common.schema import FieldSchema
 
 #: the ValueField member carrying each type's default value
 MEMBER_OF: dict[DataType, str] = {

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from services.common import errors, nullable
-from services.common.hashing import shard_of
-from services.common.msgstream.channels import pchannel_of
-from services.common.msgstream.message import (
+from vectide.services.common import errors, nullable
+from vectide.services.common.hashing import shard_of
+from vectide.services.common.msgstream.channels import pchannel_of
+from vectide.services.common.msgstream.message import (
     DataType,
     DeleteMsg,
     FieldColumn,
@@ -24,12 +24,12 @@ from services.common.msgstream.message import (
     Message,
     PrimaryKeys,
 )
-from services.common.results import MutationResult, take
-from services.common.schema import CollectionInfo
-from services.proxy.task_scheduler import Queue, Task
+from vectide.services.common.results import MutationResult, take
+from vectide.services.common.schema import CollectionInfo
+from vectide.services.proxy.task_scheduler import Queue, Task
 
 if TYPE_CHECKING:
-    from services.proxy.context import TaskContext
+    from vectide.services.proxy.context import TaskContext
 
 MAX_MSG_BYTES = 4 * 1024 * 1024
 _msg_ids = itertools.count(1)

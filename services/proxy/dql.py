@@ -10,26 +10,26 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from services.common import errors, timestamp, vector_types
-from services.common.errors import Code, MilvusError
-from services.common.grouping import group_by_field, merge_groups, restrict_to_groups
-from services.common.msgstream.message import DataType, row_width
-from services.common.requests import ShardQueryRequest, ShardSearchRequest
-from services.common.results import QueryRows, SearchHits, merge_hits, merge_rows, take
-from services.common.schema import (
+from vectide.services.common import errors, timestamp, vector_types
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.grouping import group_by_field, merge_groups, restrict_to_groups
+from vectide.services.common.msgstream.message import DataType, row_width
+from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
+from vectide.services.common.results import QueryRows, SearchHits, merge_hits, merge_rows, take
+from vectide.services.common.schema import (
     DYNAMIC_FIELD,
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
     FieldSchema,
 )
-from services.common.search_range import band_of
-from services.common.time_travel import EVENTUALLY_TS
-from services.proxy import limits
-from services.proxy.task_scheduler import Queue, Task
+from vectide.services.common.search_range import band_of
+from vectide.services.common.time_travel import EVENTUALLY_TS
+from vectide.services.proxy import limits
+from vectide.services.proxy.task_scheduler import Queue, Task
 
 if TYPE_CHECKING:
-    from services.proxy.context import TaskContext
+    from vectide.services.proxy.context import TaskContext
 
 COUNT_STAR = "count(*)"
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from pymilvus.grpc_gen import schema_pb2
 
-from services.proxy import convert
+from vectide.services.proxy import convert
 
 
 def template_values(values: Any) -> dict[str, Any]:

@@ -10,13 +10,13 @@ from collections.abc import Callable
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2
 
-from services.common import errors
-from services.common.errors import MilvusError
-from services.common.names import DEFAULT_DB
-from services.proxy import convert
-from services.proxy.core import Proxy
-from services.proxy.grpc_common import MILVUS_VERSION, alias_of, db_of, ok, ref_of, rpc
-from services.proxy.system_info import (
+from vectide.services.common import errors
+from vectide.services.common.errors import MilvusError
+from vectide.services.common.names import DEFAULT_DB
+from vectide.services.proxy import convert
+from vectide.services.proxy.core import Proxy
+from vectide.services.proxy.grpc_common import MILVUS_VERSION, alias_of, db_of, ok, ref_of, rpc
+from vectide.services.proxy.system_info import (
     DEFAULT_RESOURCE_GROUP,
     DEFAULT_RESOURCE_GROUP_CAPACITY,
     SYSTEM_INFO,

@@ -20,12 +20,12 @@ from typing import Any
 import grpc
 from pymilvus.grpc_gen import common_pb2
 
-from services.common.kv.base import KVError
-from services.common.security import audit
-from services.common.security.guard import Guard, PermissionDenied, Unauthenticated
-from services.common.security.privileges import ANY, Requirement
-from services.proxy.grpc_common import db_of
-from services.proxy.interceptor import reply_status, wrap_milvus_rpcs
+from vectide.services.common.kv.base import KVError
+from vectide.services.common.security import audit
+from vectide.services.common.security.guard import Guard, PermissionDenied, Unauthenticated
+from vectide.services.common.security.privileges import ANY, Requirement
+from vectide.services.proxy.grpc_common import db_of
+from vectide.services.proxy.interceptor import reply_status, wrap_milvus_rpcs
 
 #: every privilege name Milvus defines (``PrivilegeInsert``, ...): what grants may name
 PRIVILEGE_NAMES = frozenset(common_pb2.ObjectPrivilege.keys())

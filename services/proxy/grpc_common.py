@@ -11,9 +11,9 @@ from typing import Any
 import grpc
 from pymilvus.grpc_gen import common_pb2
 
-from services.common.errors import MilvusError
-from services.common.names import DEFAULT_DB, qualified
-from services.proxy import convert
+from vectide.services.common.errors import MilvusError
+from vectide.services.common.names import DEFAULT_DB, qualified
+from vectide.services.proxy import convert
 
 log = logging.getLogger(__name__)
 

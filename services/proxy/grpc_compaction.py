@@ -13,12 +13,12 @@ from typing import Any
 
 from pymilvus.grpc_gen import milvus_pb2
 
-from services.common import errors
-from services.common.errors import Code, MilvusError
-from services.common.names import qualified
-from services.proxy.context import DataCoordPort
-from services.proxy.core import Proxy
-from services.proxy.grpc_common import db_of, ok, rpc
+from vectide.services.common import errors
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.names import qualified
+from vectide.services.proxy.context import DataCoordPort
+from vectide.services.proxy.core import Proxy
+from vectide.services.proxy.grpc_common import db_of, ok, rpc
 
 
 class CompactionRpcs:

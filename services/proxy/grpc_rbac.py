@@ -14,12 +14,12 @@ from typing import Any
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2
 
-from services.common import errors
-from services.common.errors import Code, MilvusError
-from services.common.security.privileges import ANY, COLLECTION, GLOBAL, Grant, api_name
-from services.common.security.rbac import Rbac
-from services.proxy.grpc_auth import CURRENT_USER
-from services.proxy.grpc_common import db_of, ok, rpc
+from vectide.services.common import errors
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.security.privileges import ANY, COLLECTION, GLOBAL, Grant, api_name
+from vectide.services.common.security.rbac import Rbac
+from vectide.services.proxy.grpc_auth import CURRENT_USER
+from vectide.services.proxy.grpc_common import db_of, ok, rpc
 
 
 def _password(encoded: bytes | str) -> str:

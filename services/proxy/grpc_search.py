@@ -14,16 +14,21 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from pymilvus.grpc_gen import milvus_pb2
 
-from services.common import errors
-from services.common.errors import MilvusError
-from services.proxy import convert, limits
-from services.proxy.core import Proxy
-from services.proxy.dql import SearchSpec
-from services.proxy.expr_params import template_values
-from services.proxy.grpc_common import rpc
-from services.proxy.hybrid import HybridSpec, hybrid_search
-from services.proxy.rerank import Cut, ranker_of
-from services.proxy.search_iterator import IteratorPage, iterator_page, mark_page, page_params
+from vectide.services.common import errors
+from vectide.services.common.errors import MilvusError
+from vectide.services.proxy import convert, limits
+from vectide.services.proxy.core import Proxy
+from vectide.services.proxy.dql import SearchSpec
+from vectide.services.proxy.expr_params import template_values
+from vectide.services.proxy.grpc_common import rpc
+from vectide.services.proxy.hybrid import HybridSpec, hybrid_search
+from vectide.services.proxy.rerank import Cut, ranker_of
+from vectide.services.proxy.search_iterator import (
+    IteratorPage,
+    iterator_page,
+    mark_page,
+    page_params,
+)
 
 
 class SearchRpcs:

@@ -17,24 +17,24 @@ from typing import Any
 import grpc
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc, schema_pb2
 
-from services import __version__
-from services.common import errors, timestamp
-from services.common.config import QuotaConfig
-from services.common.names import qualified, split
-from services.common.schema import IndexInfo
-from services.common.security.rbac import Rbac
-from services.proxy import convert, limits
-from services.proxy.core import Proxy
-from services.proxy.dql import QuerySpec
-from services.proxy.expr_params import template_values
-from services.proxy.grpc_admin import AdminRpcs
-from services.proxy.grpc_auth import CURRENT_USER
-from services.proxy.grpc_common import MILVUS_VERSION, db_of, ok, ref_of, rpc
-from services.proxy.grpc_compaction import CompactionRpcs
-from services.proxy.grpc_rbac import RbacRpcs
-from services.proxy.grpc_search import SearchRpcs
-from services.proxy.limits import RateLimiter
-from services.proxy.system_info import Member
+from vectide.services import __version__
+from vectide.services.common import errors, timestamp
+from vectide.services.common.config import QuotaConfig
+from vectide.services.common.names import qualified, split
+from vectide.services.common.schema import IndexInfo
+from vectide.services.common.security.rbac import Rbac
+from vectide.services.proxy import convert, limits
+from vectide.services.proxy.core import Proxy
+from vectide.services.proxy.dql import QuerySpec
+from vectide.services.proxy.expr_params import template_values
+from vectide.services.proxy.grpc_admin import AdminRpcs
+from vectide.services.proxy.grpc_auth import CURRENT_USER
+from vectide.services.proxy.grpc_common import MILVUS_VERSION, db_of, ok, ref_of, rpc
+from vectide.services.proxy.grpc_compaction import CompactionRpcs
+from vectide.services.proxy.grpc_rbac import RbacRpcs
+from vectide.services.proxy.grpc_search import SearchRpcs
+from vectide.services.proxy.limits import RateLimiter
+from vectide.services.proxy.system_info import Member
 
 
 class MilvusService(

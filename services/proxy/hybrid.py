@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from services.common import errors
-from services.common.results import SearchHits
-from services.common.schema import CollectionInfo
-from services.proxy.dql import Outputs, SearchSpec
-from services.proxy.rerank import GROUP_SCORERS, Cut, Ranker, fuse
+from vectide.services.common import errors
+from vectide.services.common.results import SearchHits
+from vectide.services.common.schema import CollectionInfo
+from vectide.services.proxy.dql import Outputs, SearchSpec
+from vectide.services.proxy.rerank import GROUP_SCORERS, Cut, Ranker, fuse
 
 if TYPE_CHECKING:
-    from services.proxy.core import Proxy
+    from vectide.services.proxy.core import Proxy
 
 #: Milvus's cap on the searches of one hybrid search
 MAX_SEARCHES = 1024

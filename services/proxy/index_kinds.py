@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.common import errors, vector_types
-from services.common.msgstream.message import DataType
-from services.common.schema import FieldSchema
+from vectide.services.common import errors, vector_types
+from vectide.services.common.msgstream.message import DataType
+from vectide.services.common.schema import FieldSchema
 
 
 def index_kind(field: FieldSchema, params: dict[str, Any]) -> tuple[str, str]:

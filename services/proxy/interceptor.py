@@ -13,7 +13,7 @@ from typing import Any
 
 import grpc
 
-from services.common.metrics import PROXY_LATENCY, PROXY_REQUESTS, PROXY_ROWS
+from vectide.services.common.metrics import PROXY_LATENCY, PROXY_REQUESTS, PROXY_ROWS
 
 MILVUS_SERVICE = "milvus.proto.milvus.MilvusService"
 #: MutationResult fields counting rows, by the op label they feed

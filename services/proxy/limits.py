@@ -13,10 +13,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from services.common import errors
-from services.common.config import QuotaConfig
-from services.common.errors import Code, MilvusError
-from services.common.expr import Expr, ExprError, parse
+from vectide.services.common import errors
+from vectide.services.common.config import QuotaConfig
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.expr import Expr, ExprError, parse
 
 #: kinds of request the rate limiter meters, and what one unit is
 DML, SEARCH, QUERY = "dml", "search", "query"

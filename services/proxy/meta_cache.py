@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from services.common.ports import CollectionSource
-from services.common.schema import CollectionInfo
+from vectide.services.common.ports import CollectionSource
+from vectide.services.common.schema import CollectionInfo
 
 
 class MetaCache:

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from services.common import errors
-from services.common.results import SIMILARITY_METRICS, SearchHits, concat, take
+from vectide.services.common import errors
+from vectide.services.common.results import SIMILARITY_METRICS, SearchHits, concat, take
 
 RRF = "rrf"
 WEIGHTED = "weighted"

@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 
-from services.common.errors import Code
-from services.proxy.rest_api import RestApi
+from vectide.services.common.errors import Code
+from vectide.services.proxy.rest_api import RestApi
 
 log = logging.getLogger(__name__)
 

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2
 
-from services.common.errors import Code, MilvusError
-from services.proxy import rest_body as rb
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.proxy import rest_body as rb
 
 if TYPE_CHECKING:
-    from services.proxy.rest_call import Handler, RestCall, RestCaller
+    from vectide.services.proxy.rest_call import Handler, RestCall, RestCaller
 
 # -- partitions ------------------------------------------------------------------------
 

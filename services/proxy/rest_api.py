@@ -18,17 +18,17 @@ from typing import Any
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
-from services.common.errors import Code, MilvusError
-from services.common.kv.base import KVError
-from services.common.names import DEFAULT_DB
-from services.common.security.guard import Guard, PermissionDenied, Unauthenticated
-from services.proxy import rest_admin as admin
-from services.proxy import rest_body as rb
-from services.proxy.grpc_auth import CURRENT_USER, admit, audit_reply
-from services.proxy.grpc_service import MilvusService
-from services.proxy.rest_call import Handler, RestCall
-from services.proxy.rest_collections import CollectionHandlers
-from services.proxy.rest_entities import EntityHandlers
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.kv.base import KVError
+from vectide.services.common.names import DEFAULT_DB
+from vectide.services.common.security.guard import Guard, PermissionDenied, Unauthenticated
+from vectide.services.proxy import rest_admin as admin
+from vectide.services.proxy import rest_body as rb
+from vectide.services.proxy.grpc_auth import CURRENT_USER, admit, audit_reply
+from vectide.services.proxy.grpc_service import MilvusService
+from vectide.services.proxy.rest_call import Handler, RestCall
+from vectide.services.proxy.rest_collections import CollectionHandlers
+from vectide.services.proxy.rest_entities import EntityHandlers
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from pymilvus.grpc_gen import common_pb2, schema_pb2
 
-from services.common.errors import Code, MilvusError
-from services.common.schema import ConsistencyLevel
-from services.proxy.default_values import MEMBER_OF
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.schema import ConsistencyLevel
+from vectide.services.proxy.default_values import MEMBER_OF
 
 _MISSING = object()
 

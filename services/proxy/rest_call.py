@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from pymilvus.grpc_gen import schema_pb2
 
-from services.proxy import rest_body as rb
+from vectide.services.proxy import rest_body as rb
 
 
 @dataclass

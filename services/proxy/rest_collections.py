@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
-from services.common.errors import Code, MilvusError
-from services.proxy import rest_admin as admin
-from services.proxy import rest_body as rb
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.proxy import rest_admin as admin
+from vectide.services.proxy import rest_body as rb
 
 if TYPE_CHECKING:
-    from services.proxy.rest_call import Handler, RestCall, RestCaller
+    from vectide.services.proxy.rest_call import Handler, RestCall, RestCaller
 
 #: the quick setup's index metric when the body names none (Milvus's REST default)
 DEFAULT_METRIC = "COSINE"

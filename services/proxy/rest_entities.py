@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
-from services.common.errors import Code, MilvusError
-from services.proxy import rest_body as rb
-from services.proxy import rest_rows
-from services.proxy.rest_rows import DT
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.proxy import rest_body as rb
+from vectide.services.proxy import rest_rows
+from vectide.services.proxy.rest_rows import DT
 
 if TYPE_CHECKING:
-    from services.proxy.rest_call import Handler, RestCall, RestCaller
+    from vectide.services.proxy.rest_call import Handler, RestCall, RestCaller
 
 #: Milvus's REST defaults: query and search return at most 100 rows unless told
 DEFAULT_LIMIT = 100

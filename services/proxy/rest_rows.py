@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 from pymilvus.grpc_gen import common_pb2, schema_pb2
 
-from services.common.errors import Code, MilvusError
-from services.common.schema import DYNAMIC_FIELD
-from services.proxy import rest_vectors, typed_fields
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.schema import DYNAMIC_FIELD
+from vectide.services.proxy import rest_vectors, typed_fields
 
 DT = schema_pb2.DataType
 _INT_RANGES = {DT.Int8: 2**7, DT.Int16: 2**15, DT.Int32: 2**31, DT.Int64: 2**63}

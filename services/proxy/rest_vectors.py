@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from pymilvus.grpc_gen import common_pb2, schema_pb2
 
-from services.common import vector_types
+from vectide.services.common import vector_types
 
 DT = schema_pb2.DataType
 #: the VectorField member and the placeholder type of each byte-packed vector type

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 from pymilvus.grpc_gen import milvus_pb2
 
-from services.common import errors, timestamp
-from services.common.results import SearchHits
-from services.common.search_range import LAST_BOUND
+from vectide.services.common import errors, timestamp
+from vectide.services.common.results import SearchHits
+from vectide.services.common.search_range import LAST_BOUND
 
 
 @dataclass(frozen=True)

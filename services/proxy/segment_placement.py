@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from services.common.placement import NodeLoad
+from vectide.services.common.placement import NodeLoad
 
 
 class Nodes(Protocol):

@@ -13,36 +13,36 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from kazoo.client import KazooClient
 from pymilvus.grpc_gen import milvus_pb2_grpc
 
-from services.common import tls
-from services.common.config import Config
-from services.common.errors import Code, MilvusError
-from services.common.kv.zookeeper import ZooKeeperKV, cluster_root
-from services.common.msgstream.channels import pchannels
-from services.common.msgstream.writer import KafkaChannelWriter
-from services.common.observability import Health
-from services.common.periodic import Periodic
-from services.common.rpc import types as rpc_types
-from services.common.rpc.transport import generic_handler, new_server
-from services.common.security import audit
-from services.common.security.guard import Guard
-from services.common.security.rbac import Rbac
-from services.common.security.store import VERSION_KEY, RbacStore
-from services.common.session import SessionRegistry
-from services.proxy.context import (
+from vectide.services.common import tls
+from vectide.services.common.config import Config
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.kv.zookeeper import ZooKeeperKV, cluster_root
+from vectide.services.common.msgstream.channels import pchannels
+from vectide.services.common.msgstream.writer import KafkaChannelWriter
+from vectide.services.common.observability import Health
+from vectide.services.common.periodic import Periodic
+from vectide.services.common.rpc import types as rpc_types
+from vectide.services.common.rpc.transport import generic_handler, new_server
+from vectide.services.common.security import audit
+from vectide.services.common.security.guard import Guard
+from vectide.services.common.security.rbac import Rbac
+from vectide.services.common.security.store import VERSION_KEY, RbacStore
+from vectide.services.common.session import SessionRegistry
+from vectide.services.proxy.context import (
     DataCoordPort,
     ProxyConfig,
     QueryCoordPort,
     QueryNodes,
     RootCoordPort,
 )
-from services.proxy.core import Proxy
-from services.proxy.grpc_auth import PRIVILEGE_NAMES, AuthInterceptor
-from services.proxy.grpc_service import MilvusService
-from services.proxy.interceptor import MILVUS_SERVICE, MetricsInterceptor
-from services.proxy.limits import RateLimiter
-from services.proxy.rest import RestServer
-from services.proxy.rest_api import RestApi
-from services.proxy.system_info import MILVUS_ROLES, Member
+from vectide.services.proxy.core import Proxy
+from vectide.services.proxy.grpc_auth import PRIVILEGE_NAMES, AuthInterceptor
+from vectide.services.proxy.grpc_service import MilvusService
+from vectide.services.proxy.interceptor import MILVUS_SERVICE, MetricsInterceptor
+from vectide.services.proxy.limits import RateLimiter
+from vectide.services.proxy.rest import RestServer
+from vectide.services.proxy.rest_api import RestApi
+from vectide.services.proxy.system_info import MILVUS_ROLES, Member
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol
 
-from services.common import errors
-from services.common.errors import Code, MilvusError
-from services.common.schema import CollectionInfo
+from vectide.services.common import errors
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.schema import CollectionInfo
 
 
 class PlacementSource(Protocol):

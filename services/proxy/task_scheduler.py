@@ -21,8 +21,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
-from services.common.errors import Code, MilvusError
-from services.proxy.channels_time_ticker import ChannelsTimeTicker
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.proxy.channels_time_ticker import ChannelsTimeTicker
 
 #: stamps one DDL task may take while other proxies' DDL keep overtaking it
 DDL_ATTEMPTS = 5

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 from pymilvus.grpc_gen import common_pb2, schema_pb2
 
-from services.common import errors, vector_types
-from services.common.msgstream.message import FIXED_DTYPES, DataType, row_width
-from services.common.schema import FieldSchema
+from vectide.services.common import errors, vector_types
+from vectide.services.common.msgstream.message import FIXED_DTYPES, DataType, row_width
+from vectide.services.common.schema import FieldSchema
 
 #: the VectorField member carrying each dense byte-packed type
 _BYTES_MEMBER = {

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from services.common.config import QueryConfig
+from vectide.services.common.config import QueryConfig
 
 #: Milvus's queryCoord defaults, which the seeds' design names.
 DEFAULT_OVERLOADED_PERCENTAGE = 90.0

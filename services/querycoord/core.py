@@ -16,20 +16,20 @@ from collections import Counter
 from collections.abc import Collection, Sequence
 from typing import Protocol
 
-from services.common import errors
-from services.common.errors import Code, MilvusError
-from services.common.kv.base import MetaKV
-from services.common.load_state import LOAD_STATE_LOADED, LOAD_STATE_NOT_LOAD
-from services.common.msgstream.message import Position
-from services.common.placement import NodeLoad
-from services.common.ports import CollectionSource
-from services.common.schema import CollectionInfo
-from services.common.segment import Deltalog, LoadPlan, SegmentInfo, SegmentState
-from services.querycoord import replicas as replica_codec
-from services.querycoord.balance import BalanceConfig, Balancer
-from services.querycoord.distribution import Distribution, Group
-from services.querycoord.replicas import Replica, assign_nodes, new_replicas
-from services.querycoord.shard_loading import ShardLeaders, ShardLoader
+from vectide.services.common import errors
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.kv.base import MetaKV
+from vectide.services.common.load_state import LOAD_STATE_LOADED, LOAD_STATE_NOT_LOAD
+from vectide.services.common.msgstream.message import Position
+from vectide.services.common.placement import NodeLoad
+from vectide.services.common.ports import CollectionSource
+from vectide.services.common.schema import CollectionInfo
+from vectide.services.common.segment import Deltalog, LoadPlan, SegmentInfo, SegmentState
+from vectide.services.querycoord import replicas as replica_codec
+from vectide.services.querycoord.balance import BalanceConfig, Balancer
+from vectide.services.querycoord.distribution import Distribution, Group
+from vectide.services.querycoord.replicas import Replica, assign_nodes, new_replicas
+from vectide.services.querycoord.shard_loading import ShardLeaders, ShardLoader
 
 log = logging.getLogger(__name__)
 

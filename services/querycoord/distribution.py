@@ -19,12 +19,18 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from services.common.errors import Code, MilvusError
-from services.common.msgstream.channels import pchannel_of
-from services.common.placement import NodeLoad
-from services.common.schema import CollectionInfo
-from services.common.segment import Deltalog, SegmentInfo
-from services.querycoord.balance import Balancer, Move, NodeState, PlacementError, SegmentLoad
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.msgstream.channels import pchannel_of
+from vectide.services.common.placement import NodeLoad
+from vectide.services.common.schema import CollectionInfo
+from vectide.services.common.segment import Deltalog, SegmentInfo
+from vectide.services.querycoord.balance import (
+    Balancer,
+    Move,
+    NodeState,
+    PlacementError,
+    SegmentLoad,
+)
 
 log = logging.getLogger(__name__)
 

@@ -14,14 +14,14 @@ import threading
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
-from services.common.errors import MilvusError
-from services.common.index_spec import is_interim
-from services.common.msgstream.channels import pchannel_of
-from services.common.placement import NodeLoad
-from services.common.ports import CollectionSource
-from services.common.schema import CollectionInfo
-from services.common.segment import PERSISTED, LoadPlan, SegmentInfo, SegmentState
-from services.querycoord.distribution import Distribution
+from vectide.services.common.errors import MilvusError
+from vectide.services.common.index_spec import is_interim
+from vectide.services.common.msgstream.channels import pchannel_of
+from vectide.services.common.placement import NodeLoad
+from vectide.services.common.ports import CollectionSource
+from vectide.services.common.schema import CollectionInfo
+from vectide.services.common.segment import PERSISTED, LoadPlan, SegmentInfo, SegmentState
+from vectide.services.querycoord.distribution import Distribution
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Generic, TypeVar
 import faiss
 import numpy as np
 
-from services.common.index_spec import IndexSpec, normalised
+from vectide.services.common.index_spec import IndexSpec, normalised
 
 DEFAULT_CHUNK_ROWS = 16_384
 T = TypeVar("T")

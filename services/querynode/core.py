@@ -16,29 +16,35 @@ import logging
 import threading
 from typing import Any, Protocol
 
-from services.common import binlog
-from services.common.errors import Code, MilvusError
-from services.common.msgstream.channels import pchannel_of
-from services.common.msgstream.message import CollectionDDLMsg, InsertMsg, MsgPack
-from services.common.placement import NodeLoad
-from services.common.requests import ShardQueryRequest, ShardSearchRequest
-from services.common.results import QueryRows, SearchHits, merge_rows
-from services.common.schema import CollectionInfo
-from services.common.search_range import ScoreBand, band_of
-from services.common.segment import Deltalog, LoadPlan, SegmentInfo
-from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
-from services.querynode.hosting import HostedSegments
-from services.querynode.reads import (
+from vectide.services.common import binlog
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.msgstream.channels import pchannel_of
+from vectide.services.common.msgstream.message import CollectionDDLMsg, InsertMsg, MsgPack
+from vectide.services.common.placement import NodeLoad
+from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
+from vectide.services.common.results import QueryRows, SearchHits, merge_rows
+from vectide.services.common.schema import CollectionInfo
+from vectide.services.common.search_range import ScoreBand, band_of
+from vectide.services.common.segment import Deltalog, LoadPlan, SegmentInfo
+from vectide.services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
+from vectide.services.querynode.hosting import HostedSegments
+from vectide.services.querynode.reads import (
     ensure_indexes,
     parse_filter,
     query_store,
     reduce_hits,
     search_store,
 )
-from services.querynode.scatter import PeerNode, Peers, Scatter, by_node
-from services.querynode.sealed import install_index_files, load_sealed, read_deltalogs
-from services.querynode.segment import ShardStore
-from services.querynode.shard import Removal, Shard, apply_removal, is_removal, replay_removals
+from vectide.services.querynode.scatter import PeerNode, Peers, Scatter, by_node
+from vectide.services.querynode.sealed import install_index_files, load_sealed, read_deltalogs
+from vectide.services.querynode.segment import ShardStore
+from vectide.services.querynode.shard import (
+    Removal,
+    Shard,
+    apply_removal,
+    is_removal,
+    replay_removals,
+)
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from collections import Counter
 
 import numpy as np
 
-from services.common.grouping import as_values, groups_settled, select_groups
-from services.common.requests import ShardSearchRequest
-from services.querynode.segment import ShardStore
+from vectide.services.common.grouping import as_values, groups_settled, select_groups
+from vectide.services.common.requests import ShardSearchRequest
+from vectide.services.querynode.segment import ShardStore
 
 
 def search_groups(

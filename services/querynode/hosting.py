@@ -14,23 +14,23 @@ import logging
 import threading
 from collections.abc import Callable
 
-from services.common import binlog
-from services.common.errors import Code, MilvusError
-from services.common.requests import ShardQueryRequest, ShardSearchRequest
-from services.common.results import QueryRows, SearchHits, merge_rows
-from services.common.schema import CollectionInfo
-from services.common.search_range import band_of
-from services.common.segment import Deltalog, SegmentInfo
-from services.querynode.reads import (
+from vectide.services.common import binlog
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
+from vectide.services.common.results import QueryRows, SearchHits, merge_rows
+from vectide.services.common.schema import CollectionInfo
+from vectide.services.common.search_range import band_of
+from vectide.services.common.segment import Deltalog, SegmentInfo
+from vectide.services.querynode.reads import (
     ensure_indexes,
     parse_filter,
     query_store,
     reduce_hits,
     search_store,
 )
-from services.querynode.sealed import install_index_files, load_sealed, read_deltalogs
-from services.querynode.segment import ShardStore
-from services.querynode.shard import Removal, Shard, apply_removal
+from vectide.services.querynode.sealed import install_index_files, load_sealed, read_deltalogs
+from vectide.services.querynode.segment import ShardStore
+from vectide.services.querynode.shard import Removal, Shard, apply_removal
 
 log = logging.getLogger(__name__)
 

@@ -11,16 +11,16 @@ from typing import Any
 
 import numpy as np
 
-from services.common import errors, metrics
-from services.common.expr import ExprError, evaluate, parse
-from services.common.expr.indexed import select
-from services.common.grouping import as_values, merge_groups
-from services.common.msgstream.message import DataType
-from services.common.requests import ShardQueryRequest, ShardSearchRequest
-from services.common.results import QueryRows, SearchHits, merge_hits, pk_order, take
-from services.common.search_range import ScoreBand, distances
-from services.querynode.grouped_search import search_groups
-from services.querynode.segment import ShardStore
+from vectide.services.common import errors, metrics
+from vectide.services.common.expr import ExprError, evaluate, parse
+from vectide.services.common.expr.indexed import select
+from vectide.services.common.grouping import as_values, merge_groups
+from vectide.services.common.msgstream.message import DataType
+from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
+from vectide.services.common.results import QueryRows, SearchHits, merge_hits, pk_order, take
+from vectide.services.common.search_range import ScoreBand, distances
+from vectide.services.querynode.grouped_search import search_groups
+from vectide.services.querynode.segment import ShardStore
 
 
 class StoreColumns:

@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from services.common.expr.evaluate import json_key
-from services.common.msgstream.message import FIXED_DTYPES, DataType
-from services.common.schema import CollectionSchema
-from services.querynode.chunk_index import DEFAULT_CHUNK_ROWS, BuiltChunks
+from vectide.services.common.expr.evaluate import json_key
+from vectide.services.common.msgstream.message import FIXED_DTYPES, DataType
+from vectide.services.common.schema import CollectionSchema
+from vectide.services.querynode.chunk_index import DEFAULT_CHUNK_ROWS, BuiltChunks
 
 
 class SortedValues:

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
-from services.common.errors import Code, MilvusError
-from services.common.requests import ShardQueryRequest, ShardSearchRequest
-from services.common.results import QueryRows, SearchHits
-from services.querynode.shard import Removal, Shard
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
+from vectide.services.common.results import QueryRows, SearchHits
+from vectide.services.querynode.shard import Removal, Shard
 
 log = logging.getLogger(__name__)
 

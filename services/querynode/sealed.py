@@ -7,12 +7,12 @@ from __future__ import annotations
 import faiss
 import numpy as np
 
-from services.common import binlog
-from services.common.binlog import PK_FIELD, TS_FIELD
-from services.common.msgstream.message import DataType, FieldColumn, InsertMsg
-from services.common.schema import CollectionInfo
-from services.common.segment import Deltalog, SegmentInfo
-from services.querynode.segment import ShardStore
+from vectide.services.common import binlog
+from vectide.services.common.binlog import PK_FIELD, TS_FIELD
+from vectide.services.common.msgstream.message import DataType, FieldColumn, InsertMsg
+from vectide.services.common.schema import CollectionInfo
+from vectide.services.common.segment import Deltalog, SegmentInfo
+from vectide.services.querynode.segment import ShardStore
 
 
 def load_sealed(

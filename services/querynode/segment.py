@@ -13,30 +13,30 @@ from typing import Any
 
 import numpy as np
 
-from services.common import vector_types
-from services.common.index_spec import IndexSpec, is_interim
-from services.common.msgstream.message import (
+from vectide.services.common import vector_types
+from vectide.services.common.index_spec import IndexSpec, is_interim
+from vectide.services.common.msgstream.message import (
     FIXED_DTYPES,
     DataType,
     DeleteMsg,
     InsertMsg,
     row_width,
 )
-from services.common.nullable import with_nulls
-from services.common.results import SIMILARITY_METRICS, take
-from services.common.schema import (
+from vectide.services.common.nullable import with_nulls
+from vectide.services.common.results import SIMILARITY_METRICS, take
+from vectide.services.common.schema import (
     SCALAR_INDEX_ROW_BYTES,
     CollectionSchema,
     FieldSchema,
     IndexInfo,
 )
-from services.querynode.chunk_index import (
+from vectide.services.querynode.chunk_index import (
     DEFAULT_CHUNK_ROWS,
     ChunkIndexes,
 )
-from services.querynode.columns import FixedColumn, ObjectColumn
-from services.querynode.scalar_index import FieldChunks, ScalarIndexes, StoreIndex
-from services.querynode.sparse import SparseColumn
+from vectide.services.querynode.columns import FixedColumn, ObjectColumn
+from vectide.services.querynode.scalar_index import FieldChunks, ScalarIndexes, StoreIndex
+from vectide.services.querynode.sparse import SparseColumn
 
 NEVER = np.iinfo(np.int64).max
 Column = FixedColumn | ObjectColumn | SparseColumn

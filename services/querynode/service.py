@@ -10,25 +10,25 @@ import time
 import faiss
 from kazoo.client import KazooClient
 
-from services.common import timestamp
-from services.common.config import Config
-from services.common.discovery import RoleClients
-from services.common.kv.zookeeper import cluster_root
-from services.common.metrics import (
+from vectide.services.common import timestamp
+from vectide.services.common.config import Config
+from vectide.services.common.discovery import RoleClients
+from vectide.services.common.kv.zookeeper import cluster_root
+from vectide.services.common.metrics import (
     QUERYNODE_MEMORY,
     QUERYNODE_ROWS,
     QUERYNODE_SEGMENTS,
     SKIPPED_MESSAGES,
     TSAFE_LAG_MS,
 )
-from services.common.objectstore import ObjectStore
-from services.common.observability import Health, Sample
-from services.common.periodic import Periodic
-from services.common.rpc import types as rpc_types
-from services.common.rpc.transport import add_port, generic_handler, new_server
-from services.common.session import SessionRegistry
-from services.querynode.core import QueryNode
-from services.querynode.subscriber import KafkaSubscriber
+from vectide.services.common.objectstore import ObjectStore
+from vectide.services.common.observability import Health, Sample
+from vectide.services.common.periodic import Periodic
+from vectide.services.common.rpc import types as rpc_types
+from vectide.services.common.rpc.transport import add_port, generic_handler, new_server
+from vectide.services.common.session import SessionRegistry
+from vectide.services.querynode.core import QueryNode
+from vectide.services.querynode.subscriber import KafkaSubscriber
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from services.common import timestamp
-from services.common.msgstream.message import CollectionDDLMsg, DDLOp, DeleteMsg, InsertMsg
-from services.common.schema import CollectionInfo
-from services.querynode.segment import ShardStore
-from services.querynode.tsafe import TSafe
+from vectide.services.common import timestamp
+from vectide.services.common.msgstream.message import CollectionDDLMsg, DDLOp, DeleteMsg, InsertMsg
+from vectide.services.common.schema import CollectionInfo
+from vectide.services.querynode.segment import ShardStore
+from vectide.services.querynode.tsafe import TSafe
 
 #: how long (in stamp time) a shard remembers the inserts it applied, to skip duplicates
 DEDUP_WINDOW_MS = 60_000

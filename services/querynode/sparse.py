@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from services.common import vector_types
+from vectide.services.common import vector_types
 
 
 class SparseColumn:

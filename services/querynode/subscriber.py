@@ -11,9 +11,9 @@ import logging
 import threading
 from collections.abc import Callable
 
-from services.common.msgstream.kafka import ChannelConsumer
-from services.common.msgstream.message import CollectionDDLMsg, Message, Position
-from services.querynode.core import QueryNode
+from vectide.services.common.msgstream.kafka import ChannelConsumer
+from vectide.services.common.msgstream.message import CollectionDDLMsg, Message, Position
+from vectide.services.querynode.core import QueryNode
 
 log = logging.getLogger(__name__)
 

@@ -12,18 +12,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from services.common import timestamp
-from services.common.config import Config
-from services.common.kv.base import MetaKV
-from services.common.pacer import Pacer
-from services.common.time_travel import Retention
-from services.datacoord.compaction import CompactionPolicy
-from services.datacoord.core import DataCoord, DataCoordConfig
-from services.datacoord.gc import GarbageCollector, ObjectLister
-from services.indexnode.core import IndexBuilder, ObjectStorePort
-from services.querycoord.balance import BalanceConfig
-from services.querycoord.core import NodeDirectory, QueryCoord
-from services.rootcoord.core import CacheInvalidator, ChannelWriter, RootCoord
+from vectide.services.common import timestamp
+from vectide.services.common.config import Config
+from vectide.services.common.kv.base import MetaKV
+from vectide.services.common.pacer import Pacer
+from vectide.services.common.time_travel import Retention
+from vectide.services.datacoord.compaction import CompactionPolicy
+from vectide.services.datacoord.core import DataCoord, DataCoordConfig
+from vectide.services.datacoord.gc import GarbageCollector, ObjectLister
+from vectide.services.indexnode.core import IndexBuilder, ObjectStorePort
+from vectide.services.querycoord.balance import BalanceConfig
+from vectide.services.querycoord.core import NodeDirectory, QueryCoord
+from vectide.services.rootcoord.core import CacheInvalidator, ChannelWriter, RootCoord
 
 
 @dataclass

@@ -17,13 +17,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from services.common import errors, timestamp
-from services.common.errors import Code, MilvusError
-from services.common.id_allocator import IDAllocator
-from services.common.kv.base import MetaKV
-from services.common.msgstream.channels import pchannels, vchannel
-from services.common.msgstream.message import CollectionDDLMsg, DDLOp, Message, TimeTickMsg
-from services.common.names import (
+from vectide.services.common import errors, timestamp
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.id_allocator import IDAllocator
+from vectide.services.common.kv.base import MetaKV
+from vectide.services.common.msgstream.channels import pchannels, vchannel
+from vectide.services.common.msgstream.message import CollectionDDLMsg, DDLOp, Message, TimeTickMsg
+from vectide.services.common.names import (
     DEFAULT_DB,
     describe,
     qualified,
@@ -31,8 +31,8 @@ from services.common.names import (
     validate_db_name,
     validate_name,
 )
-from services.common.pacer import Pacer
-from services.common.schema import (
+from vectide.services.common.pacer import Pacer
+from vectide.services.common.schema import (
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
@@ -40,10 +40,10 @@ from services.common.schema import (
     IndexInfo,
     PartitionInfo,
 )
-from services.common.tso import TSOAllocator
-from services.rootcoord.ddl_requests import RequestLog, once_per_stamp
-from services.rootcoord.meta_table import MetaTable, ref_of
-from services.rootcoord.timetick_sync import TimeTickSync
+from vectide.services.common.tso import TSOAllocator
+from vectide.services.rootcoord.ddl_requests import RequestLog, once_per_stamp
+from vectide.services.rootcoord.meta_table import MetaTable, ref_of
+from vectide.services.rootcoord.timetick_sync import TimeTickSync
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from services.common.errors import Code, MilvusError
+from vectide.services.common.errors import Code, MilvusError
 
 #: errors that say nothing about the request: its retry must run it again
 TRANSIENT = frozenset({Code.SERVICE_UNAVAILABLE, Code.SERVICE_NOT_READY, Code.DDL_OUT_OF_ORDER})

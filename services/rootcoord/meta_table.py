@@ -17,10 +17,10 @@ import threading
 from dataclasses import asdict
 from typing import Any
 
-from services.common.kv.base import MetaKV, Txn
-from services.common.msgstream.message import DataType
-from services.common.names import DEFAULT_DB, qualified, split
-from services.common.schema import (
+from vectide.services.common.kv.base import MetaKV, Txn
+from vectide.services.common.msgstream.message import DataType
+from vectide.services.common.names import DEFAULT_DB, qualified, split
+from vectide.services.common.schema import (
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,

@@ -15,21 +15,21 @@ from collections.abc import Callable
 
 from kazoo.client import KazooClient
 
-from services.common import metrics, timestamp
-from services.common.config import Config
-from services.common.election import LeaderElection, process_identifier
-from services.common.kv.zookeeper import ZooKeeperKV, cluster_root
-from services.common.msgstream.kafka import ensure_topics
-from services.common.msgstream.writer import KafkaChannelWriter
-from services.common.objectstore import ObjectStore
-from services.common.observability import Health, Sample
-from services.common.periodic import Periodic
-from services.common.rpc import types as rpc_types
-from services.common.rpc.transport import add_port, generic_handler, new_server
-from services.common.session import SessionRegistry
-from services.querycoord.core import NodeDirectory
-from services.rootcoord.coordinators import build_coordinators
-from services.rootcoord.core import CacheInvalidator
+from vectide.services.common import metrics, timestamp
+from vectide.services.common.config import Config
+from vectide.services.common.election import LeaderElection, process_identifier
+from vectide.services.common.kv.zookeeper import ZooKeeperKV, cluster_root
+from vectide.services.common.msgstream.kafka import ensure_topics
+from vectide.services.common.msgstream.writer import KafkaChannelWriter
+from vectide.services.common.objectstore import ObjectStore
+from vectide.services.common.observability import Health, Sample
+from vectide.services.common.periodic import Periodic
+from vectide.services.common.rpc import types as rpc_types
+from vectide.services.common.rpc.transport import add_port, generic_handler, new_server
+from vectide.services.common.session import SessionRegistry
+from vectide.services.querycoord.core import NodeDirectory
+from vectide.services.rootcoord.coordinators import build_coordinators
+from vectide.services.rootcoord.core import CacheInvalidator
 
 log = logging.getLogger(__name__)
 

@@ -11,14 +11,14 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from pymilvus import MilvusClient
 
-from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
-from services.infra.deployment import DeploymentManager
-from services.infra.spark import master_url
-from services.ingest.mapping import IngestMapping, MappingStore
 from tests.chaos.load import DIM, Feeder, Reader, Writer
 from tests.infra import REPO, TEST_PORTS
 from tests.integration.conftest import free_block, isolated, zk  # noqa: F401
 from tests.integration.test_supervision import own_run_dir
+from vectide.services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
+from vectide.services.infra.deployment import DeploymentManager
+from vectide.services.infra.spark import master_url
+from vectide.services.ingest.mapping import IngestMapping, MappingStore
 
 COLLECTION = "chaos"
 INGESTED = "chaos_ingest"

@@ -22,15 +22,15 @@ from confluent_kafka import Producer
 from pymilvus import MilvusClient
 from pymilvus.grpc_gen import milvus_pb2, milvus_pb2_grpc
 
-from services.common.kv.zookeeper import cluster_root
-from services.common.msgstream import codec
-from services.common.msgstream.channels import pchannels
-from services.common.msgstream.message import DataType, FieldColumn, InsertMsg
-from services.common.session import SessionRegistry
-from services.infra.deployment import metrics_port
-from services.infra.supervisor import read_state
 from tests.chaos.conftest import COLLECTION, INGESTED
 from tests.chaos.load import vector
+from vectide.services.common.kv.zookeeper import cluster_root
+from vectide.services.common.msgstream import codec
+from vectide.services.common.msgstream.channels import pchannels
+from vectide.services.common.msgstream.message import DataType, FieldColumn, InsertMsg
+from vectide.services.common.session import SessionRegistry
+from vectide.services.infra.deployment import metrics_port
+from vectide.services.infra.supervisor import read_state
 
 #: the deployment (Spark included) starts within the first test's time
 pytestmark = pytest.mark.timeout(600)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from services.common.kv import KVError, Txn
+from vectide.services.common.kv import KVError, Txn
 
 
 class KVContract:

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 from pymilvus import DataType, MilvusClient
 
-from services.launcher import start_standalone
 from tests.fuzz.harness import Caller, Traffic
 from tests.fuzz.strategies import DIM, VICTIM, WRITER
 from tests.integration.conftest import free_port, isolated
+from vectide.services.launcher import start_standalone
 
 #: requests per run: 1,000 in the default test run, more with ``make test-fuzz``
 REQUESTS = int(os.environ.get("VECTIDE_FUZZ_REQUESTS", "1000"))

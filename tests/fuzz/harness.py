@@ -71,7 +71,7 @@ class CrashCatcher(logging.Handler):
     """Collects the proxy's "request failed" records: an exception that is not a Milvus
     error escaped validation (the reply says code 5 with the exception's text)."""
 
-    LOGGERS = ("services.proxy.grpc_common", "services.common.rpc.transport")
+    LOGGERS = ("vectide.services.proxy.grpc_common", "vectide.services.common.rpc.transport")
 
     def __init__(self) -> None:
         super().__init__(level=logging.ERROR)

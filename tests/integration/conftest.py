@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 from pymilvus import MilvusClient
 
-from services.common.config import Config
-from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
-from services.infra.deployment import DeploymentManager
-from services.launcher import start_standalone
 from tests.infra import REPO, TEST_PORTS
+from vectide.services.common.config import Config
+from vectide.services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
+from vectide.services.infra.deployment import DeploymentManager
+from vectide.services.launcher import start_standalone
 
 
 def pytest_collection_modifyitems(items):
@@ -89,7 +89,7 @@ def _bindable(port: int) -> bool:
 def vectide_status(config: Config) -> dict:
     """`vectide status --json` of a deployment, run as a user runs it."""
     result = subprocess.run(
-        [sys.executable, "-m", "services.cli", "status", "--json"],
+        [sys.executable, "-m", "vectide.services.cli", "status", "--json"],
         capture_output=True,
         text=True,
         timeout=60,

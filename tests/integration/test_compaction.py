@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from pymilvus import DataType, MilvusClient
 
-from services.common import binlog
-from services.common.objectstore import ObjectStore
 from tests.integration.conftest import free_port, isolated
 from tests.integration.test_persistence import Persistent
+from vectide.services.common import binlog
+from vectide.services.common.objectstore import ObjectStore
 
 #: the module's fixture starts a Spark data node: minutes on a loaded 2-core box
 pytestmark = pytest.mark.timeout(600)

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from pymilvus import MilvusClient
 
-from services.common.objectstore import ObjectStore
 from tests.integration.conftest import free_port, isolated
 from tests.integration.test_compaction import DIM, QUERIES, create, wait_for
 from tests.integration.test_persistence import Persistent
+from vectide.services.common.objectstore import ObjectStore
 
 pytestmark = [pytest.mark.heavy, pytest.mark.timeout(900)]
 

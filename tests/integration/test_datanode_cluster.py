@@ -12,10 +12,6 @@ import urllib.request
 import pytest
 from pymilvus import MilvusClient
 
-from services.common.kv.zookeeper import cluster_root
-from services.common.session import SessionRegistry
-from services.infra.manager import InfraManager
-from services.infra.spark import master_state, master_url, spark_components
 from tests.infra import TEST_PORTS
 from tests.integration.conftest import free_block, free_port, isolated, query_segments_when
 from tests.integration.test_persistence import (
@@ -25,6 +21,10 @@ from tests.integration.test_persistence import (
     make_collection,
     persisted_rows,
 )
+from vectide.services.common.kv.zookeeper import cluster_root
+from vectide.services.common.session import SessionRegistry
+from vectide.services.infra.manager import InfraManager
+from vectide.services.infra.spark import master_state, master_url, spark_components
 
 
 def get_json(url: str):

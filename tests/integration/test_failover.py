@@ -14,7 +14,7 @@ import pytest
 from pymilvus import MilvusClient, MilvusException
 from pymilvus.grpc_gen import milvus_pb2, milvus_pb2_grpc
 
-from services.common.errors import Code
+from vectide.services.common.errors import Code
 
 #: minutes, real processes killed: `make test-heavy` runs these alone
 pytestmark = pytest.mark.heavy

@@ -13,7 +13,7 @@ import pytest
 from pymilvus import DataType, MilvusClient
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc, schema_pb2
 
-from services.proxy.service import MAX_REQUEST_BYTES
+from vectide.services.proxy.service import MAX_REQUEST_BYTES
 
 DIM = 768
 

@@ -6,14 +6,14 @@ import socket
 import subprocess
 import sys
 
-from services.common.config import Config
-from services.infra.components import InfraError
-from services.infra.manager import InfraManager
+from vectide.services.common.config import Config
+from vectide.services.infra.components import InfraError
+from vectide.services.infra.manager import InfraManager
 
 
 def vectide(infra: Config, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "services.cli", *args],
+        [sys.executable, "-m", "vectide.services.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,

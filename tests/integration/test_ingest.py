@@ -26,24 +26,24 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from pymilvus import DataType, MilvusClient
 
-from services.cli import main as vectide
-from services.common.errors import Code, MilvusError
-from services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
-from services.common.msgstream.message import DataType as MsgType
-from services.common.schema import (
+from tests.integration.conftest import free_port, isolated
+from vectide.services.cli import main as vectide
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.kv.zookeeper import ZooKeeperKV, cluster_root, connect_zookeeper
+from vectide.services.common.msgstream.message import DataType as MsgType
+from vectide.services.common.schema import (
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
     FieldSchema,
 )
-from services.common.session import SessionRegistry
-from services.infra.deployment import DeploymentManager, plan
-from services.ingest.dlq import DeadLetterProducer
-from services.ingest.mapping import IngestMapping, MappingStore
-from services.ingest.service import IngestService
-from services.ingest.worker import MappingRunner, RunnerConfig
-from services.launcher import start_standalone
-from tests.integration.conftest import free_port, isolated
+from vectide.services.common.session import SessionRegistry
+from vectide.services.infra.deployment import DeploymentManager, plan
+from vectide.services.ingest.dlq import DeadLetterProducer
+from vectide.services.ingest.mapping import IngestMapping, MappingStore
+from vectide.services.ingest.service import IngestService
+from vectide.services.ingest.worker import MappingRunner, RunnerConfig
+from vectide.services.launcher import start_standalone
 
 DIM = 8
 
@@ -77,7 +77,7 @@ class Workers:
             [
                 sys.executable,
                 "-m",
-                "services.cli",
+                "vectide.services.cli",
                 "run",
                 "ingest",
                 "--metrics-port",

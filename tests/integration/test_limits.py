@@ -13,8 +13,8 @@ import pytest
 from pymilvus import MilvusClient, MilvusException
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc
 
-from services.launcher import start_standalone
 from tests.integration.conftest import free_port, isolated
+from vectide.services.launcher import start_standalone
 
 DIM = 4
 

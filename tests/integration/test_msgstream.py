@@ -10,10 +10,10 @@ import time
 import numpy as np
 import pytest
 
-from services.common.kv import MemoryKV
-from services.common.msgstream.kafka import ChannelConsumer, ChannelProducer, ensure_topics
-from services.common.msgstream.message import DeleteMsg, MsgPack, TimeTickMsg
-from services.common.tso import TSOAllocator
+from vectide.services.common.kv import MemoryKV
+from vectide.services.common.msgstream.kafka import ChannelConsumer, ChannelProducer, ensure_topics
+from vectide.services.common.msgstream.message import DeleteMsg, MsgPack, TimeTickMsg
+from vectide.services.common.tso import TSOAllocator
 
 
 class Writers:

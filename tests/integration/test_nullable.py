@@ -13,11 +13,11 @@ import requests
 from pymilvus import DataType, MilvusClient, MilvusException
 from pymilvus.grpc_gen.common_pb2 import SegmentState
 
-from services.common import binlog
-from services.common.msgstream.message import DataType as Dt
-from services.common.objectstore import ObjectStore
 from tests.integration.conftest import free_port, isolated
 from tests.integration.test_persistence import Persistent
+from vectide.services.common import binlog
+from vectide.services.common.msgstream.message import DataType as Dt
+from vectide.services.common.objectstore import ObjectStore
 
 DIM = 4
 FILTERS = [

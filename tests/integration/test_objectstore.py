@@ -2,7 +2,7 @@
 
 import pytest
 
-from services.common.objectstore import ObjectStore
+from vectide.services.common.objectstore import ObjectStore
 
 
 @pytest.fixture

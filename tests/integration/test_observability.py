@@ -14,12 +14,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 from pymilvus import DataType, MilvusClient
 
-from services.common.msgstream.channels import pchannels
-from services.common.msgstream.kafka import ChannelProducer
-from services.infra.deployment import DeploymentManager
-from services.proxy.interceptor import MILVUS_SERVICE
 from tests.infra import TEST_PORTS
 from tests.integration.conftest import free_block, isolated, vectide_status
+from vectide.services.common.msgstream.channels import pchannels
+from vectide.services.common.msgstream.kafka import ChannelProducer
+from vectide.services.infra.deployment import DeploymentManager
+from vectide.services.proxy.interceptor import MILVUS_SERVICE
 
 
 def get(url: str) -> tuple[int, bytes]:

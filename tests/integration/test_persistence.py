@@ -17,14 +17,14 @@ import pytest
 from pymilvus import DataType, MilvusClient
 from pymilvus.grpc_gen import common_pb2
 
-from services.common import binlog
-from services.common.kv.zookeeper import cluster_root, connect_zookeeper
-from services.common.objectstore import ObjectStore
-from services.common.session import SessionRegistry
-from services.infra.process import ManagedProcess
-from services.launcher import start_standalone
-from streaming.flush import PK_FIELD, TS_FIELD
 from tests.integration.conftest import exact_groups, free_port, isolated, query_segments_when
+from vectide.services.common import binlog
+from vectide.services.common.kv.zookeeper import cluster_root, connect_zookeeper
+from vectide.services.common.objectstore import ObjectStore
+from vectide.services.common.session import SessionRegistry
+from vectide.services.infra.process import ManagedProcess
+from vectide.services.launcher import start_standalone
+from vectide.streaming.flush import PK_FIELD, TS_FIELD
 
 #: minutes, real processes killed: `make test-heavy` runs these alone
 pytestmark = pytest.mark.heavy
@@ -38,13 +38,13 @@ class DataNode:
     def __init__(self, config) -> None:
         self.config = config
         self.proc = ManagedProcess(
-            f"datanode-{config.cluster.name}", config.run_dir, "services.cli run datanode"
+            f"datanode-{config.cluster.name}", config.run_dir, "vectide.services.cli run datanode"
         )
 
     def start(self) -> None:
         """Start it and wait until its streaming query runs (its session is registered)."""
         # its own /metrics port: the standalone deployment in this process holds the config's
-        argv = [sys.executable, "-m", "services.cli", "run", "datanode"]
+        argv = [sys.executable, "-m", "vectide.services.cli", "run", "datanode"]
         argv += ["--metrics-port", str(free_port())]
         before = set(self._members())
         self.proc.start(argv, env={**os.environ, **self.config.to_env()})
@@ -348,7 +348,7 @@ def test_scalar_index_filters_stay_exact_through_flush_handoff_and_reload(persis
     """Scalar indexes over growing chunks, then over the flushed segments the query node
     loads at handoff, then after a release and load from S3: the same rows every time, and
     the indexes answer (the filtered-read counter's index path moves)."""
-    from services.common import metrics
+    from vectide.services.common import metrics
 
     client = persistent.client
     name = f"ps_{uuid.uuid4().hex[:6]}"

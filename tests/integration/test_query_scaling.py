@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 from pymilvus import DataType, MilvusClient, connections, utility
 
-from services.common.kv.zookeeper import cluster_root, connect_zookeeper
-from services.common.session import SessionRegistry
-from services.infra.deployment import DeploymentManager
-from services.infra.query_status import query_status
-from services.infra.spark import master_url
 from tests.infra import REPO, TEST_PORTS
 from tests.integration.conftest import free_block, isolated
 from tests.integration.test_supervision import own_run_dir
+from vectide.services.common.kv.zookeeper import cluster_root, connect_zookeeper
+from vectide.services.common.session import SessionRegistry
+from vectide.services.infra.deployment import DeploymentManager
+from vectide.services.infra.query_status import query_status
+from vectide.services.infra.spark import master_url
 
 #: minutes: a Spark cluster and real processes, one killed
 pytestmark = pytest.mark.heavy

@@ -17,9 +17,9 @@ import pytest
 from pymilvus import MilvusClient
 from pymilvus.grpc_gen import milvus_pb2, milvus_pb2_grpc
 
-from services.infra.deployment import DeploymentManager
 from tests.infra import TEST_PORTS
 from tests.integration.conftest import cluster_ports, free_block, isolated
+from vectide.services.infra.deployment import DeploymentManager
 
 RATE = 20  # queries per second, cluster-wide
 SECONDS = 4.0

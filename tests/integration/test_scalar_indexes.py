@@ -17,9 +17,9 @@ import pytest
 import requests
 from pymilvus import DataType, MilvusClient, MilvusException
 
-from services.common import metrics
-from services.launcher import start_standalone
 from tests.integration.conftest import free_port, isolated
+from vectide.services.common import metrics
+from vectide.services.launcher import start_standalone
 
 N = 2000
 DIM = 4

@@ -22,16 +22,16 @@ from prometheus_client import REGISTRY
 from pymilvus import MilvusClient, MilvusException
 from pymilvus.grpc_gen import milvus_pb2, milvus_pb2_grpc
 
-from services.common.kv.zookeeper import ZooKeeperKV
-from services.common.security.guard import Guard, Unauthenticated
-from services.common.security.rbac import Rbac
-from services.common.security.store import RbacStore
-from services.infra.deployment import milvus_answers
-from services.launcher import start_standalone
-from services.proxy.grpc_auth import PRIVILEGE_NAMES
-from services.proxy.service import watch_rbac_changes
 from tests.infra import REPO
 from tests.integration.conftest import free_port, isolated
+from vectide.services.common.kv.zookeeper import ZooKeeperKV
+from vectide.services.common.security.guard import Guard, Unauthenticated
+from vectide.services.common.security.rbac import Rbac
+from vectide.services.common.security.store import RbacStore
+from vectide.services.infra.deployment import milvus_answers
+from vectide.services.launcher import start_standalone
+from vectide.services.proxy.grpc_auth import PRIVILEGE_NAMES
+from vectide.services.proxy.service import watch_rbac_changes
 
 DIM = 4
 ROOT_TOKEN = "root:Milvus"
@@ -278,7 +278,7 @@ def test_proxies_racing_to_bootstrap_and_change_leave_one_consistent_store(zk, z
 def _apikey_cli(config, *args: str) -> str:
     """`vectide apikey ...` run as an operator runs it, against the deployment's metastore."""
     result = subprocess.run(
-        [sys.executable, "-m", "services.cli", "apikey", *args],
+        [sys.executable, "-m", "vectide.services.cli", "apikey", *args],
         capture_output=True,
         text=True,
         timeout=60,

@@ -13,15 +13,15 @@ from types import SimpleNamespace
 import pytest
 from pymilvus import MilvusClient, MilvusException
 
-from services.common.config import Config
-from services.common.errors import Code
-from services.common.kv.zookeeper import cluster_root
-from services.common.session import SessionRegistry
-from services.infra.deployment import DeploymentManager
-from services.infra.process import alive
-from services.infra.supervisor import read_state
 from tests.infra import TEST_PORTS
 from tests.integration.conftest import free_block, free_port, isolated, vectide_status
+from vectide.services.common.config import Config
+from vectide.services.common.errors import Code
+from vectide.services.common.kv.zookeeper import cluster_root
+from vectide.services.common.session import SessionRegistry
+from vectide.services.infra.deployment import DeploymentManager
+from vectide.services.infra.process import alive
+from vectide.services.infra.supervisor import read_state
 
 #: a cluster of its own, roles killed and stalled: `make test-heavy` runs these alone
 pytestmark = pytest.mark.heavy

@@ -17,7 +17,6 @@ import pytest
 from pymilvus import Collection, MilvusClient, connections, utility
 from pymilvus.grpc_gen import milvus_pb2
 
-from services.common.objectstore import ObjectStore
 from tests.integration.conftest import free_port, isolated
 from tests.integration.test_compaction import (
     QUERIES,
@@ -28,6 +27,7 @@ from tests.integration.test_compaction import (
     wait_for,
 )
 from tests.integration.test_persistence import Persistent
+from vectide.services.common.objectstore import ObjectStore
 
 pytestmark = pytest.mark.timeout(600)
 

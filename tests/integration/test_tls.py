@@ -15,13 +15,13 @@ import pytest
 from pymilvus import MilvusClient
 from pymilvus.grpc_gen import milvus_pb2, milvus_pb2_grpc
 
-from services.common import tls
-from services.common.config import SecurityConfig
-from services.common.rpc.transport import use_tls
-from services.infra.deployment import DeploymentManager, milvus_answers
-from services.launcher import start_standalone
 from tests.certs import CertFiles, make_certs
 from tests.integration.conftest import TEST_PORTS, cluster_ports, free_block, free_port, isolated
+from vectide.services.common import tls
+from vectide.services.common.config import SecurityConfig
+from vectide.services.common.rpc.transport import use_tls
+from vectide.services.infra.deployment import DeploymentManager, milvus_answers
+from vectide.services.launcher import start_standalone
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,8 @@ import subprocess
 import sys
 import threading
 
-from services.common.tso import TSOAllocator
 from tests.infra import REPO
+from vectide.services.common.tso import TSOAllocator
 
 
 def run_child(infra, root: str, offset_ms: int, count: int) -> list[int]:

@@ -20,9 +20,9 @@ import requests
 from pymilvus import AnnSearchRequest, DataType, MilvusClient, MilvusException, RRFRanker
 from pymilvus.grpc_gen.common_pb2 import SegmentState
 
-from services.common.vector_types import as_float32, bfloat16_bits
 from tests.integration.conftest import free_port, isolated
 from tests.integration.test_persistence import Persistent
+from vectide.services.common.vector_types import as_float32, bfloat16_bits
 
 ROWS = 300
 TOP = 10

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from services.common.election import LeaderElection
-from services.common.kv.zookeeper import connect_zookeeper
-from services.common.session import SessionRegistry
 from tests.contract.kv_contract import KVContract
+from vectide.services.common.election import LeaderElection
+from vectide.services.common.kv.zookeeper import connect_zookeeper
+from vectide.services.common.session import SessionRegistry
 
 
 class TestZooKeeperKV(KVContract):
@@ -40,9 +40,9 @@ class TestZooKeeperKV(KVContract):
 
 SESSION_CHILD = """
 import sys, time
-from services.common.config import load_config
-from services.common.kv.zookeeper import connect_zookeeper
-from services.common.session import SessionRegistry
+from vectide.services.common.config import load_config
+from vectide.services.common.kv.zookeeper import connect_zookeeper
+from vectide.services.common.session import SessionRegistry
 cfg = load_config()
 registry = SessionRegistry(connect_zookeeper(cfg.zookeeper), sys.argv[1])
 info = registry.register("querynode", "127.0.0.1:21123")

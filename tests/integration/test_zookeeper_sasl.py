@@ -12,11 +12,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, NoAuthError, SessionClosedRequireSaslError
 from pymilvus import MilvusClient
 
-from services.common.kv.base import KVError
-from services.common.kv.zookeeper import cluster_root, connect_zookeeper
-from services.launcher import start_standalone
 from tests.infra import sasl_zookeeper
 from tests.integration.conftest import free_port, isolated
+from vectide.services.common.kv.base import KVError
+from vectide.services.common.kv.zookeeper import cluster_root, connect_zookeeper
+from vectide.services.launcher import start_standalone
 
 USER, PASSWORD = "vectide", "zk-s3cret-pw"
 INTRUDER, INTRUDER_PASSWORD = "intruder", "intruder-pw"

@@ -3,10 +3,10 @@ ROOT CLOCK_OFFSET_MS COUNT`` prints every stamp it hands out, one per line (COUN
 
 import sys
 
-from services.common import timestamp
-from services.common.config import load_config
-from services.common.kv.zookeeper import ZooKeeperKV, connect_zookeeper
-from services.common.tso import TSOAllocator
+from vectide.services.common import timestamp
+from vectide.services.common.config import load_config
+from vectide.services.common.kv.zookeeper import ZooKeeperKV, connect_zookeeper
+from vectide.services.common.tso import TSOAllocator
 
 
 def main() -> None:

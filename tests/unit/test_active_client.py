@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from services.common.discovery import ActiveClient
-from services.common.errors import Code, MilvusError
-from services.common.rpc.transport import generic_handler, new_server
-from services.common.session import SessionInfo
+from vectide.services.common.discovery import ActiveClient
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.rpc.transport import generic_handler, new_server
+from vectide.services.common.session import SessionInfo
 
 
 class Coordinator:

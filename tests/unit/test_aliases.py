@@ -3,11 +3,11 @@ wherever a collection name is taken, cache invalidation under every name, and a 
 
 import pytest
 
-from services.common.errors import Code, MilvusError
-from services.common.kv import MemoryKV
-from services.rootcoord.core import RootCoord
 from tests.unit.test_databases import create
 from tests.unit.test_rootcoord import Recorder
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.kv import MemoryKV
+from vectide.services.rootcoord.core import RootCoord
 
 
 class Invalidations:

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from services.common.errors import MilvusError
-from services.common.kv import MemoryKV
-from services.common.security.apikeys import KEY_PREFIX, ApiKeys, digest
-from services.common.security.guard import Guard, Unauthenticated
-from services.common.security.privileges import Requirement
-from services.common.security.rbac import Rbac
-from services.common.security.store import RbacStore
-from services.proxy.grpc_auth import PRIVILEGE_NAMES
+from vectide.services.common.errors import MilvusError
+from vectide.services.common.kv import MemoryKV
+from vectide.services.common.security.apikeys import KEY_PREFIX, ApiKeys, digest
+from vectide.services.common.security.guard import Guard, Unauthenticated
+from vectide.services.common.security.privileges import Requirement
+from vectide.services.common.security.rbac import Rbac
+from vectide.services.common.security.store import RbacStore
+from vectide.services.proxy.grpc_auth import PRIVILEGE_NAMES
 
 
 @pytest.fixture

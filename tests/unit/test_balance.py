@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from services.common.config import QueryConfig
-from services.querycoord.balance import (
+from vectide.services.common.config import QueryConfig
+from vectide.services.querycoord.balance import (
     BalanceConfig,
     Balancer,
     Move,

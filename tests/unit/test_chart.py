@@ -19,7 +19,7 @@ import pytest
 import yaml
 from helm_python import Chart, lint
 
-from services.common.config import load_config
+from vectide.services.common.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "vectide"

@@ -6,8 +6,8 @@ import avro.schema
 import numpy as np
 import pytest
 
-from services.common.msgstream import codec
-from services.common.msgstream.message import (
+from vectide.services.common.msgstream import codec
+from vectide.services.common.msgstream.message import (
     CollectionDDLMsg,
     DataType,
     DDLOp,

@@ -5,20 +5,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from services.common import binlog
-from services.common.compaction_plan import STATE_COMPLETED, STATE_EXECUTING, STATE_UNDEFINED
-from services.common.kv import MemoryKV
-from services.common.msgstream import codec
-from services.common.msgstream.message import DataType, DeleteMsg, Position, TimeTickMsg
-from services.common.segment import Binlog, Deltalog, LoadPlan, SegmentInfo, SegmentState
-from services.datacoord.compaction import CompactionPolicy, delete_estimate, plan_groups
-from services.datacoord.core import DataCoord, DataCoordConfig
-from services.querynode.core import QueryNode
-from streaming.compaction import CompactionWorker, compact, in_process
-from streaming.flush import PK_FIELD, TS_FIELD, Record, process_batch
 from tests.fakes import DictStore
 from tests.unit.test_datanode_batch import counter
 from tests.unit.test_querynode import DIM, collection, insert, pack, query
+from vectide.services.common import binlog
+from vectide.services.common.compaction_plan import (
+    STATE_COMPLETED,
+    STATE_EXECUTING,
+    STATE_UNDEFINED,
+)
+from vectide.services.common.kv import MemoryKV
+from vectide.services.common.msgstream import codec
+from vectide.services.common.msgstream.message import DataType, DeleteMsg, Position, TimeTickMsg
+from vectide.services.common.segment import Binlog, Deltalog, LoadPlan, SegmentInfo, SegmentState
+from vectide.services.datacoord.compaction import CompactionPolicy, delete_estimate, plan_groups
+from vectide.services.datacoord.core import DataCoord, DataCoordConfig
+from vectide.services.querynode.core import QueryNode
+from vectide.streaming.compaction import CompactionWorker, compact, in_process
+from vectide.streaming.flush import PK_FIELD, TS_FIELD, Record, process_batch
 
 VCH = "c-dml_0_7v0"
 
@@ -215,8 +219,8 @@ def test_a_node_loading_after_the_swap_skips_the_sources_met_in_its_replay():
 
 
 def test_jobs_forget_the_oldest_finished_ones_and_the_binlog_lists_of_finished_plans():
-    from services.common.compaction_plan import CompactionPlan
-    from services.datacoord.compaction_jobs import CompactionJobs, PlanState
+    from vectide.services.common.compaction_plan import CompactionPlan
+    from vectide.services.datacoord.compaction_jobs import CompactionJobs, PlanState
 
     jobs = CompactionJobs(timeout_s=5, keep_jobs=2)
     for job_id in (1, 2, 3):
@@ -237,8 +241,8 @@ def test_jobs_forget_the_oldest_finished_ones_and_the_binlog_lists_of_finished_p
 def test_a_lagging_node_swaps_only_once_it_reached_the_deletes_the_merge_applied(monkeypatch):
     import pytest
 
-    from services.common.errors import MilvusError
-    from services.querynode import core
+    from vectide.services.common.errors import MilvusError
+    from vectide.services.querynode import core
 
     monkeypatch.setattr(core, "SWAP_WAIT_S", 0.05)
     store = DictStore()

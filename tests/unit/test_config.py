@@ -1,6 +1,6 @@
 import pytest
 
-from services.common.config import Config, ConfigError, load_config
+from vectide.services.common.config import Config, ConfigError, load_config
 
 
 def test_defaults_without_file_or_env(tmp_path, monkeypatch):
@@ -80,7 +80,7 @@ def test_security_is_off_by_default_and_root_password_may_come_from_a_secret_fil
 
 def test_vectide_config_masks_secrets(capsys, monkeypatch):
     """`vectide config` is pasted into tickets: passwords and S3 secrets show as ***."""
-    from services.cli import main
+    from vectide.services.cli import main
 
     monkeypatch.setenv("VECTIDE_SECURITY_ROOT_PASSWORD", "hunter2")
     monkeypatch.setenv("VECTIDE_KAFKA_SASL_PASSWORD", "kafka-secret")

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from pymilvus.grpc_gen import common_pb2, schema_pb2
 
-from services.common.errors import Code, MilvusError
-from services.common.msgstream.message import DataType
-from services.common.schema import DYNAMIC_FIELD, FieldSchema
-from services.proxy import convert
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.msgstream.message import DataType
+from vectide.services.common.schema import DYNAMIC_FIELD, FieldSchema
+from vectide.services.proxy import convert
 
 
 def proto_schema(**overrides) -> bytes:

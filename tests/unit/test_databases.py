@@ -3,12 +3,12 @@ rules Milvus applies to create and drop, and a catalog that survives a reload.""
 
 import pytest
 
-from services.common.errors import Code, MilvusError
-from services.common.kv import MemoryKV
-from services.common.names import DEFAULT_DB, describe, qualified, split, validate_db_name
-from services.common.schema import ConsistencyLevel
-from services.rootcoord.core import RootCoord
 from tests.unit.test_rootcoord import Recorder, schema
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.kv import MemoryKV
+from vectide.services.common.names import DEFAULT_DB, describe, qualified, split, validate_db_name
+from vectide.services.common.schema import ConsistencyLevel
+from vectide.services.rootcoord.core import RootCoord
 
 
 @pytest.fixture

@@ -3,10 +3,11 @@
 import numpy as np
 import pytest
 
-from services.common import binlog
-from services.common.kv import MemoryKV
-from services.common.msgstream import codec
-from services.common.msgstream.message import (
+from tests.fakes import DictStore
+from vectide.services.common import binlog
+from vectide.services.common.kv import MemoryKV
+from vectide.services.common.msgstream import codec
+from vectide.services.common.msgstream.message import (
     DataType,
     DeleteMsg,
     FieldColumn,
@@ -14,9 +15,9 @@ from services.common.msgstream.message import (
     Position,
     TimeTickMsg,
 )
-from services.common.segment import BatchReport, Binlog, SegmentState
-from services.datacoord.core import DataCoord, DataCoordConfig
-from streaming.flush import (
+from vectide.services.common.segment import BatchReport, Binlog, SegmentState
+from vectide.services.datacoord.core import DataCoord, DataCoordConfig
+from vectide.streaming.flush import (
     PK_FIELD,
     TS_FIELD,
     ParallelPuts,
@@ -26,7 +27,6 @@ from streaming.flush import (
     process_batch,
     report_rows,
 )
-from tests.fakes import DictStore
 
 VCH = "c-dml_0_7v0"
 

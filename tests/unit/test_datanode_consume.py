@@ -9,10 +9,10 @@ import uuid
 import numpy as np
 from confluent_kafka import Consumer, Producer
 
-from services.common.msgstream import codec
-from services.common.msgstream.kafka import ChannelConsumer
-from services.common.msgstream.message import DeleteMsg, Position, TimeTickMsg
-from streaming.source import CachedChannel, consume_range, consumer_conf
+from vectide.services.common.msgstream import codec
+from vectide.services.common.msgstream.kafka import ChannelConsumer
+from vectide.services.common.msgstream.message import DeleteMsg, Position, TimeTickMsg
+from vectide.streaming.source import CachedChannel, consume_range, consumer_conf
 
 
 def mock_channel(records: int):
@@ -104,9 +104,9 @@ def test_a_channel_reader_notices_a_skipped_record_and_reads_it_again():
 def test_an_idle_batch_is_one_task_that_reads_nothing():
     """Tick-only ranges the driver read become one checkpoint task; ranges with data, or
     ranges the driver did not read (a replay after a restart), stay a read per channel."""
-    from streaming.flush import merge_rows
-    from streaming.planning import OffsetPlanner, Seen
-    from streaming.source import ChannelRange, ChannelStreamReader, Checkpoints
+    from vectide.streaming.flush import merge_rows
+    from vectide.streaming.planning import OffsetPlanner, Seen
+    from vectide.streaming.source import ChannelRange, ChannelStreamReader, Checkpoints
 
     reader = ChannelStreamReader({"bootstrap": "unused:1", "channels": "a,b,c,d"})
     assert reader.partitions({"a": 0}, {"a": 2}) == [ChannelRange("a", 0, 2)]  # no planner

@@ -1,6 +1,6 @@
 """The data node driver's batch planning (no Spark, no Kafka): caps, idle batches, flush."""
 
-from streaming.planning import OffsetPlanner, PlanLimits, Seen
+from vectide.streaming.planning import OffsetPlanner, PlanLimits, Seen
 
 
 class Clock:

@@ -8,12 +8,12 @@ import logging
 
 import numpy as np
 
-from services.common import binlog
-from services.common.msgstream.message import DataType, DeleteMsg, FieldColumn, TimeTickMsg
-from streaming.flush import PK_FIELD, process_batch
-from streaming.poison import fit_inserts
 from tests.fakes import DictStore
 from tests.unit.test_datanode_batch import VCH, insert, records
+from vectide.services.common import binlog
+from vectide.services.common.msgstream.message import DataType, DeleteMsg, FieldColumn, TimeTickMsg
+from vectide.streaming.flush import PK_FIELD, process_batch
+from vectide.streaming.poison import fit_inserts
 
 
 def persisted_pks(store: DictStore) -> list[int]:
@@ -25,7 +25,7 @@ def test_a_message_of_another_vector_width_is_skipped_not_the_batch(caplog):
     narrow = insert(5, [3, 4], 11)
     narrow.fields[0] = FieldColumn(101, "v", DataType.FLOAT_VECTOR, np.ones((2, 3), "<f4"), 3)
     store = DictStore()
-    with caplog.at_level(logging.ERROR, logger="streaming.flush"):
+    with caplog.at_level(logging.ERROR, logger="vectide.streaming.flush"):
         report, stats = process_batch(
             records(narrow, insert(5, [1, 2], 10), insert(5, [6], 12), TimeTickMsg(0, 13, 0)),
             store,

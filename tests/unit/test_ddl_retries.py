@@ -9,12 +9,12 @@ import threading
 
 import pytest
 
-from services.common.errors import Code, MilvusError
-from services.common.schema import ConsistencyLevel
-from services.proxy.channels_time_ticker import ChannelsTimeTicker
-from services.proxy.task_scheduler import DDL_ATTEMPTS, TaskScheduler
-from services.rootcoord.ddl_requests import RequestLog
 from tests.unit.test_rootcoord import root, schema  # noqa: F401 - the fixture
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.schema import ConsistencyLevel
+from vectide.services.proxy.channels_time_ticker import ChannelsTimeTicker
+from vectide.services.proxy.task_scheduler import DDL_ATTEMPTS, TaskScheduler
+from vectide.services.rootcoord.ddl_requests import RequestLog
 
 
 def test_a_repeated_create_collection_gets_the_first_answer(root):  # noqa: F811

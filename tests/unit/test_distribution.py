@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from services.common.errors import Code, MilvusError
-from services.common.kv.memory import MemoryKV
-from services.common.requests import ShardQueryRequest
-from services.querycoord.balance import BalanceConfig
-from services.querycoord.core import QueryCoord
-from services.querynode.core import QueryNode
 from tests.fakes import DictStore
 from tests.unit.test_querynode import DIM, VCH, collection, delete, insert, pack, persisted
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.kv.memory import MemoryKV
+from vectide.services.common.requests import ShardQueryRequest
+from vectide.services.querycoord.balance import BalanceConfig
+from vectide.services.querycoord.core import QueryCoord
+from vectide.services.querynode.core import QueryNode
 
 ROWS = 50
 #: each segment is 10 % of a node's memory limit
@@ -196,7 +196,7 @@ def test_replicas_live_on_their_own_nodes_and_a_dead_node_takes_down_one_copy(de
 
 
 def test_replica_node_sets_stay_even_as_nodes_come_and_go():
-    from services.querycoord.replicas import assign_nodes, dumps, loads, new_replicas
+    from vectide.services.querycoord.replicas import assign_nodes, dumps, loads, new_replicas
 
     replicas = new_replicas(2, [1, 2, 3])
     assert [r.nodes for r in replicas] == [{1, 3}, {2}]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from services.common.msgstream.message import CollectionDDLMsg, DDLOp
-from services.querynode.core import QueryNode
 from tests.fakes import DictStore
 from tests.unit.test_querynode import DIM, VCH, collection, insert, pack, persisted, query
+from vectide.services.common.msgstream.message import CollectionDDLMsg, DDLOp
+from vectide.services.querynode.core import QueryNode
 
 
 def drop(partition_id: int, ts: int) -> CollectionDDLMsg:

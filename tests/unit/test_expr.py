@@ -5,8 +5,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from services.common.expr import ExprError, evaluate, parse, pk_terms, referenced_fields
-from services.common.expr.parser import (
+from vectide.services.common.expr import ExprError, evaluate, parse, pk_terms, referenced_fields
+from vectide.services.common.expr.parser import (
     And,
     Arith,
     ArrayLength,
@@ -22,7 +22,7 @@ from services.common.expr.parser import (
     Not,
     Or,
 )
-from services.common.msgstream.message import DataType
+from vectide.services.common.msgstream.message import DataType
 
 
 @dataclass

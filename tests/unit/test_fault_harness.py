@@ -10,16 +10,16 @@ from typing import ClassVar
 
 import pytest
 
-from services.common.errors import Code, MilvusError
-from services.common.msgstream import codec
-from services.common.msgstream.memory import is_data
-from services.common.msgstream.message import CollectionDDLMsg, TimeTickMsg
-from services.common.schema import ConsistencyLevel
-from services.common.segment import SegmentState
-from services.proxy.core import Proxy
-from services.proxy.task_scheduler import Queue, Task
-from services.querynode.segment import NEVER
-from services.testing import Harness
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.msgstream import codec
+from vectide.services.common.msgstream.memory import is_data
+from vectide.services.common.msgstream.message import CollectionDDLMsg, TimeTickMsg
+from vectide.services.common.schema import ConsistencyLevel
+from vectide.services.common.segment import SegmentState
+from vectide.services.proxy.core import Proxy
+from vectide.services.proxy.task_scheduler import Queue, Task
+from vectide.services.querynode.segment import NEVER
+from vectide.services.testing import Harness
 
 EVENTUALLY = ConsistencyLevel.EVENTUALLY
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import time
 
-from services.common.kv import MemoryKV
-from services.common.msgstream.message import Position
-from services.common.segment import Binlog, Deltalog, SegmentInfo, SegmentState
-from services.datacoord.core import DataCoord, DataCoordConfig
-from services.datacoord.garbage import needless_deltalogs, plan_gc, segment_objects
-from services.datacoord.gc import GarbageCollector
-from streaming.compaction import CompactionWorker, in_process
 from tests.fakes import DictStore
 from tests.unit.test_compaction import delete_batch, flush_segment
 from tests.unit.test_datanode_batch import counter
+from vectide.services.common.kv import MemoryKV
+from vectide.services.common.msgstream.message import Position
+from vectide.services.common.segment import Binlog, Deltalog, SegmentInfo, SegmentState
+from vectide.services.datacoord.core import DataCoord, DataCoordConfig
+from vectide.services.datacoord.garbage import needless_deltalogs, plan_gc, segment_objects
+from vectide.services.datacoord.gc import GarbageCollector
+from vectide.streaming.compaction import CompactionWorker, in_process
 
 VCH = "c-dml_0_7v0"
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from services.common.errors import Code, MilvusError
-from services.common.grouping import (
+from tests.unit.test_querynode import DIM, VCH, collection, insert, pack
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.grouping import (
     GROUPS_PARAM,
     group_by_field,
     groups_settled,
@@ -15,17 +16,16 @@ from services.common.grouping import (
     restrict_to_groups,
     select_groups,
 )
-from services.common.msgstream.message import DataType, FieldColumn
-from services.common.requests import ShardSearchRequest
-from services.common.results import SearchHits
-from services.common.rpc import codec
-from services.common.rpc import types as _types  # noqa: F401  (registers the RPC types)
-from services.common.schema import CollectionSchema, FieldSchema
-from services.proxy import convert
-from services.proxy.dql import Outputs
-from services.querynode.core import QueryNode
-from services.querynode.segment import ShardStore
-from tests.unit.test_querynode import DIM, VCH, collection, insert, pack
+from vectide.services.common.msgstream.message import DataType, FieldColumn
+from vectide.services.common.requests import ShardSearchRequest
+from vectide.services.common.results import SearchHits
+from vectide.services.common.rpc import codec
+from vectide.services.common.rpc import types as _types  # noqa: F401  (registers the RPC types)
+from vectide.services.common.schema import CollectionSchema, FieldSchema
+from vectide.services.proxy import convert
+from vectide.services.proxy.dql import Outputs
+from vectide.services.querynode.core import QueryNode
+from vectide.services.querynode.segment import ShardStore
 
 
 def test_select_groups_orders_groups_by_their_best_hit_and_caps_them():

@@ -2,8 +2,8 @@ import threading
 
 import pytest
 
-from services.common.id_allocator import IDAllocator
-from services.common.kv import MemoryKV
+from vectide.services.common.id_allocator import IDAllocator
+from vectide.services.common.kv import MemoryKV
 
 
 def test_ids_are_unique_across_allocators_sharing_a_store():

@@ -2,28 +2,28 @@
 
 import numpy as np
 
-from services.common import binlog
-from services.common.kv import MemoryKV
-from services.common.msgstream import codec
-from services.common.msgstream.message import (
+from tests.fakes import DictStore
+from vectide.services.common import binlog
+from vectide.services.common.kv import MemoryKV
+from vectide.services.common.msgstream import codec
+from vectide.services.common.msgstream.message import (
     DataType,
     FieldColumn,
     InsertMsg,
     TimeTickMsg,
 )
-from services.common.schema import (
+from vectide.services.common.schema import (
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
     FieldSchema,
     IndexInfo,
 )
-from services.common.segment import SegmentState
-from services.datacoord.core import DataCoord
-from services.indexnode.core import IndexBuilder, TaskState, segment_vectors
-from services.querynode.sealed import load_sealed
-from streaming.flush import Record, process_batch
-from tests.fakes import DictStore
+from vectide.services.common.segment import SegmentState
+from vectide.services.datacoord.core import DataCoord
+from vectide.services.indexnode.core import IndexBuilder, TaskState, segment_vectors
+from vectide.services.querynode.sealed import load_sealed
+from vectide.streaming.flush import Record, process_batch
 
 VCH = "c-dml_0_7v0"
 
@@ -129,7 +129,7 @@ def test_flat_needs_no_file_and_dropped_indexes_are_recycled():
 
 
 def test_a_query_node_takes_index_files_that_arrive_after_the_handoff():
-    from services.querynode.core import QueryNode
+    from vectide.services.querynode.core import QueryNode
 
     store = DictStore()
     dc, seg, _ = flushed_segment(store)

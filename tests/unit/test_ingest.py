@@ -11,18 +11,24 @@ import numpy as np
 import orjson
 import pytest
 
-from services.common.errors import Code, MilvusError
-from services.common.kv.memory import MemoryKV
-from services.common.msgstream.message import DataType
-from services.common.schema import (
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.kv.memory import MemoryKV
+from vectide.services.common.msgstream.message import DataType
+from vectide.services.common.schema import (
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
     FieldSchema,
 )
-from services.ingest.batcher import Backpressure, BatchApplier, KafkaRecord
-from services.ingest.decode import RecordDecoder, RecordError, Tombstone, Upsert, avro_schema
-from services.ingest.mapping import IngestMapping, MappingError, MappingStore, Progress
+from vectide.services.ingest.batcher import Backpressure, BatchApplier, KafkaRecord
+from vectide.services.ingest.decode import (
+    RecordDecoder,
+    RecordError,
+    Tombstone,
+    Upsert,
+    avro_schema,
+)
+from vectide.services.ingest.mapping import IngestMapping, MappingError, MappingStore, Progress
 
 DIM = 4
 

@@ -1,7 +1,7 @@
 import pytest
 
-from services.common.kv import MemoryKV
 from tests.contract.kv_contract import KVContract
+from vectide.services.common.kv import MemoryKV
 
 
 class TestMemoryKV(KVContract):

@@ -10,8 +10,8 @@ import sys
 
 PROBE = """
 import sys
-import services.launcher
-from services.common.rpc import codec
+import vectide.services.launcher
+from vectide.services.common.rpc import codec
 print(sorted(m for m in ("pymilvus", "pandas", "faiss", "pyspark") if m in sys.modules))
 print(all(t in codec._TYPES for t in ("CollectionInfo", "DataType", "SegmentInfo")))
 """
@@ -37,7 +37,7 @@ class _Query:
 def test_a_data_node_whose_streaming_query_died_exits_to_be_restarted(monkeypatch):
     import threading
 
-    from services import launcher
+    from vectide.services import launcher
 
     exits: list[int] = []
     monkeypatch.setattr(launcher.os, "_exit", exits.append)

@@ -26,7 +26,9 @@ EXCEPTIONS = {
 
 
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    """The import name of a file of the repo: its folders under ``vectide`` (setup.cfg maps
+    the repo's root to that package)."""
+    parts = ["vectide", *path.relative_to(ROOT).with_suffix("").parts]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -35,6 +37,9 @@ def module_name(path: Path) -> str:
 def layer(module: str) -> str | None:
     """The package a module belongs to: "common", a role, a wiring name, or None (outside)."""
     parts = module.split(".")
+    if parts[0] != "vectide" or len(parts) == 1:
+        return None
+    parts.pop(0)
     if parts[0] == "streaming":
         return "streaming"
     if parts[0] != "services":
@@ -133,7 +138,7 @@ def test_no_import_cycles() -> None:
 
 
 def graph_is_package(module: str) -> bool:
-    return (ROOT / Path(*module.split(".")) / "__init__.py").exists()
+    return (ROOT / Path(*module.split(".")[1:]) / "__init__.py").exists()
 
 
 def test_the_checks_find_what_they_look_for(tmp_path: Path) -> None:
@@ -141,7 +146,10 @@ def test_the_checks_find_what_they_look_for(tmp_path: Path) -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
     bad = tmp_path / "bad.py"
-    bad.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import services.x.y\n")
-    assert [t for t, _ in imports(bad)] == ["typing", "typing.TYPE_CHECKING", "services.x.y"]
-    assert layer("services.common.kv.memory") == "common"
-    assert layer("streaming.flush") == "streaming"
+    bad.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import vectide.services.x.y\n"
+    )
+    imported = [t for t, _ in imports(bad)]
+    assert imported == ["typing", "typing.TYPE_CHECKING", "vectide.services.x.y"]
+    assert layer("vectide.services.common.kv.memory") == "common"
+    assert layer("vectide.streaming.flush") == "streaming"

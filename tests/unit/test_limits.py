@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.config import QuotaConfig
-from services.common.errors import Code, MilvusError
-from services.proxy import limits
-from services.proxy.limits import DML, QUERY, SEARCH, RateLimiter, share
+from vectide.services.common.config import QuotaConfig
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.proxy import limits
+from vectide.services.proxy.limits import DML, QUERY, SEARCH, RateLimiter, share
 
 QUOTA = QuotaConfig()
 

@@ -8,14 +8,14 @@ import time
 import numpy as np
 import pytest
 
-from services.common.msgstream.memory import (
+from vectide.services.common.msgstream.memory import (
     MemoryBroker,
     MemoryConsumer,
     MemoryProducer,
     is_data,
     is_tick,
 )
-from services.common.msgstream.message import DeleteMsg, Position, TimeTickMsg
+from vectide.services.common.msgstream.message import DeleteMsg, Position, TimeTickMsg
 
 
 def dm(ts: int) -> DeleteMsg:
@@ -129,6 +129,6 @@ def test_drain_takes_everything_available(stream):
 
 
 def _decoded(broker: MemoryBroker, channel: str):
-    from services.common.msgstream import codec
+    from vectide.services.common.msgstream import codec
 
     return [codec.decode(raw) for raw in broker.records(channel)]

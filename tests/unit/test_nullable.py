@@ -7,18 +7,18 @@ import numpy as np
 import pytest
 from pymilvus.grpc_gen import schema_pb2
 
-from services.common import binlog, nullable
-from services.common.errors import Code, MilvusError
-from services.common.expr import evaluate, parse
-from services.common.msgstream import codec
-from services.common.msgstream.message import DataType, FieldColumn, InsertMsg
-from services.common.rpc import codec as rpc
-from services.common.rpc import types as _types  # noqa: F401  (registers the RPC types)
-from services.common.schema import CollectionSchema, FieldSchema
-from services.proxy import convert
-from services.proxy.rest_body import full_schema
-from services.querynode.segment import ShardStore
 from tests.unit.test_expr import FakeSource
+from vectide.services.common import binlog, nullable
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.expr import evaluate, parse
+from vectide.services.common.msgstream import codec
+from vectide.services.common.msgstream.message import DataType, FieldColumn, InsertMsg
+from vectide.services.common.rpc import codec as rpc
+from vectide.services.common.rpc import types as _types  # noqa: F401  (registers the RPC types)
+from vectide.services.common.schema import CollectionSchema, FieldSchema
+from vectide.services.proxy import convert
+from vectide.services.proxy.rest_body import full_schema
+from vectide.services.querynode.segment import ShardStore
 
 # -- schema rules -------------------------------------------------------------------------
 

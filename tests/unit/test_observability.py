@@ -11,11 +11,11 @@ import pytest
 from prometheus_client import REGISTRY
 from pymilvus.grpc_gen import common_pb2, milvus_pb2
 
-from services.common.config import Config, KafkaConfig, ServiceConfig
-from services.common.msgstream import kafka
-from services.common.observability import Health, Observability, StateGauge
-from services.infra.deployment import METRICS_PORT_OFFSETS, plan
-from services.proxy.interceptor import reply_status
+from vectide.services.common.config import Config, KafkaConfig, ServiceConfig
+from vectide.services.common.msgstream import kafka
+from vectide.services.common.observability import Health, Observability, StateGauge
+from vectide.services.infra.deployment import METRICS_PORT_OFFSETS, plan
+from vectide.services.proxy.interceptor import reply_status
 
 
 def free_port() -> int:

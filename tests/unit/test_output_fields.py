@@ -8,18 +8,18 @@ import pytest
 from pymilvus.client.search_result import SearchResult
 from pymilvus.grpc_gen import schema_pb2
 
-from services.common.errors import MilvusError
-from services.common.msgstream.message import DataType
-from services.common.results import QueryRows, SearchHits
-from services.common.schema import (
+from vectide.services.common.errors import MilvusError
+from vectide.services.common.msgstream.message import DataType
+from vectide.services.common.results import QueryRows, SearchHits
+from vectide.services.common.schema import (
     DYNAMIC_FIELD,
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
     FieldSchema,
 )
-from services.proxy import convert
-from services.proxy.dql import Outputs, resolve_outputs
+from vectide.services.proxy import convert
+from vectide.services.proxy.dql import Outputs, resolve_outputs
 
 
 def schema(pk_type: DataType = DataType.INT64, dynamic: bool = True) -> CollectionSchema:

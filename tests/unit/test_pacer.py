@@ -1,4 +1,4 @@
-from services.common.pacer import Pacer
+from vectide.services.common.pacer import Pacer
 
 
 def test_fast_while_active_then_backs_off_to_idle():

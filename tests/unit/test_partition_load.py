@@ -3,13 +3,13 @@ the load state per partition, and the collection released with its last partitio
 
 import pytest
 
-from services.common.errors import Code, MilvusError
-from services.common.kv import MemoryKV
-from services.common.load_state import LOAD_STATE_LOADED, LOAD_STATE_NOT_LOAD
-from services.common.schema import ConsistencyLevel, IndexInfo
-from services.querycoord.core import QueryCoord
-from services.rootcoord.core import RootCoord
 from tests.unit.test_rootcoord import Nodes, Recorder, schema
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.kv import MemoryKV
+from vectide.services.common.load_state import LOAD_STATE_LOADED, LOAD_STATE_NOT_LOAD
+from vectide.services.common.schema import ConsistencyLevel, IndexInfo
+from vectide.services.querycoord.core import QueryCoord
+from vectide.services.rootcoord.core import RootCoord
 
 
 @pytest.fixture

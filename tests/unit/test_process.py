@@ -1,6 +1,6 @@
 import sys
 
-from services.infra.process import ManagedProcess
+from vectide.services.infra.process import ManagedProcess
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)", "vectide-test-sleeper"]
 

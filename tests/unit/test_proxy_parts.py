@@ -3,15 +3,20 @@ import threading
 import numpy as np
 import pytest
 
-from services.common.errors import Code, MilvusError
-from services.common.hashing import murmur3_int64, shard_of
-from services.common.msgstream.message import DataType
-from services.common.results import QueryRows, SearchHits, merge_hits, merge_rows
-from services.common.rpc import codec
-from services.common.rpc import types as _types  # noqa: F401  (registers the RPC types)
-from services.common.schema import CollectionInfo, CollectionSchema, ConsistencyLevel, FieldSchema
-from services.proxy.channels_time_ticker import ChannelsTimeTicker
-from services.proxy.shard_cache import Placement, ShardLeaderCache
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.hashing import murmur3_int64, shard_of
+from vectide.services.common.msgstream.message import DataType
+from vectide.services.common.results import QueryRows, SearchHits, merge_hits, merge_rows
+from vectide.services.common.rpc import codec
+from vectide.services.common.rpc import types as _types  # noqa: F401  (registers the RPC types)
+from vectide.services.common.schema import (
+    CollectionInfo,
+    CollectionSchema,
+    ConsistencyLevel,
+    FieldSchema,
+)
+from vectide.services.proxy.channels_time_ticker import ChannelsTimeTicker
+from vectide.services.proxy.shard_cache import Placement, ShardLeaderCache
 
 
 def test_murmur3_matches_the_reference_implementation():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-from services.infra.query_status import query_status
+from vectide.services.infra.query_status import query_status
 
 NODE = """# TYPE vectide_querynode_memory_percent gauge
 vectide_querynode_memory_percent{node_id="7"} 41.26

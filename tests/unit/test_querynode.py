@@ -5,24 +5,24 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from services.common.errors import Code, MilvusError
-from services.common.msgstream.message import (
+from tests.fakes import DictStore
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.msgstream.message import (
     DataType,
     DeleteMsg,
     FieldColumn,
     InsertMsg,
     MsgPack,
 )
-from services.common.requests import ShardQueryRequest, ShardSearchRequest
-from services.common.schema import (
+from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
+from vectide.services.common.schema import (
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
     FieldSchema,
     IndexInfo,
 )
-from services.querynode.core import QueryNode
-from tests.fakes import DictStore
+from vectide.services.querynode.core import QueryNode
 
 DIM = 8
 VCH = "c-dml_0_7v0"
@@ -200,9 +200,9 @@ def test_deleted_rows_never_come_back_from_an_indexed_chunk():
 
 def persisted(msgs, store, state="Flushed"):
     """Write ``msgs`` as the data node would and describe the segment as datacoord would."""
-    from services.common.msgstream import codec
-    from services.common.segment import SegmentInfo, SegmentState
-    from streaming.flush import Record, process_batch
+    from vectide.services.common.msgstream import codec
+    from vectide.services.common.segment import SegmentInfo, SegmentState
+    from vectide.streaming.flush import Record, process_batch
 
     report, _ = process_batch(
         [Record("c-dml_0", i, codec.encode(m)) for i, m in enumerate(msgs)], store
@@ -242,8 +242,8 @@ def test_handoff_swaps_growing_rows_for_the_sealed_copy_without_gaps_or_duplicat
 
 
 def test_loading_from_a_plan_uses_binlogs_deltalogs_and_replays_the_rest():
-    from services.common import binlog
-    from services.common.segment import Deltalog, LoadPlan
+    from vectide.services.common import binlog
+    from vectide.services.common.segment import Deltalog, LoadPlan
 
     store = DictStore()
     vectors = np.eye(DIM, dtype=np.float32)

@@ -3,12 +3,12 @@ the new name, across databases, and proxies told under every old name."""
 
 import pytest
 
-from services.common.errors import MilvusError
-from services.common.kv import MemoryKV
-from services.rootcoord.core import RootCoord
 from tests.unit.test_aliases import ts, watched_root
 from tests.unit.test_databases import create
 from tests.unit.test_rootcoord import Recorder
+from vectide.services.common.errors import MilvusError
+from vectide.services.common.kv import MemoryKV
+from vectide.services.rootcoord.core import RootCoord
 
 
 @pytest.fixture

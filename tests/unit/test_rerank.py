@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from services.common.errors import MilvusError
-from services.common.results import SearchHits
-from services.proxy.rerank import Cut, Ranker, fuse, ranker_of
+from vectide.services.common.errors import MilvusError
+from vectide.services.common.results import SearchHits
+from vectide.services.proxy.rerank import Cut, Ranker, fuse, ranker_of
 
 
 def _hits(metric, pks, scores, counts=None, groups=None) -> SearchHits:

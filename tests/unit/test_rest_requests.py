@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from pymilvus.grpc_gen import common_pb2, schema_pb2
 
-from services.common.errors import MilvusError
-from services.proxy import rest_body, rest_rows
-from services.proxy.rest_api import RestApi, RestContext
+from vectide.services.common.errors import MilvusError
+from vectide.services.proxy import rest_body, rest_rows
+from vectide.services.proxy.rest_api import RestApi, RestContext
 
 DT = schema_pb2.DataType
 

@@ -9,8 +9,8 @@ import socket
 import pytest
 import requests
 
-from services.proxy.rest import RestServer
-from services.proxy.rest_api import RestApi
+from vectide.services.proxy.rest import RestServer
+from vectide.services.proxy.rest_api import RestApi
 
 
 def free_port() -> int:

@@ -4,15 +4,20 @@ import time
 
 import pytest
 
-from services.common.errors import Code, MilvusError
-from services.common.kv import MemoryKV
-from services.common.load_state import LOAD_STATE_LOADED, LOAD_STATE_NOT_LOAD
-from services.common.msgstream.message import CollectionDDLMsg, DataType, DDLOp, TimeTickMsg
-from services.common.pacer import Pacer
-from services.common.schema import CollectionSchema, ConsistencyLevel, FieldSchema, IndexInfo
-from services.querycoord.core import QueryCoord
-from services.rootcoord.core import RootCoord
-from services.rootcoord.timetick_sync import TimeTickSync
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.kv import MemoryKV
+from vectide.services.common.load_state import LOAD_STATE_LOADED, LOAD_STATE_NOT_LOAD
+from vectide.services.common.msgstream.message import CollectionDDLMsg, DataType, DDLOp, TimeTickMsg
+from vectide.services.common.pacer import Pacer
+from vectide.services.common.schema import (
+    CollectionSchema,
+    ConsistencyLevel,
+    FieldSchema,
+    IndexInfo,
+)
+from vectide.services.querycoord.core import QueryCoord
+from vectide.services.rootcoord.core import RootCoord
+from vectide.services.rootcoord.timetick_sync import TimeTickSync
 
 
 class Recorder:

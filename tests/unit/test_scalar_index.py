@@ -14,16 +14,16 @@ import random
 import numpy as np
 import pytest
 
-from services.common.errors import MilvusError
-from services.common.expr import ExprError, evaluate, indexed, parse
-from services.common.expr.evaluate import truth_mask
-from services.common.expr.indexed import select
-from services.common.msgstream.message import DataType, FieldColumn, InsertMsg
-from services.common.requests import ShardQueryRequest
-from services.common.schema import CollectionSchema, FieldSchema, IndexInfo
-from services.proxy.index_kinds import scalar_index_type
-from services.querynode.reads import StoreColumns, ensure_indexes, query_store
-from services.querynode.segment import ShardStore
+from vectide.services.common.errors import MilvusError
+from vectide.services.common.expr import ExprError, evaluate, indexed, parse
+from vectide.services.common.expr.evaluate import truth_mask
+from vectide.services.common.expr.indexed import select
+from vectide.services.common.msgstream.message import DataType, FieldColumn, InsertMsg
+from vectide.services.common.requests import ShardQueryRequest
+from vectide.services.common.schema import CollectionSchema, FieldSchema, IndexInfo
+from vectide.services.proxy.index_kinds import scalar_index_type
+from vectide.services.querynode.reads import StoreColumns, ensure_indexes, query_store
+from vectide.services.querynode.segment import ShardStore
 
 CHUNK = 64
 ROWS = 300  # four indexed chunks, a 44-row tail
@@ -343,8 +343,8 @@ def test_bitmap_on_an_array_of_floats_is_refused_naming_the_elements():
 
 
 def test_reads_carry_the_scalar_indexes_over_the_internal_rpc():
-    from services.common.rpc import codec
-    from services.common.rpc import types as _types  # noqa: F401  (registers the RPC types)
+    from vectide.services.common.rpc import codec
+    from vectide.services.common.rpc import types as _types  # noqa: F401  (registers the RPC types)
 
     request = ShardQueryRequest(1, ["ch"], 0, 1.0, scalar_indexes={"age": "STL_SORT"})
     assert codec.decode(codec.encode(request)).scalar_indexes == {"age": "STL_SORT"}

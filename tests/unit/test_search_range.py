@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from services.common.errors import MilvusError
-from services.common.search_range import LAST_BOUND, ScoreBand, band_of, distances
-from services.proxy.search_iterator import IteratorPage, iterator_page, page_params
+from vectide.services.common.errors import MilvusError
+from vectide.services.common.search_range import LAST_BOUND, ScoreBand, band_of, distances
+from vectide.services.proxy.search_iterator import IteratorPage, iterator_page, page_params
 
 
 def kept(metric, params, scores):

@@ -8,15 +8,15 @@ import logging
 import pytest
 from pymilvus.grpc_gen import milvus_pb2
 
-from services.common.errors import Code, MilvusError
-from services.common.kv import MemoryKV
-from services.common.security import audit
-from services.common.security.guard import Guard, PermissionDenied, Unauthenticated
-from services.common.security.passwords import hash_password, verify_password
-from services.common.security.privileges import Grant, Requirement, covers
-from services.common.security.rbac import Rbac
-from services.common.security.store import RbacStore
-from services.proxy.grpc_auth import PRIVILEGE_NAMES, audit_fields, requirement
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.kv import MemoryKV
+from vectide.services.common.security import audit
+from vectide.services.common.security.guard import Guard, PermissionDenied, Unauthenticated
+from vectide.services.common.security.passwords import hash_password, verify_password
+from vectide.services.common.security.privileges import Grant, Requirement, covers
+from vectide.services.common.security.rbac import Rbac
+from vectide.services.common.security.store import RbacStore
+from vectide.services.proxy.grpc_auth import PRIVILEGE_NAMES, audit_fields, requirement
 
 ROUNDS = 4  # bcrypt's cheapest cost: the tests check behaviour, not the work factor
 
@@ -102,7 +102,7 @@ def test_verified_credentials_are_cached_until_a_change_or_the_ttl(parts, monkey
     calls = []
     real = verify_password
     monkeypatch.setattr(
-        "services.common.security.guard.verify_password",
+        "vectide.services.common.security.guard.verify_password",
         lambda p, h: calls.append(p) or real(p, h),
     )
     store.loads = 0

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from services.common.errors import Code, MilvusError
-from services.common.requests import ShardQueryRequest, ShardSearchRequest
-from services.querynode.core import QueryNode
 from tests.fakes import DictStore
 from tests.unit.test_querynode import DIM, VCH, collection, delete, insert, pack, persisted
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
+from vectide.services.querynode.core import QueryNode
 
 
 class Peers:
@@ -136,7 +136,7 @@ def test_a_node_that_misses_deletes_has_its_segments_refused_until_placed_again(
 
 
 def test_a_new_leader_takes_the_segments_it_holds_and_scatters_the_rest(cluster):
-    from services.common.segment import LoadPlan
+    from vectide.services.common.segment import LoadPlan
 
     _, two, three, segment, _, _ = cluster
     two.host_segment(collection(), VCH, segment, [])
@@ -152,7 +152,7 @@ def test_a_new_leader_takes_the_segments_it_holds_and_scatters_the_rest(cluster)
 def test_handed_off_growing_rows_are_freed_in_whole_chunks_and_reads_stay_whole():
     """Rows a sealed copy serves leave the growing store's memory, leading chunks first,
     with their interim indexes; the rows after them keep theirs and stay searchable."""
-    from services.querynode.segment import ShardStore
+    from vectide.services.querynode.segment import ShardStore
 
     store = DictStore()
     node = QueryNode(1, chunk_rows=16, binlogs=store)

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from services.infra.supervision import (
+from vectide.services.infra.supervision import (
     Backoff,
     Exited,
     Phase,

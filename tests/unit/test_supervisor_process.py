@@ -9,9 +9,9 @@ import sys
 import threading
 import time
 
-from services.common.config import Config
-from services.infra.process import ManagedProcess, alive
-from services.infra.supervisor import SupervisedRole, Supervisor, read_state
+from vectide.services.common.config import Config
+from vectide.services.infra.process import ManagedProcess, alive
+from vectide.services.infra.supervisor import SupervisedRole, Supervisor, read_state
 
 
 def sleeper(tag: str) -> SupervisedRole:

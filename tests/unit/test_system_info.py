@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime
 
-from services.proxy.system_info import Member, metric_type, system_topology
+from vectide.services.proxy.system_info import Member, metric_type, system_topology
 
 
 def test_metric_type_is_read_from_the_request_json():

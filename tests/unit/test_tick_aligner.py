@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from services.common.msgstream.message import DeleteMsg, Position, TimeTickMsg
-from services.common.msgstream.tick_aligner import TickAligner
+from vectide.services.common.msgstream.message import DeleteMsg, Position, TimeTickMsg
+from vectide.services.common.msgstream.tick_aligner import TickAligner
 
 
 def dm(ts: int, msg_id: int | None = None) -> DeleteMsg:

@@ -6,21 +6,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from services.common import timestamp
-from services.common.errors import MilvusError
-from services.common.kv import MemoryKV
-from services.common.requests import ShardQueryRequest, ShardSearchRequest
-from services.common.schema import ConsistencyLevel
-from services.common.segment import Deltalog, SegmentState
-from services.common.time_travel import PURGE_SLACK_MS, Retention
-from services.datacoord.compaction import CompactionPolicy, delete_estimate, plan_groups
-from services.datacoord.core import DataCoord, DataCoordConfig
-from services.querynode.core import QueryNode
-from streaming.compaction import CompactionWorker, in_process
 from tests.fakes import DictStore
 from tests.unit.test_compaction import delete_batch, flush_segment, persisted_pks, segment
 from tests.unit.test_datanode_batch import counter
 from tests.unit.test_querynode import DIM, VCH, collection, delete, insert, pack, query
+from vectide.services.common import timestamp
+from vectide.services.common.errors import MilvusError
+from vectide.services.common.kv import MemoryKV
+from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
+from vectide.services.common.schema import ConsistencyLevel
+from vectide.services.common.segment import Deltalog, SegmentState
+from vectide.services.common.time_travel import PURGE_SLACK_MS, Retention
+from vectide.services.datacoord.compaction import CompactionPolicy, delete_estimate, plan_groups
+from vectide.services.datacoord.core import DataCoord, DataCoordConfig
+from vectide.services.querynode.core import QueryNode
+from vectide.streaming.compaction import CompactionWorker, in_process
 
 NOW_MS = 1_800_000_000_000
 HOUR = Retention(3600)

@@ -1,6 +1,6 @@
 import pytest
 
-from services.common import timestamp
+from vectide.services.common import timestamp
 
 
 def test_compose_parse_round_trip():

@@ -3,9 +3,9 @@ import threading
 
 import pytest
 
-from services.common import timestamp
-from services.common.kv import MemoryKV
-from services.common.tso import TSOAllocator, TSOError
+from vectide.services.common import timestamp
+from vectide.services.common.kv import MemoryKV
+from vectide.services.common.tso import TSOAllocator, TSOError
 
 
 class FakeClock:

@@ -9,20 +9,20 @@ import pyarrow as pa
 import pytest
 from pymilvus.grpc_gen import common_pb2, schema_pb2
 
-from services.common import binlog, vector_types
-from services.common.errors import MilvusError
-from services.common.index_spec import is_interim
-from services.common.msgstream import codec
-from services.common.msgstream.message import DataType, FieldColumn, InsertMsg
-from services.common.requests import ShardSearchRequest
-from services.common.results import SearchHits
-from services.common.rpc import codec as rpc_codec
-from services.common.rpc import types  # noqa: F401  (registers the RPC dataclasses)
-from services.common.schema import CollectionSchema, FieldSchema, IndexInfo
-from services.proxy import convert, rest_vectors, typed_fields
-from services.proxy.index_kinds import index_kind
-from services.querynode.segment import ShardStore
-from services.querynode.sparse import SparseColumn
+from vectide.services.common import binlog, vector_types
+from vectide.services.common.errors import MilvusError
+from vectide.services.common.index_spec import is_interim
+from vectide.services.common.msgstream import codec
+from vectide.services.common.msgstream.message import DataType, FieldColumn, InsertMsg
+from vectide.services.common.requests import ShardSearchRequest
+from vectide.services.common.results import SearchHits
+from vectide.services.common.rpc import codec as rpc_codec
+from vectide.services.common.rpc import types  # noqa: F401  (registers the RPC dataclasses)
+from vectide.services.common.schema import CollectionSchema, FieldSchema, IndexInfo
+from vectide.services.proxy import convert, rest_vectors, typed_fields
+from vectide.services.proxy.index_kinds import index_kind
+from vectide.services.querynode.segment import ShardStore
+from vectide.services.querynode.sparse import SparseColumn
 
 SPARSE = vector_types.sparse_row
 

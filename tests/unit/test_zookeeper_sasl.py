@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.config import Config, ZooKeeperConfig
-from services.common.kv.base import KVError
-from services.common.kv.zookeeper import sasl_options
-from services.infra.components import ZooKeeper
+from vectide.services.common.config import Config, ZooKeeperConfig
+from vectide.services.common.kv.base import KVError
+from vectide.services.common.kv.zookeeper import sasl_options
+from vectide.services.infra.components import ZooKeeper
 
 
 def test_no_sasl_by_default() -> None:

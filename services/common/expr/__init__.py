@@ -4,8 +4,8 @@ Parsing is schema-free and yields a tree of frozen dataclasses; evaluation resol
 against a :class:`ColumnSource` and returns a numpy row mask.
 """
 
-from services.common.expr.evaluate import ColumnSource, evaluate
-from services.common.expr.parser import Expr, ExprError, parse, pk_terms, referenced_fields
+from vectide.services.common.expr.evaluate import ColumnSource, evaluate
+from vectide.services.common.expr.parser import Expr, ExprError, parse, pk_terms, referenced_fields
 
 __all__ = [
     "ColumnSource",

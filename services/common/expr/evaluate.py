@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from services.common.expr.parser import (
+from vectide.services.common.expr.parser import (
     And,
     Arith,
     ArrayLength,
@@ -47,7 +47,7 @@ from services.common.expr.parser import (
     Scalar,
     referenced_fields,
 )
-from services.common.msgstream.message import DENSE_VECTORS, FIXED_DTYPES, DataType
+from vectide.services.common.msgstream.message import DENSE_VECTORS, FIXED_DTYPES, DataType
 
 
 class ColumnSource(Protocol):

@@ -24,8 +24,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from services.common.expr.evaluate import SCALAR_KINDS, ColumnSource, truth_mask
-from services.common.expr.parser import (
+from vectide.services.common.expr.evaluate import SCALAR_KINDS, ColumnSource, truth_mask
+from vectide.services.common.expr.parser import (
     And,
     Compare,
     Expr,
@@ -39,7 +39,7 @@ from services.common.expr.parser import (
     Or,
     referenced_fields,
 )
-from services.common.msgstream.message import DENSE_VECTORS, FIXED_DTYPES
+from vectide.services.common.msgstream.message import DENSE_VECTORS, FIXED_DTYPES
 
 _FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _EMPTY = np.empty(0, dtype=np.int64)

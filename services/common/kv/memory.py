@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from services.common.kv.base import Txn, validate_key
+from vectide.services.common.kv.base import Txn, validate_key
 
 
 class MemoryKV:

@@ -20,8 +20,8 @@ from kazoo.exceptions import (
 from kazoo.retry import KazooRetry
 from kazoo.security import make_acl
 
-from services.common.config import ZooKeeperConfig
-from services.common.kv.base import KVError, Txn, validate_key
+from vectide.services.common.config import ZooKeeperConfig
+from vectide.services.common.kv.base import KVError, Txn, validate_key
 
 log = logging.getLogger(__name__)
 

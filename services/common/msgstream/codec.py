@@ -18,7 +18,7 @@ from typing import Any
 import fastavro
 import numpy as np
 
-from services.common.msgstream.message import (
+from vectide.services.common.msgstream.message import (
     FIXED_DTYPES,
     CollectionDDLMsg,
     DataType,

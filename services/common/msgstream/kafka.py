@@ -24,11 +24,11 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from services.common.config import KafkaConfig
-from services.common.msgstream import codec
-from services.common.msgstream.message import Message, MsgPack, Position, TimeTickMsg
-from services.common.msgstream.tick_aligner import TickAligner
-from services.common.pacer import Pacer
+from vectide.services.common.config import KafkaConfig
+from vectide.services.common.msgstream import codec
+from vectide.services.common.msgstream.message import Message, MsgPack, Position, TimeTickMsg
+from vectide.services.common.msgstream.tick_aligner import TickAligner
+from vectide.services.common.pacer import Pacer
 
 log = logging.getLogger(__name__)
 #: librdkafka's own log lines go through Python logging (structured, quiet by default).

@@ -25,9 +25,9 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from services.common.msgstream import codec
-from services.common.msgstream.message import Message, MsgPack, Position, TimeTickMsg
-from services.common.msgstream.tick_aligner import TickAligner
+from vectide.services.common.msgstream import codec
+from vectide.services.common.msgstream.message import Message, MsgPack, Position, TimeTickMsg
+from vectide.services.common.msgstream.tick_aligner import TickAligner
 
 #: which messages a fault applies to (None: every one)
 Match = Callable[[Message], bool] | None

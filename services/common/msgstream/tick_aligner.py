@@ -15,7 +15,13 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from services.common.msgstream.message import DataMessage, Message, MsgPack, Position, TimeTickMsg
+from vectide.services.common.msgstream.message import (
+    DataMessage,
+    Message,
+    MsgPack,
+    Position,
+    TimeTickMsg,
+)
 
 
 @dataclass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from services.common.msgstream.kafka import ChannelProducer
-from services.common.msgstream.message import Message
+from vectide.services.common.msgstream.kafka import ChannelProducer
+from vectide.services.common.msgstream.message import Message
 
 
 class KafkaChannelWriter:

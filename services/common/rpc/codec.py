@@ -10,7 +10,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from services.common.errors import Code, MilvusError
+from vectide.services.common.errors import Code, MilvusError
 
 _NDARRAY = 1
 _DATACLASS = 2

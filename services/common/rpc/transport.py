@@ -15,10 +15,10 @@ from typing import Any
 
 import grpc
 
-from services.common import tls
-from services.common.config import SecurityConfig
-from services.common.errors import Code, MilvusError
-from services.common.rpc import codec
+from vectide.services.common import tls
+from vectide.services.common.config import SecurityConfig
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.rpc import codec
 
 log = logging.getLogger(__name__)
 

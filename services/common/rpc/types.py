@@ -1,7 +1,7 @@
 """The dataclasses and enums allowed on the internal RPC wire."""
 
-from services.common.compaction_plan import CompactionPlan, JobState
-from services.common.msgstream.message import (
+from vectide.services.common.compaction_plan import CompactionPlan, JobState
+from vectide.services.common.msgstream.message import (
     CollectionDDLMsg,
     DataType,
     DDLOp,
@@ -9,11 +9,11 @@ from services.common.msgstream.message import (
     FieldColumn,
     Position,
 )
-from services.common.placement import NodeLoad
-from services.common.requests import ShardQueryRequest, ShardSearchRequest
-from services.common.results import MutationResult, QueryRows, SearchHits
-from services.common.rpc import codec
-from services.common.schema import (
+from vectide.services.common.placement import NodeLoad
+from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
+from vectide.services.common.results import MutationResult, QueryRows, SearchHits
+from vectide.services.common.rpc import codec
+from vectide.services.common.schema import (
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
@@ -22,7 +22,7 @@ from services.common.schema import (
     IndexInfo,
     PartitionInfo,
 )
-from services.common.segment import (
+from vectide.services.common.segment import (
     BatchReport,
     Binlog,
     Deltalog,

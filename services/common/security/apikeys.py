@@ -16,9 +16,9 @@ import secrets
 import time
 from collections.abc import Callable
 
-from services.common import errors
-from services.common.security.passwords import check_username
-from services.common.security.store import ApiKey, Changes, RbacStore, Snapshot
+from vectide.services.common import errors
+from vectide.services.common.security.passwords import check_username
+from vectide.services.common.security.store import ApiKey, Changes, RbacStore, Snapshot
 
 #: what every key starts with: a key is recognisable in a log or a leaked file
 KEY_PREFIX = "vk_"

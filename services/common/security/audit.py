@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from services.common.logs import KeyValueFormatter
+from vectide.services.common.logs import KeyValueFormatter
 
 AUDIT = logging.getLogger("vectide.audit")
 AUDIT.setLevel(logging.INFO)

@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from services.common.security.apikeys import digest
-from services.common.security.passwords import verify_password
-from services.common.security.privileges import USER, Requirement, permitted
-from services.common.security.store import RbacStore, Snapshot
+from vectide.services.common.security.apikeys import digest
+from vectide.services.common.security.passwords import verify_password
+from vectide.services.common.security.privileges import USER, Requirement, permitted
+from vectide.services.common.security.store import RbacStore, Snapshot
 
 ROOT = "root"
 ADMIN = "admin"

@@ -13,7 +13,7 @@ import re
 
 import bcrypt
 
-from services.common import errors
+from vectide.services.common import errors
 
 #: bcrypt's work factor (Milvus uses Go's bcrypt.DefaultCost, 10: ~70 ms a hash here)
 DEFAULT_ROUNDS = 10

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.common import errors
+from vectide.services.common import errors
 
 PREFIX = "Privilege"
 ANY = "*"

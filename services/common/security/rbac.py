@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from services.common import errors
-from services.common.errors import Code, MilvusError
-from services.common.security.guard import ADMIN, BUILTIN_ROLES, PUBLIC, ROOT
-from services.common.security.passwords import (
+from vectide.services.common import errors
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.security.guard import ADMIN, BUILTIN_ROLES, PUBLIC, ROOT
+from vectide.services.common.security.passwords import (
     DEFAULT_ROUNDS,
     check_password,
     check_role_name,
@@ -20,14 +20,14 @@ from services.common.security.passwords import (
     hash_password,
     verify_password,
 )
-from services.common.security.privileges import (
+from vectide.services.common.security.privileges import (
     ANY,
     OBJECT_TYPES,
     PUBLIC_DEFAULTS,
     Grant,
     store_name,
 )
-from services.common.security.store import Changes, RbacStore, Snapshot, User
+from vectide.services.common.security.store import Changes, RbacStore, Snapshot, User
 
 
 class Rbac:

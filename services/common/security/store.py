@@ -15,8 +15,8 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from services.common.kv.base import KVError, MetaKV, Txn
-from services.common.security.privileges import Grant
+from vectide.services.common.kv.base import KVError, MetaKV, Txn
+from vectide.services.common.security.privileges import Grant
 
 PREFIX = "security"
 VERSION_KEY = f"{PREFIX}/version"
