@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -29,8 +30,17 @@ def py_spy() -> str | None:
 class Profile:
     """``with Profile(pid, path):`` samples ``pid`` at 100 Hz while the block runs."""
 
-    def __init__(self, pid: int | None, path: Path, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        pid: int | None,
+        path: Path,
+        enabled: bool = True,
+        options: Sequence[str] = (),
+    ) -> None:
+        """``options``: more py-spy flags, e.g. ``--threads`` (a root frame per thread),
+        ``--idle`` (waiting threads too), ``--gil`` (only the thread holding the GIL)."""
         self.pid = pid
+        self.options = list(options)
         self.path = path
         self.enabled = enabled and pid is not None and py_spy() is not None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -41,9 +51,11 @@ class Profile:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         argv = [str(py_spy()), "record", "--pid", str(self.pid), "--format", "raw"]
         argv += ["--rate", "100", "--nonblocking", "--output", str(self.path)]
-        self._proc = subprocess.Popen(
-            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-        )
+        argv += self.options
+        with open(self.path.with_suffix(".log"), "wb") as out:
+            self._proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         time.sleep(0.5)  # attached before the phase starts
         return self
 
@@ -58,7 +70,7 @@ class Profile:
             return
         proc.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
         try:
-            proc.wait(timeout=30)
+            proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

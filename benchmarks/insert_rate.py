@@ -1,0 +1,156 @@
+"""``python -m benchmarks.insert_rate``: pymilvus insert rows/s, Vectide beside the ceiling.
+
+The insert figure of ``make bench`` alone, in a few minutes: the no-op server
+(``benchmarks.nullserver``) and a standalone Vectide (with its Spark data node, as ``vectide
+up`` runs it) both started, then ``--rounds`` rounds, each inserting the same rows (numpy
+vectors, ``--batch``-row calls, into a fresh collection created with its index and loaded)
+into the ceiling and then into Vectide, back to back, so both see the same machine load. It
+prints every round and the medians, and the ratio. ``--profile`` samples the standalone
+process with py-spy during Vectide's inserts (``--threads``: one root frame per thread) and
+prints the top functions; the raw file stays under ``.vectide/bench/profiles``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+
+from benchmarks import datasets
+from benchmarks.common import log, own_tree
+from benchmarks.milvus_ops import connect, create_collection, ingest
+from benchmarks.profiling import Profile, summarise
+from benchmarks.targets import RUN_DIR, VectideTarget, null_target, vectide_target
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", type=int, default=50_000)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--batch", type=int, default=1000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--index", default="HNSW", help="FLAT, IVF_FLAT or HNSW")
+    p.add_argument("--lists", action="store_true", help="list vectors instead of numpy rows")
+    p.add_argument("--profile", action="store_true", help="py-spy the standalone process")
+    p.add_argument("--label", default="insert", help="names the profile file")
+    p.add_argument(
+        "--py-spy", default="--threads", help="py-spy options, e.g. '--threads --gil'"
+    )
+    p.add_argument("--settle", type=float, default=60.0, help="max s to wait for quiet")
+    return p.parse_args(argv)
+
+
+def insert_round(uri: str, name: str, opts: argparse.Namespace, vectors, label: str) -> float:
+    """Rows/s of one fill of a fresh collection (time inside ``insert`` calls)."""
+    client = connect(uri)
+    create_collection(client, name, opts.dim, "L2", opts.index)
+    res = ingest(client, name, vectors, opts.batch, opts.lists, label)
+    client.drop_collection(name)
+    client.close()
+    return res.rows_per_s
+
+
+def main(argv: list[str] | None = None) -> None:
+    opts = parse_args(argv)
+    data = datasets.synthetic(opts.rows, opts.dim, 10, 10)
+    ceiling, vectide = null_target(), vectide_target("insertrate")
+    rates: dict[str, list[float]] = {"ceiling": [], "vectide": []}
+    ceiling.start()
+    try:
+        vectide.start()
+        found = vectide.processes()
+        pid = found.get("standalone")
+        by_pid = {p: name for name, p in found.items() if name != "standalone"}
+        by_pid[pid] = "standalone"  # the roles it runs share its pid
+        pids = {**{name: p for p, name in by_pid.items()}, "client": os.getpid()}
+        for r in range(opts.rounds):
+            settle(pids, opts.settle)
+            rates["ceiling"].append(insert_round(ceiling.uri, f"c{r}", opts, data.vectors, "ceil"))
+            path = RUN_DIR / "profiles" / f"{opts.label}-{r}.txt"
+            before, t0, served = cpu_seconds(pids), time.monotonic(), insert_seconds(vectide)
+            with Profile(pid, path, opts.profile, opts.py_spy.split()):
+                rate = insert_round(vectide.uri, f"v{r}", opts, data.vectors, "vectide")
+            used = cpu_share(before, cpu_seconds(pids), time.monotonic() - t0)
+            rates["vectide"].append(rate)
+            served = insert_seconds(vectide) - served
+            log(f"round {r}: inside the proxy's Insert handler {served:.2f} s, "
+                f"{opts.rows / rate:.2f} s in the client's insert calls")
+            log(f"round {r}: ceiling {rates['ceiling'][-1]:,.0f} vectide {rate:,.0f} rows/s")
+            log(f"round {r}: % of one core while inserting: {used}")
+            if opts.profile:
+                print_profile(path)
+    finally:
+        vectide.stop()
+        ceiling.stop()
+    report(rates)
+
+
+def insert_seconds(target: VectideTarget) -> float:
+    """Seconds the proxy spent inside Insert handlers so far (its latency histogram's sum)."""
+    url = f"http://{target.config.service.host}:{target.config.service.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        text = reply.read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("vectide_proxy_request_latency_seconds_sum") and '"Insert"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+        if line.startswith("vectide_proxy_requests_total"):
+            log(line)
+    return total
+
+
+def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """CPU seconds (user + system) of each process with its own children."""
+    listed = set(pids.values())
+    out: dict[str, float] = {}
+    for name, pid in pids.items():
+        try:
+            tree = own_tree(pid, listed) if name != "client" else [psutil.Process(pid)]
+            out[name] = sum(sum(p.cpu_times()[:2]) for p in tree)
+        except psutil.Error:
+            continue
+    return out
+
+
+def cpu_share(before: dict[str, float], after: dict[str, float], seconds: float) -> str:
+    used = {n: (after[n] - before[n]) / seconds * 100 for n in after if n in before}
+    top = sorted(used.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{n} {v:.0f}" for n, v in top if v >= 1) + f"; total {sum(used.values()):.0f}"
+
+
+def settle(pids: dict[str, int], timeout_s: float) -> None:
+    """Wait until the deployment's processes use under 30 % of one core (the previous
+    round's persistence and index builds done), so both systems start from quiet."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        before = cpu_seconds(pids)
+        time.sleep(1.0)
+        after = cpu_seconds(pids)
+        if sum(after[n] - before[n] for n in after if n in before and n != "client") < 0.3:
+            return
+
+
+def print_profile(path: Path) -> None:
+    summary = summarise(path, top=40)
+    print(f"profile {path}: {summary.get('samples')} samples")
+    for kind in ("self", "inclusive"):
+        print(f"  {kind}:")
+        for item in summary.get(kind, []):  # type: ignore[union-attr]
+            print(f"    {item['share']:6.1%}  {item['function']}")
+
+
+def report(rates: dict[str, list[float]]) -> None:
+    ceil, vect = statistics.median(rates["ceiling"]), statistics.median(rates["vectide"])
+    each = ", ".join(f"{v / c:.0%}" for c, v in zip(rates["ceiling"], rates["vectide"]))
+    print(f"ceiling rows/s: {', '.join(f'{x:,.0f}' for x in rates['ceiling'])}")
+    print(f"vectide rows/s: {', '.join(f'{x:,.0f}' for x in rates['vectide'])}")
+    print(f"medians: ceiling {ceil:,.0f}, vectide {vect:,.0f}: {vect / ceil:.0%} ({each})")
+
+
+if __name__ == "__main__":
+    main()
