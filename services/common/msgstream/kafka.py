@@ -100,7 +100,11 @@ class ChannelProducer:
             **{
                 "enable.idempotence": True,
                 "acks": "all",
-                "linger.ms": 1,
+                # send() waits for the ack with every message of the write already queued,
+                # so librdkafka batches them without lingering; a linger would only add its
+                # time to every acknowledged write (1 ms measured 5.1 against 4.1 ms for a
+                # 512 KB insert message acked by Tansu)
+                "linger.ms": 0,
                 "message.max.bytes": 64 * 1024 * 1024,
             },
         )
