@@ -75,8 +75,10 @@ def main(argv: list[str] | None = None) -> None:
             one()
         medians.append((time.perf_counter() - start) / opts.calls)
     per_call = statistics.median(medians)
-    print(f"{opts.batch} rows x {opts.dim}-d, {opts.shards} shard(s): {per_call * 1e3:.3f} ms "
-          f"per request (rounds: {', '.join(f'{m * 1e3:.3f}' for m in medians)})")
+    print(
+        f"{opts.batch} rows x {opts.dim}-d, {opts.shards} shard(s): {per_call * 1e3:.3f} ms "
+        f"per request (rounds: {', '.join(f'{m * 1e3:.3f}' for m in medians)})"
+    )
     total = sum(sum(s) for s in steps.values())
     for name, s in steps.items():
         print(f"  {name:8s} {sum(s) / total:6.1%}  {statistics.median(s) * 1e3:.3f} ms")

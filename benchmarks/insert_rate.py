@@ -4,10 +4,18 @@ The insert figure of ``make bench`` alone, in a few minutes: the no-op server
 (``benchmarks.nullserver``) and a standalone Vectide (with its Spark data node, as ``vectide
 up`` runs it) both started, then ``--rounds`` rounds, each inserting the same rows (numpy
 vectors, ``--batch``-row calls, into a fresh collection created with its index and loaded)
-into the ceiling and then into Vectide, back to back, so both see the same machine load. It
-prints every round and the medians, and the ratio. ``--profile`` samples the standalone
-process with py-spy during Vectide's inserts (``--threads``: one root frame per thread) and
-prints the top functions; the raw file stays under ``.vectide/bench/profiles``.
+into the ceiling and then into Vectide, back to back, so both see the same machine load
+(each round waits first until the deployment is quiet). It prints every round and the
+medians, and the ratio; per round also where the time went: the client's encoding
+(pymilvus's ``row_insert_param``, the same work for both servers: it takes longer when the
+server's processes compete for the cores), the proxy's Insert handler (its latency
+histogram), and each process's CPU while Vectide was filled.
+
+``--profile`` samples the standalone process with py-spy during Vectide's inserts
+(``--py-spy`` options: ``--threads``, ``--idle``, ``--gil``) and prints the top functions;
+raw files stay under ``.vectide/bench/profiles``. ``--nice datanode[,infra:kafka,...]``
+(with ``--alternate``: in every other round only) is an experiment: those processes'
+scheduler group gets nice 19, so they run on what the others leave.
 """
 
 from __future__ import annotations
@@ -39,9 +47,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lists", action="store_true", help="list vectors instead of numpy rows")
     p.add_argument("--profile", action="store_true", help="py-spy the standalone process")
     p.add_argument("--label", default="insert", help="names the profile file")
+    p.add_argument("--py-spy", default="--threads", help="py-spy options, e.g. '--threads --gil'")
     p.add_argument(
-        "--py-spy", default="--threads", help="py-spy options, e.g. '--threads --gil'"
+        "--nice",
+        default="",
+        help="experiment: comma-separated processes (datanode, infra:kafka, ...) whose "
+        "scheduler autogroup gets nice 19, so they take only the CPU the others leave",
     )
+    p.add_argument("--alternate", action="store_true", help="--nice in even rounds only")
     p.add_argument("--settle", type=float, default=60.0, help="max s to wait for quiet")
     return p.parse_args(argv)
 
@@ -93,7 +106,9 @@ def main(argv: list[str] | None = None) -> None:
         by_pid = {p: name for name, p in found.items() if name != "standalone"}
         by_pid[pid] = "standalone"  # the roles it runs share its pid
         pids = {**{name: p for p, name in by_pid.items()}, "client": os.getpid()}
+        niced = [pids[name] for name in filter(None, opts.nice.split(","))]
         for r in range(opts.rounds):
+            set_autogroup_nice(niced, 0 if opts.alternate and r % 2 else 19)
             settle(pids, opts.settle)
             rates["ceiling"].append(insert_round(ceiling.uri, f"c{r}", opts, data.vectors, "ceil"))
             path = RUN_DIR / "profiles" / f"{opts.label}-{r}.txt"
@@ -103,8 +118,10 @@ def main(argv: list[str] | None = None) -> None:
             used = cpu_share(before, cpu_seconds(pids), time.monotonic() - t0)
             rates["vectide"].append(rate)
             served = insert_seconds(vectide) - served
-            log(f"round {r}: inside the proxy's Insert handler {served:.2f} s, "
-                f"{opts.rows / rate:.2f} s in the client's insert calls")
+            log(
+                f"round {r}: inside the proxy's Insert handler {served:.2f} s, "
+                f"{opts.rows / rate:.2f} s in the client's insert calls"
+            )
             log(f"round {r}: ceiling {rates['ceiling'][-1]:,.0f} vectide {rate:,.0f} rows/s")
             log(f"round {r}: % of one core while inserting: {used}")
             if opts.profile:
@@ -113,6 +130,18 @@ def main(argv: list[str] | None = None) -> None:
         vectide.stop()
         ceiling.stop()
     report(rates)
+
+
+def set_autogroup_nice(pids: list[int], nice: int) -> None:
+    """Linux with autogroup scheduling (each session a group): a process's own nice value
+    only orders its session's threads, so the experiment sets its group's nice instead."""
+    for pid in pids:
+        group = Path(f"/proc/{pid}/autogroup")
+        try:
+            group.write_text(str(nice))
+            log(f"pid {pid}: {group.read_text().strip()}")
+        except OSError as exc:
+            log(f"pid {pid}: autogroup nice not set ({exc})")
 
 
 def insert_seconds(target: VectideTarget) -> float:
@@ -124,8 +153,6 @@ def insert_seconds(target: VectideTarget) -> float:
     for line in text.splitlines():
         if line.startswith("vectide_proxy_request_latency_seconds_sum") and '"Insert"' in line:
             total += float(line.rsplit(" ", 1)[1])
-        if line.startswith("vectide_proxy_requests_total"):
-            log(line)
     return total
 
 
@@ -171,7 +198,9 @@ def print_profile(path: Path) -> None:
 
 def report(rates: dict[str, list[float]]) -> None:
     ceil, vect = statistics.median(rates["ceiling"]), statistics.median(rates["vectide"])
-    each = ", ".join(f"{v / c:.0%}" for c, v in zip(rates["ceiling"], rates["vectide"]))
+    each = ", ".join(
+        f"{v / c:.0%}" for c, v in zip(rates["ceiling"], rates["vectide"], strict=True)
+    )
     print(f"ceiling rows/s: {', '.join(f'{x:,.0f}' for x in rates['ceiling'])}")
     print(f"vectide rows/s: {', '.join(f'{x:,.0f}' for x in rates['vectide'])}")
     print(f"medians: ceiling {ceil:,.0f}, vectide {vect:,.0f}: {vect / ceil:.0%} ({each})")
