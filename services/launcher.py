@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -149,6 +150,13 @@ class Deployment:
         self.zk.close()
 
 
+def use_switch_interval(interval_ms: float) -> None:
+    """Threads waiting for the GIL (a request woken by its write's ack) get it after at most
+    ``interval_ms`` of another thread's Python work (``service.gil_switch_interval_ms``)."""
+    if interval_ms > 0:
+        sys.setswitchinterval(interval_ms / 1000)
+
+
 def address(config: Config, port: int) -> str:
     return f"{config.service.host}:{port}"
 
@@ -178,6 +186,7 @@ def start_standalone(
 
     use_security(config.kafka)
     use_tls(config.security)
+    use_switch_interval(config.service.gil_switch_interval_ms)
     zk = connect_zookeeper(config.zookeeper)
     deployment = Deployment(zk)
     if exit_on_lost:
@@ -245,6 +254,7 @@ def start_role(
     """
     use_security(config.kafka)
     use_tls(config.security)
+    use_switch_interval(config.service.gil_switch_interval_ms)
     zk = connect_zookeeper(config.zookeeper)
     deployment = Deployment(zk)
     deployment.watch_session()
