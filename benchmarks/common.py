@@ -71,3 +71,13 @@ def own_tree(pid: int, listed: set[int] | frozenset[int] = frozenset()) -> list[
         if not any(other in listed for other in above if other != pid):
             tree.append(child)
     return tree
+
+
+def apply_set(config: Any, items: list[str]) -> None:
+    """``--set section.key=value`` options (repeatable) onto a Vectide configuration."""
+    from vectide.services.common.config import apply_overrides
+
+    for item in items:
+        key, _, value = item.partition("=")
+        section, _, name = key.partition(".")
+        apply_overrides(config, {section: {name: value}}, source="--set")

@@ -23,8 +23,8 @@ from typing import Any
 
 import psutil
 
-from benchmarks.common import REPO, log, own_tree
-from vectide.services.common.config import Config, apply_overrides
+from benchmarks.common import REPO, apply_set, log, own_tree
+from vectide.services.common.config import Config
 from vectide.services.infra.deployment import DeploymentManager
 from vectide.services.infra.manager import InfraManager
 
@@ -319,10 +319,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json", help="write the figures here")
     a = p.parse_args(argv)
     config = shifted_config(a.port_offset, a.channels, f"idle{int(time.time())}")
-    for item in a.set:
-        key, _, value = item.partition("=")
-        section, _, name = key.partition(".")
-        apply_overrides(config, {section: {name: value}}, source="--set")
+    apply_set(config, a.set)
     manager = DeploymentManager(config, progress=lambda line: log(f"vectide: {line}"))
     results: dict[str, IdleCpu] = {}
     try:

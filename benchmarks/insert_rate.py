@@ -31,7 +31,7 @@ import psutil
 from pymilvus.client.prepare import Prepare
 
 from benchmarks import datasets
-from benchmarks.common import log, own_tree
+from benchmarks.common import apply_set, log, own_tree
 from benchmarks.milvus_ops import connect, create_collection, ingest
 from benchmarks.profiling import Profile, summarise
 from benchmarks.targets import RUN_DIR, VectideTarget, null_target, vectide_target
@@ -54,6 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="experiment: comma-separated processes (datanode, infra:kafka, ...) whose "
         "scheduler autogroup gets nice 19, so they take only the CPU the others leave",
     )
+    p.add_argument("--set", action="append", default=[], help="section.key=value (repeatable)")
     p.add_argument("--alternate", action="store_true", help="--nice in even rounds only")
     p.add_argument("--settle", type=float, default=60.0, help="max s to wait for quiet")
     return p.parse_args(argv)
@@ -97,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     ClientEncoding.install()
     data = datasets.synthetic(opts.rows, opts.dim, 10, 10)
     ceiling, vectide = null_target(), vectide_target("insertrate")
+    apply_set(vectide.config, opts.set)
     rates: dict[str, list[float]] = {"ceiling": [], "vectide": []}
     ceiling.start()
     try:
