@@ -15,7 +15,8 @@ histogram), and each process's CPU while Vectide was filled.
 (``--py-spy`` options: ``--threads``, ``--idle``, ``--gil``) and prints the top functions;
 raw files stay under ``.vectide/bench/profiles``. ``--nice datanode[,infra:kafka,...]``
 (with ``--alternate``: in every other round only) is an experiment: those processes'
-scheduler group gets nice 19, so they run on what the others leave.
+scheduler group gets nice 19, so they run on what the others leave. ``--index FLAT`` (no
+interim index builds) and ``--no-datanode`` take those parts out of the comparison.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="experiment: comma-separated processes (datanode, infra:kafka, ...) whose "
         "scheduler autogroup gets nice 19, so they take only the CPU the others leave",
     )
+    p.add_argument("--no-datanode", action="store_true", help="Vectide without its data node")
     p.add_argument("--set", action="append", default=[], help="section.key=value (repeatable)")
     p.add_argument("--alternate", action="store_true", help="--nice in even rounds only")
     p.add_argument("--settle", type=float, default=60.0, help="max s to wait for quiet")
@@ -102,7 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     rates: dict[str, list[float]] = {"ceiling": [], "vectide": []}
     ceiling.start()
     try:
-        vectide.start()
+        vectide.start_infra()
+        vectide.deployment.up("standalone", datanode=not opts.no_datanode)
         found = vectide.processes()
         pid = found.get("standalone")
         by_pid = {p: name for name, p in found.items() if name != "standalone"}
