@@ -24,7 +24,12 @@ import numpy as np
 
 from vectide.services.common import nullable
 from vectide.services.common.errors import Code, MilvusError
-from vectide.services.common.msgstream.message import DataType, FieldColumn
+from vectide.services.common.msgstream.message import (
+    DENSE_VECTORS,
+    FIXED_DTYPES,
+    DataType,
+    FieldColumn,
+)
 from vectide.services.common.schema import CollectionInfo
 from vectide.services.ingest.decode import RecordDecoder, RecordError, Tombstone, Upsert
 
@@ -42,6 +47,8 @@ _RECORD_CODES = {
 
 #: column dtypes as the gRPC path builds them (small ints travel as int64)
 _COLUMN_DTYPES = {DataType.BOOL: np.bool_, DataType.FLOAT: np.float32, DataType.DOUBLE: np.float64}
+#: columns held as lists: text (VarChar, JSON, ARRAY as JSON text) and sparse rows (bytes)
+_LISTS = frozenset({DataType.VARCHAR, DataType.JSON, DataType.ARRAY, DataType.SPARSE_FLOAT_VECTOR})
 
 
 class Writer(Protocol):
@@ -259,9 +266,9 @@ def _columns(decoder: RecordDecoder, rows: list[dict[str, Any]]) -> dict[str, Fi
             valid = np.array([v is not None for v in values], dtype=bool)
             filler = nullable.placeholder(f.data_type)
             values = [filler if v is None else v for v in values]
-        if f.data_type == DataType.FLOAT_VECTOR:
-            data: Any = np.stack(values).astype(np.float32, copy=False)
-        elif f.data_type in (DataType.VARCHAR, DataType.JSON):
+        if f.data_type in DENSE_VECTORS:
+            data: Any = np.stack(values).astype(FIXED_DTYPES[f.data_type], copy=False)
+        elif f.data_type in _LISTS:
             data = values
         else:
             data = np.asarray(values, dtype=_COLUMN_DTYPES.get(f.data_type, np.int64))
