@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import io
-import re
 import json
+import re
 import struct
 
 import fastavro
@@ -309,7 +309,7 @@ def typed_schema() -> CollectionSchema:
             element_type=DataType.VARCHAR,
             max_capacity=2,
             max_length=5,
-        ),  # fmt: skip
+        ),
         FieldSchema(108, "meta", DataType.JSON),
         FieldSchema(
             109,
@@ -318,7 +318,7 @@ def typed_schema() -> CollectionSchema:
             element_type=DataType.DOUBLE,
             max_capacity=2,
             nullable=True,
-        ),  # fmt: skip
+        ),
     ]
     return CollectionSchema("typed", fields)
 
