@@ -131,6 +131,9 @@ class RecordDecoder:
         self._pk = schema.primary
         self._dynamic = schema.dynamic_field
         self._fields = {f.name: f for f in schema.fields if not f.is_dynamic}
+        #: the fields a row carries besides the key, and those it may leave null or out
+        self._row_fields = [n for n, f in self._fields.items() if not f.is_primary]
+        self._optional = frozenset(n for n in self._row_fields if may_be_null(self._fields[n]))
         self._vectors = [f for f in self._fields.values() if f.data_type in _FLOAT_VECTORS]
         self._plain_avro = (
             fastavro.parse_schema(avro_schema(schema)) if fmt == "avro" and not registry else None
@@ -242,8 +245,9 @@ class RecordDecoder:
     def _row(self, row: dict[str, Any], key: bytes | None) -> Upsert:
         values: dict[str, Any] = {}
         extra: dict[str, Any] = {}
+        fields, optional = self._fields, self._optional
         for name, value in row.items():
-            field = self._fields.get(name)
+            field = fields.get(name)
             if field is None:
                 if self._dynamic is None:
                     raise RecordError(
@@ -251,16 +255,19 @@ class RecordDecoder:
                         "(and its dynamic field is off)"
                     )
                 extra[name] = value
-            elif not field.is_primary:
-                values[name] = (
-                    None if value is None and may_be_null(field) else _checked(field, value)
-                )
+            elif field.is_primary:
+                continue
+            elif value is None and name in optional:
+                values[name] = None
+            else:
+                values[name] = _checked(field, value)
         pk = self._primary(row.get(self._pk.name), key)
-        for name, field in self._fields.items():
-            if not field.is_primary and name not in values:
-                if not may_be_null(field):
-                    raise RecordError(f"field {name!r} is missing")
-                values[name] = None  # a null: the field's default value, if it has one
+        if len(values) < len(self._row_fields):  # some left out: nulls, defaults or an error
+            for name in self._row_fields:
+                if name not in values:
+                    if name not in optional:
+                        raise RecordError(f"field {name!r} is missing")
+                    values[name] = None  # a null: the field's default value, if it has one
         if self._dynamic is not None:
             values[self._dynamic.name] = json.dumps(extra)
         return Upsert(pk, values)
