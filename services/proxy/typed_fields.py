@@ -17,6 +17,7 @@ from pymilvus.grpc_gen import common_pb2, schema_pb2
 from vectide.services.common import errors, field_values, vector_types
 from vectide.services.common.msgstream.message import FIXED_DTYPES, DataType, row_width
 from vectide.services.common.schema import FieldSchema
+from vectide.services.proxy.default_values import MEMBER_OF
 
 #: the VectorField member carrying each dense byte-packed type
 _BYTES_MEMBER = {
@@ -32,18 +33,9 @@ PLACEHOLDER_TYPES = {
     DataType.BFLOAT16_VECTOR: common_pb2.PlaceholderType.BFloat16Vector,
     DataType.SPARSE_FLOAT_VECTOR: common_pb2.PlaceholderType.SparseFloatVector,
 }
-#: ARRAY element types: the ScalarField member holding them (their values' checks:
-#: ``field_values.check_array``)
-ARRAY_ELEMENTS: dict[DataType, str] = {
-    DataType.BOOL: "bool_data",
-    DataType.INT8: "int_data",
-    DataType.INT16: "int_data",
-    DataType.INT32: "int_data",
-    DataType.INT64: "long_data",
-    DataType.FLOAT: "float_data",
-    DataType.DOUBLE: "double_data",
-    DataType.VARCHAR: "string_data",
-}
+#: ARRAY element types: the ScalarField member holding them, named as the ValueField members
+#: of default values (their values' checks: ``field_values.check_array``)
+ARRAY_ELEMENTS: dict[DataType, str] = MEMBER_OF
 
 
 # -- vectors in -------------------------------------------------------------------------------
