@@ -286,7 +286,7 @@ def _columns(decoder: RecordDecoder, rows: list[dict[str, Any]]) -> dict[str, Fi
             filler = nullable.placeholder(f.data_type)
             values = [filler if v is None else v for v in values]
         if f.data_type in DENSE_VECTORS:
-            data: Any = np.stack(values).astype(FIXED_DTYPES[f.data_type], copy=False)
+            data: Any = np.array(values, dtype=FIXED_DTYPES[f.data_type])  # faster than stack
         elif f.data_type in _LISTS:
             data = values
         else:

@@ -569,3 +569,30 @@ def test_the_compiled_avro_reader_reads_what_fastavro_reads():
     for unsupported in (enum, timestamp):
         record = {"type": "record", "name": "U", "fields": [{"name": "u", "type": unsupported}]}
         assert compile_reader(record) is None
+
+
+def test_writer_schemas_outside_the_compiled_subset_are_read_with_fastavro():
+    """A ``fixed`` binary vector: fastavro reads the value, the same checks apply."""
+    writer = fastavro.parse_schema(
+        {
+            "type": "record",
+            "name": "Fixed",
+            "fields": [
+                {"name": "id", "type": "long"},
+                {"name": "vec", "type": {"type": "array", "items": "float"}},
+                {"name": "bits", "type": {"type": "fixed", "name": "Bits", "size": 2}},
+            ],
+        }
+    )
+    fields = [
+        FieldSchema(100, "id", DataType.INT64, is_primary=True),
+        FieldSchema(101, "vec", DataType.FLOAT_VECTOR, dim=DIM),
+        FieldSchema(102, "bits", DataType.BINARY_VECTOR, dim=16),
+    ]
+    decoder = RecordDecoder(CollectionSchema("f", fields), "avro", registry={1: writer}.__getitem__)
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, writer, {"id": 4, "vec": [1.0] * DIM, "bits": b"\x0f\xf0"})
+    got = decoder.decode(None, b"\x00" + struct.pack(">I", 1) + out.getvalue())
+    assert got.pk == 4 and got.values["bits"].tolist() == [15, 240]
+    assert got.values["vec"].dtype == np.float32
+    assert decoder._readers == {1: None}  # fastavro, not a compiled reader
