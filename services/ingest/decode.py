@@ -71,7 +71,8 @@ class RecordError(ValueError):
 @dataclass(frozen=True)
 class Upsert:
     pk: int | str | None
-    #: field name -> value, already checked against the schema (vectors as float32 arrays)
+    #: field name -> value, already checked against the schema (dense vectors as rows of
+    #: their storage type, sparse ones as Milvus's row bytes, ARRAY and JSON as JSON text)
     values: dict[str, Any]
 
 
@@ -158,8 +159,8 @@ class RecordDecoder:
     ) -> list[Decoded | RecordError]:
         """Each (key, value) decoded, or the reason it cannot be.
 
-        Vectors are converted for the whole batch at once: per record, numpy's conversion
-        of a 128-float list cost as much as parsing the record's JSON.
+        Vectors given as numbers are converted for the whole batch at once: per record,
+        numpy's conversion of a 128-float list cost as much as parsing the record's JSON.
         """
         out: list[Decoded | RecordError] = []
         for key, value in records:
