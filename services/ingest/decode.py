@@ -244,9 +244,10 @@ class RecordDecoder:
             ) from None
 
     def _row(self, row: dict[str, Any], key: bytes | None) -> Upsert:
-        values: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
+        """The decoded value checked field by field; the row's own dict becomes the upsert's
+        values (fresh from the parser: no second dict per record)."""
         fields, optional = self._fields, self._optional
+        extra: dict[str, Any] = {}
         for name, value in row.items():
             field = fields.get(name)
             if field is None:
@@ -256,22 +257,20 @@ class RecordDecoder:
                         "(and its dynamic field is off)"
                     )
                 extra[name] = value
-            elif field.is_primary:
-                continue
-            elif value is None and name in optional:
-                values[name] = None
-            else:
-                values[name] = _checked(field, value)
-        pk = self._primary(row.get(self._pk.name), key)
-        if len(values) < len(self._row_fields):  # some left out: nulls, defaults or an error
+            elif not field.is_primary and (value is not None or name not in optional):
+                row[name] = _checked(field, value)  # a null of an optional field stays null
+        pk = self._primary(row.pop(self._pk.name, None), key)
+        for name in extra:
+            del row[name]
+        if len(row) < len(self._row_fields):  # some left out: nulls, defaults or an error
             for name in self._row_fields:
-                if name not in values:
+                if name not in row:
                     if name not in optional:
                         raise RecordError(f"field {name!r} is missing")
-                    values[name] = None  # a null: the field's default value, if it has one
+                    row[name] = None  # a null: the field's default value, if it has one
         if self._dynamic is not None:
-            values[self._dynamic.name] = json.dumps(extra)
-        return Upsert(pk, values)
+            row[self._dynamic.name] = json.dumps(extra)
+        return Upsert(pk, row)
 
     def _primary(self, given: Any, key: bytes | None) -> int | str | None:
         pk = self._pk
