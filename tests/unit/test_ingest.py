@@ -46,6 +46,19 @@ def schema(pk_type: DataType = DataType.INT64, auto_id: bool = False, dynamic: b
     return CollectionSchema("docs", fields, enable_dynamic_field=dynamic)
 
 
+def avro_record(name: str, **types) -> dict:
+    """An Avro record schema: its fields' names and types, in order."""
+    return {
+        "type": "record",
+        "name": name,
+        "fields": [{"name": k, "type": t} for k, t in types.items()],
+    }
+
+
+def avro_array(items) -> dict:
+    return {"type": "array", "items": items}
+
+
 def row(pk=None, **over):
     value = {"vec": [0.5] * DIM, "title": "t", "n": 1, **over}
     if pk is not None:
@@ -135,16 +148,7 @@ def test_plain_avro_written_with_the_derived_schema():
 
 def test_confluent_wire_format_resolves_the_writer_schema_by_id():
     writer = fastavro.parse_schema(
-        {
-            "type": "record",
-            "name": "Doc",
-            "fields": [
-                {"name": "id", "type": "long"},
-                {"name": "vec", "type": {"type": "array", "items": "float"}},
-                {"name": "title", "type": "string"},
-                {"name": "n", "type": "int"},
-            ],
-        }
+        avro_record("Doc", id="long", vec=avro_array("float"), title="string", n="int")
     )
     out = io.BytesIO()
     fastavro.schemaless_writer(out, writer, {"id": 8, "vec": [2.0] * DIM, "title": "b", "n": 1})
@@ -447,33 +451,21 @@ def test_plain_avro_of_every_type_with_the_derived_schema():
 
 
 def test_registry_writers_may_send_half_floats_as_bytes_and_sparse_as_indices_and_values():
+    sparse = avro_record("Sparse", indices=avro_array("long"), values=avro_array("float"))
     writer = fastavro.parse_schema(
-        {
-            "type": "record",
-            "name": "Typed",
-            "fields": [
-                {"name": "id", "type": "long"},
-                {"name": "fv", "type": "bytes"},
-                {"name": "f16", "type": "bytes"},
-                {"name": "bf16", "type": {"type": "array", "items": "double"}},
-                {"name": "bin", "type": "bytes"},
-                {
-                    "name": "sp",
-                    "type": {
-                        "type": "record",
-                        "name": "Sparse",
-                        "fields": [
-                            {"name": "indices", "type": {"type": "array", "items": "long"}},
-                            {"name": "values", "type": {"type": "array", "items": "float"}},
-                        ],
-                    },
-                },
-                {"name": "nums", "type": {"type": "array", "items": "int"}},
-                {"name": "tags", "type": {"type": "array", "items": "string"}},
-                {"name": "meta", "type": "string"},
-                {"name": "maybe", "type": ["null", {"type": "array", "items": "double"}]},
-            ],
-        }
+        avro_record(
+            "Typed",
+            id="long",
+            fv="bytes",
+            f16="bytes",
+            bf16=avro_array("double"),
+            bin="bytes",
+            sp=sparse,
+            nums=avro_array("int"),
+            tags=avro_array("string"),
+            meta="string",
+            maybe=["null", avro_array("double")],
+        )
     )
     values = []
     for pk, maybe in ((1, None), (2, [1.0, 2.5])):
@@ -501,30 +493,20 @@ def test_the_compiled_avro_reader_reads_what_fastavro_reads():
     from vectide.services.ingest.avro_reader import AvroError, compile_reader
 
     schema = fastavro.parse_schema(
-        {
-            "type": "record",
-            "name": "R",
-            "fields": [
-                {"name": "id", "type": ["null", "long"]},
-                {"name": "vec", "type": {"type": "array", "items": "float"}},
-                {"name": "d", "type": {"type": "array", "items": "double"}},
-                {"name": "s", "type": "string"},
-                {"name": "b", "type": "bytes"},
-                {"name": "ok", "type": "boolean"},
-                {"name": "f", "type": "float"},
-                {"name": "x", "type": "double"},
-                {"name": "m", "type": {"type": "map", "values": "float"}},
-                {"name": "tags", "type": {"type": "array", "items": "string"}},
-                {
-                    "name": "rec",
-                    "type": {
-                        "type": "record",
-                        "name": "In",
-                        "fields": [{"name": "n", "type": "int"}],
-                    },
-                },
-            ],
-        }
+        avro_record(
+            "R",
+            id=["null", "long"],
+            vec=avro_array("float"),
+            d=avro_array("double"),
+            s="string",
+            b="bytes",
+            ok="boolean",
+            f="float",
+            x="double",
+            m={"type": "map", "values": "float"},
+            tags=avro_array("string"),
+            rec=avro_record("In", n="int"),
+        )
     )
     value = {
         "id": -(2**40),
@@ -553,9 +535,7 @@ def test_the_compiled_avro_reader_reads_what_fastavro_reads():
     }
     # blocks with a byte size (negative count), as Java's writers split long arrays
     blocked = b"\x00" + b"\x03" + b"\x10" + np.float32([1, 2]).tobytes() + b"\x00"
-    array = {"type": "record", "name": "A", "fields": [
-        {"name": "id", "type": ["null", "long"]},
-        {"name": "vec", "type": {"type": "array", "items": "float"}}]}  # fmt: skip
+    array = avro_record("A", id=["null", "long"], vec=avro_array("float"))
     assert compile_reader(array, frozenset({"vec"}))(blocked)["vec"].tolist() == [1.0, 2.0]
     with pytest.raises(AvroError, match="left over"):
         read(raw + b"\x00")
@@ -567,22 +547,14 @@ def test_the_compiled_avro_reader_reads_what_fastavro_reads():
     enum = {"type": "enum", "name": "K", "symbols": ["A"]}
     timestamp = {"type": "long", "logicalType": "timestamp-millis"}
     for unsupported in (enum, timestamp):
-        record = {"type": "record", "name": "U", "fields": [{"name": "u", "type": unsupported}]}
-        assert compile_reader(record) is None
+        assert compile_reader(avro_record("U", u=unsupported)) is None
 
 
 def test_writer_schemas_outside_the_compiled_subset_are_read_with_fastavro():
     """A ``fixed`` binary vector: fastavro reads the value, the same checks apply."""
+    bits = {"type": "fixed", "name": "Bits", "size": 2}
     writer = fastavro.parse_schema(
-        {
-            "type": "record",
-            "name": "Fixed",
-            "fields": [
-                {"name": "id", "type": "long"},
-                {"name": "vec", "type": {"type": "array", "items": "float"}},
-                {"name": "bits", "type": {"type": "fixed", "name": "Bits", "size": 2}},
-            ],
-        }
+        avro_record("Fixed", id="long", vec=avro_array("float"), bits=bits)
     )
     fields = [
         FieldSchema(100, "id", DataType.INT64, is_primary=True),
