@@ -470,7 +470,33 @@ def typed_json(row: dict) -> bytes:
     ).encode()
 
 
-def typed_avro(schema, row: dict) -> bytes:
+#: a Schema Registry writer's forms: vectors as bytes, sparse as indices and values
+TYPED_WRITER = {
+    "type": "record",
+    "name": "Typed",
+    "fields": [
+        {"name": "id", "type": "long"},
+        *({"name": name, "type": "bytes"} for name in ("fv", "f16", "bf16", "bin")),
+        {
+            "name": "sp",
+            "type": {
+                "type": "record",
+                "name": "Sparse",
+                "fields": [
+                    {"name": "indices", "type": {"type": "array", "items": "long"}},
+                    {"name": "values", "type": {"type": "array", "items": "float"}},
+                ],
+            },
+        },
+        {"name": "nums", "type": {"type": "array", "items": "long"}},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "meta", "type": "string"},
+    ],
+}
+
+
+def typed_avro(schema, row: dict, as_bytes: bool = False) -> bytes:
+    """Plain Avro with the derived schema, or (``as_bytes``) TYPED_WRITER's forms."""
     out = io.BytesIO()
     value = {
         "id": row["id"],
@@ -483,13 +509,19 @@ def typed_avro(schema, row: dict) -> bytes:
         "tags": row["tags"],
         "meta": json.dumps(row["meta"]),
     }
+    if as_bytes:
+        value.update(
+            {name: row[name].tobytes() for name in ("fv", "f16", "bf16")},
+            sp={"indices": list(row["sp"]), "values": list(row["sp"].values())},
+        )
     fastavro.schemaless_writer(out, schema, value)
     return out.getvalue()
 
 
 def test_every_vector_type_and_arrays_ingest_as_pymilvus_inserts_them(deployment, capsys):
-    """Half the rows as JSON, half as plain Avro, into one collection; the same rows inserted
-    with pymilvus into another; both answer the same queries and searches."""
+    """A third of the rows as JSON, a third as plain Avro, a third framed for a Schema
+    Registry, into one collection; the same rows inserted with pymilvus into another; both
+    answer the same queries and searches."""
     config, client, config_file, workers = deployment
     run = uuid.uuid4().hex[:6]
     ingested, inserted = f"typed_k_{run}", f"typed_p_{run}"
@@ -503,24 +535,31 @@ def test_every_vector_type_and_arrays_ingest_as_pymilvus_inserts_them(deployment
             for r in rows
         ],
     )
-    json_topic, avro_topic = create_topic(config, 2), create_topic(config, 1)
+    json_topic, avro_topic, sr_topic = (create_topic(config, n) for n in (2, 1, 1))
+    registry = RegistryDouble({9: TYPED_WRITER})
     if not workers.members():
         workers.start()
     derived = json.loads(cli(config_file, "ingest", "schema", ingested, capsys=capsys))
     parsed = fastavro.parse_schema(derived)
-    for mapping, topic, fmt in (
-        ("typed-json", json_topic, "json"),
-        ("typed-avro", avro_topic, "avro"),
-    ):
+    mappings = {
+        "typed-json": (json_topic, "json"),
+        "typed-avro": (avro_topic, "avro"),
+        "typed-sr": (sr_topic, "avro", "--schema-registry", registry.url),
+    }
+    for mapping, (topic, *options) in mappings.items():
         cli(config_file, "ingest", "add", mapping, "--topic", topic, "--collection", ingested,
-            "--format", fmt)  # fmt: skip
+            "--format", *options)  # fmt: skip
     try:
         p = producer(config)
-        half = TYPED_ROWS // 2
-        for row in rows[:half]:
+        third = TYPED_ROWS // 3
+        for row in rows[:third]:
             p.produce(json_topic, key=str(row["id"]).encode(), value=typed_json(row))
-        for row in rows[half:]:
+        for row in rows[third : 2 * third]:
             p.produce(avro_topic, value=typed_avro(parsed, row))
+        writer = fastavro.parse_schema(TYPED_WRITER)
+        for row in rows[2 * third :]:
+            framed = b"\x00" + struct.pack(">I", 9) + typed_avro(writer, row, as_bytes=True)
+            p.produce(sr_topic, value=framed)
         bad = dict(rows[0], f16=np.zeros(DIM + 1, np.float16))
         p.produce(json_topic, key=b"bad", value=typed_json(bad))
         p.flush(30)
@@ -556,7 +595,8 @@ def test_every_vector_type_and_arrays_ingest_as_pymilvus_inserts_them(deployment
             == sorted(r["id"] for r in client.query(inserted, "array_contains(tags, 'x')"))
         )
     finally:
-        for mapping in ("typed-json", "typed-avro"):
+        registry.close()
+        for mapping in mappings:
             vectide(["--config", config_file, "ingest", "remove", mapping])
 
 
