@@ -60,6 +60,7 @@ def bench_config(cluster_name: str, dml_channels: int = 4) -> Config:
     config.service.rootcoord_port = 39600
     config.service.querynode_port = 39610
     config.service.http_port = 39121
+    config.service.metrics_port = 39091  # clear of a developer's `make run` (9091)
     config.cluster.name = cluster_name
     config.cluster.dml_channels = dml_channels
     return config

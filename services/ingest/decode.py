@@ -4,7 +4,8 @@ Pure: no Kafka, no network. A record that cannot become a row raises :class:`Rec
 with a reason a person can act on (it becomes the dead-letter record's ``error`` header);
 one bad record never fails its neighbours.
 
-- JSON: the value is an object of field name -> value, float vectors as arrays.
+- JSON: the value is an object of field name -> value; vectors and ARRAY values take the
+  forms of Milvus's REST API (``services/common/field_values.py``).
 - Avro: plain Avro binary written with :func:`avro_schema` of the collection, or, when the
   mapping names a Schema Registry, the Confluent wire format (magic byte 0, 4-byte schema
   id, then Avro binary written with that schema).
@@ -15,6 +16,7 @@ one bad record never fails its neighbours.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import re
 import struct
@@ -26,9 +28,13 @@ import fastavro
 import numpy as np
 import orjson
 
-from vectide.services.common.msgstream.message import DataType
+from vectide.services.common import field_values, vector_types
+from vectide.services.common.msgstream.message import FIXED_DTYPES, DataType
 from vectide.services.common.nullable import may_be_null
 from vectide.services.common.schema import CollectionSchema, FieldSchema
+from vectide.services.ingest.avro_reader import AvroError, compile_reader
+
+AvroReader = Callable[[bytes], dict[str, Any]]
 
 _INT_RANGES = {
     DataType.INT8: (-(2**7), 2**7 - 1),
@@ -47,7 +53,15 @@ _AVRO_TYPES = {
     DataType.VARCHAR: "string",
     DataType.JSON: "string",
     DataType.FLOAT_VECTOR: {"type": "array", "items": "float"},
+    DataType.FLOAT16_VECTOR: {"type": "array", "items": "float"},
+    DataType.BFLOAT16_VECTOR: {"type": "array", "items": "float"},
+    DataType.BINARY_VECTOR: "bytes",
+    DataType.SPARSE_FLOAT_VECTOR: {"type": "map", "values": "float"},
 }
+#: vectors given as arrays of numbers, converted a batch at a time (see _convert_vectors)
+_FLOAT_VECTORS = frozenset(
+    {DataType.FLOAT_VECTOR, DataType.FLOAT16_VECTOR, DataType.BFLOAT16_VECTOR}
+)
 
 
 class RecordError(ValueError):
@@ -57,7 +71,8 @@ class RecordError(ValueError):
 @dataclass(frozen=True)
 class Upsert:
     pk: int | str | None
-    #: field name -> value, already checked against the schema (vectors as float32 arrays)
+    #: field name -> value, already checked against the schema (dense vectors as rows of
+    #: their storage type, sparse ones as Milvus's row bytes, ARRAY and JSON as JSON text)
     values: dict[str, Any]
 
 
@@ -82,7 +97,7 @@ def avro_schema(schema: CollectionSchema) -> dict[str, Any]:
     for f in schema.fields:
         if f.is_dynamic or (f.is_primary and f.auto_id):
             continue
-        avro_type = _AVRO_TYPES.get(f.data_type)
+        avro_type = _avro_type(f)
         if avro_type is None:
             raise RecordError(
                 f"field {f.name!r}: type {f.data_type.name} is not supported by ingest"
@@ -93,6 +108,13 @@ def avro_schema(schema: CollectionSchema) -> dict[str, Any]:
             fields.append({"name": f.name, "type": avro_type})
     name = re.sub(r"[^A-Za-z0-9_]", "_", schema.name) or "row"
     return {"type": "record", "name": name, "namespace": "vectide", "fields": fields}
+
+
+def _avro_type(field: FieldSchema) -> Any:
+    if field.data_type == DataType.ARRAY:
+        element = _AVRO_TYPES.get(DataType(field.element_type))
+        return None if element is None else {"type": "array", "items": element}
+    return _AVRO_TYPES.get(field.data_type)
 
 
 class RecordDecoder:
@@ -110,10 +132,20 @@ class RecordDecoder:
         self._pk = schema.primary
         self._dynamic = schema.dynamic_field
         self._fields = {f.name: f for f in schema.fields if not f.is_dynamic}
-        self._vectors = [f for f in self._fields.values() if f.data_type == DataType.FLOAT_VECTOR]
+        #: the fields a row carries besides the key, and those it may leave null or out
+        self._row_fields = [n for n, f in self._fields.items() if not f.is_primary]
+        self._optional = frozenset(n for n in self._row_fields if may_be_null(self._fields[n]))
+        self._vectors = [f for f in self._fields.values() if f.data_type in _FLOAT_VECTORS]
         self._plain_avro = (
             fastavro.parse_schema(avro_schema(schema)) if fmt == "avro" and not registry else None
         )
+        #: vectors of the Avro values come back as numpy arrays, converted with the batch's
+        self._numpy_fields = frozenset(f.name for f in self._vectors)
+        self._plain_reader = (
+            compile_reader(self._plain_avro, self._numpy_fields) if self._plain_avro else None
+        )
+        #: schema id -> compiled reader of its writer schema (None: read with fastavro)
+        self._readers: dict[int, AvroReader | None] = {}
 
     def decode(self, key: bytes | None, value: bytes | None) -> Decoded:
         """One record; raises :class:`RecordError` when it cannot be applied."""
@@ -127,8 +159,8 @@ class RecordDecoder:
     ) -> list[Decoded | RecordError]:
         """Each (key, value) decoded, or the reason it cannot be.
 
-        Vectors are converted for the whole batch at once: per record, numpy's conversion
-        of a 128-float list cost as much as parsing the record's JSON.
+        Vectors given as numbers are converted for the whole batch at once: per record,
+        numpy's conversion of a 128-float list cost as much as parsing the record's JSON.
         """
         out: list[Decoded | RecordError] = []
         for key, value in records:
@@ -171,8 +203,16 @@ class RecordDecoder:
             except Exception as exc:
                 raise RecordError(f"schema id {schema_id} not resolved: {exc}") from None
             payload = value[5:]
+            if schema_id not in self._readers:
+                self._readers[schema_id] = compile_reader(writer, self._numpy_fields)
+            reader = self._readers[schema_id]
         else:
-            writer, payload = self._plain_avro, value
+            writer, payload, reader = self._plain_avro, value, self._plain_reader
+        if reader is not None:
+            try:
+                return reader(payload)
+            except AvroError as exc:
+                raise RecordError(f"value is not Avro of the expected schema: {exc}") from None
         try:
             stream = io.BytesIO(payload)
             row = fastavro.schemaless_reader(stream, writer, None)
@@ -204,10 +244,12 @@ class RecordDecoder:
             ) from None
 
     def _row(self, row: dict[str, Any], key: bytes | None) -> Upsert:
-        values: dict[str, Any] = {}
+        """The decoded value checked field by field; the row's own dict becomes the upsert's
+        values (fresh from the parser: no second dict per record)."""
+        fields, optional = self._fields, self._optional
         extra: dict[str, Any] = {}
         for name, value in row.items():
-            field = self._fields.get(name)
+            field = fields.get(name)
             if field is None:
                 if self._dynamic is None:
                     raise RecordError(
@@ -215,19 +257,20 @@ class RecordDecoder:
                         "(and its dynamic field is off)"
                     )
                 extra[name] = value
-            elif not field.is_primary:
-                values[name] = (
-                    None if value is None and may_be_null(field) else _checked(field, value)
-                )
-        pk = self._primary(row.get(self._pk.name), key)
-        for name, field in self._fields.items():
-            if not field.is_primary and name not in values:
-                if not may_be_null(field):
-                    raise RecordError(f"field {name!r} is missing")
-                values[name] = None  # a null: the field's default value, if it has one
+            elif not field.is_primary and (value is not None or name not in optional):
+                row[name] = _checked(field, value)  # a null of an optional field stays null
+        pk = self._primary(row.pop(self._pk.name, None), key)
+        for name in extra:
+            del row[name]
+        if len(row) < len(self._row_fields):  # some left out: nulls, defaults or an error
+            for name in self._row_fields:
+                if name not in row:
+                    if name not in optional:
+                        raise RecordError(f"field {name!r} is missing")
+                    row[name] = None  # a null: the field's default value, if it has one
         if self._dynamic is not None:
-            values[self._dynamic.name] = json.dumps(extra)
-        return Upsert(pk, values)
+            row[self._dynamic.name] = json.dumps(extra)
+        return Upsert(pk, row)
 
     def _primary(self, given: Any, key: bytes | None) -> int | str | None:
         pk = self._pk
@@ -246,8 +289,13 @@ def _checked(field: FieldSchema, value: Any) -> Any:
     t = field.data_type
     if value is None:
         raise RecordError(f"field {field.name!r} is null")
-    if t == DataType.FLOAT_VECTOR:
+    if t in _FLOAT_VECTORS:
         return _vector(field, value)
+    if t in _TYPED:
+        try:
+            return _TYPED[t](field, value)
+        except ValueError as exc:
+            raise RecordError(f"field {field.name!r}: {exc}") from None
     if t in _INT_RANGES:
         if not isinstance(value, int) or isinstance(value, bool):
             raise RecordError(f"field {field.name!r}: expected an integer, got {value!r:.40}")
@@ -287,42 +335,83 @@ def _varchar(field: FieldSchema, value: str) -> str:
 
 
 def _vector(field: FieldSchema, value: Any) -> np.ndarray | list[Any]:
-    """Bytes become a float32 vector here; a list is only measured (its numbers are
-    converted and checked with the batch's, in :func:`_convert_vectors`)."""
-    if isinstance(value, bytes):  # little-endian float32, as the channels carry vectors
-        if len(value) != 4 * field.dim:
+    """Bytes become a row of the field's storage type here; a list is only measured (its
+    numbers are converted and checked with the batch's, in :func:`_convert_vectors`)."""
+    if isinstance(value, list | np.ndarray):  # ndarray: an Avro array of floats
+        if len(value) != field.dim:
+            raise RecordError(f"field {field.name!r}: dimension {len(value)}, expected {field.dim}")
+        return value
+    if field.data_type == DataType.FLOAT_VECTOR:
+        if not isinstance(value, bytes):
+            raise RecordError(f"field {field.name!r}: expected an array of {field.dim} floats")
+        if len(value) != 4 * field.dim:  # little-endian float32, as the channels carry them
             raise RecordError(
                 f"field {field.name!r}: {len(value)} bytes, expected {4 * field.dim} "
                 f"(dim {field.dim} float32)"
             )
         return np.frombuffer(value, dtype="<f4")
+    try:  # half floats: base64 text or bytes of the 16-bit values
+        raw = field_values.dense_row_bytes(field.data_type, field.dim, value)
+    except ValueError as exc:
+        raise RecordError(f"field {field.name!r}: {exc}") from None
+    row = np.frombuffer(raw, dtype=FIXED_DTYPES[field.data_type])
+    if not np.isfinite(vector_types.as_float32(field.data_type, row)).all():
+        raise RecordError(f"field {field.name!r}: the vector must be finite numbers")
+    return row
+
+
+def _binary(field: FieldSchema, value: Any) -> np.ndarray:
+    raw = field_values.dense_row_bytes(DataType.BINARY_VECTOR, field.dim, value)
+    return np.frombuffer(raw, dtype=np.uint8)
+
+
+def _array(field: FieldSchema, value: Any) -> str:
     if not isinstance(value, list):
-        raise RecordError(f"field {field.name!r}: expected an array of {field.dim} floats")
-    if len(value) != field.dim:
-        raise RecordError(f"field {field.name!r}: dimension {len(value)}, expected {field.dim}")
-    return value
+        raise ValueError(f"expected an array, got {value!r:.40}")
+    element = DataType(field.element_type)
+    field_values.check_array(element, value, field.max_capacity, field.max_length)
+    if element in (DataType.FLOAT, DataType.DOUBLE):
+        value = [float(v) for v in value]
+    return json.dumps(value)
+
+
+#: types whose values field_values checks; ValueError names what is wrong
+_TYPED: dict[DataType, Callable[[FieldSchema, Any], Any]] = {
+    DataType.BINARY_VECTOR: _binary,
+    DataType.SPARSE_FLOAT_VECTOR: lambda _field, value: field_values.sparse_row_bytes(value),
+    DataType.ARRAY: _array,
+}
 
 
 def _convert_vectors(field: FieldSchema, decoded: list[Decoded | RecordError]) -> None:
-    """Replace the list vectors of ``field`` in the batch's upserts by float32 rows of one
-    matrix; an upsert whose vector holds non-numbers or non-finite numbers becomes a
-    :class:`RecordError` in place."""
+    """Replace the vectors of ``field`` given as numbers (JSON arrays, Avro float arrays) in
+    the batch's upserts by rows of one matrix of the field's storage type (float32, float16,
+    bfloat16 bits); an upsert whose vector holds non-numbers or numbers that are not finite
+    in that type becomes a :class:`RecordError` in place."""
     upserts = [
         (i, d.values)
         for i, d in enumerate(decoded)
-        if isinstance(d, Upsert) and isinstance(d.values[field.name], list)
+        if isinstance(d, Upsert) and _numbers_given(d.values[field.name])
     ]
     if not upserts:
         return
+    vectors = [values[field.name] for _, values in upserts]
     rows: list[np.ndarray | None]
     with np.errstate(over="ignore"):  # beyond float32 becomes inf: refused just below
         try:
-            matrix = np.array([values[field.name] for _, values in upserts], dtype=np.float32)
+            matrix = _float32_matrix(vectors, field.dim)
         except (TypeError, ValueError):  # a vector holds a non-number: convert row by row
-            rows = [_numbers(values[field.name]) for _, values in upserts]
-            finite = [r is not None and bool(np.isfinite(r).all()) for r in rows]
+            rows = [_numbers(field.data_type, v) for v in vectors]
+            finite = [
+                r is not None
+                and bool(np.isfinite(vector_types.as_float32(field.data_type, r)).all())
+                for r in rows
+            ]
         else:
-            rows, finite = list(matrix), np.isfinite(matrix).all(axis=1).tolist()
+            if field.data_type in field_values.HALF_FLOATS:
+                matrix = field_values.narrow(field.data_type, matrix)
+            wide = vector_types.as_float32(field.data_type, matrix)
+            rows, finite = list(matrix), np.isfinite(wide).all(axis=1).tolist()
     if all(finite):
         for (_, values), vector in zip(upserts, rows, strict=True):
             values[field.name] = vector
@@ -336,8 +425,26 @@ def _convert_vectors(field: FieldSchema, decoded: list[Decoded | RecordError]) -
             values[field.name] = vector
 
 
-def _numbers(value: list[Any]) -> np.ndarray | None:
+def _numbers_given(value: Any) -> bool:
+    """A vector still in its producer's numbers (not rows already in their storage type)."""
+    return isinstance(value, list) or (
+        isinstance(value, np.ndarray) and value.dtype in (np.float32, np.float64)
+    )
+
+
+def _float32_matrix(vectors: list[Any], dim: int) -> np.ndarray:
+    """Rows of equal length (checked per record) as one float32 matrix. JSON arrays go
+    through one ``np.fromiter`` over all their numbers: twice as fast as ``np.array`` of
+    the lists, which first walks them to find the shape."""
+    if all(isinstance(v, list) for v in vectors):
+        flat = np.fromiter(itertools.chain.from_iterable(vectors), np.float32, len(vectors) * dim)
+        return flat.reshape(len(vectors), dim)
+    return np.stack([np.asarray(v, dtype=np.float32) for v in vectors])
+
+
+def _numbers(data_type: DataType, value: list[Any]) -> np.ndarray | None:
     try:
-        return np.asarray(value, dtype=np.float32)
+        wide = np.asarray(value, dtype=np.float32)
     except (TypeError, ValueError):
         return None
+    return field_values.narrow(data_type, wide) if data_type in field_values.HALF_FLOATS else wide

@@ -151,10 +151,9 @@ def _float_vectors(
 
 def _arrays(fd: schema_pb2.FieldData, field: schema_pb2.FieldSchema, values: list[Any]) -> None:
     """Array rows (JSON lists); the gRPC service then checks capacity, lengths and ranges."""
-    element = typed_fields.ARRAY_ELEMENTS.get(field.element_type)  # DataType is an IntEnum
-    if element is None:
+    member = typed_fields.ARRAY_ELEMENTS.get(field.element_type)  # DataType is an IntEnum
+    if member is None:
         raise ValueError(f"arrays of {DT.Name(field.element_type)} are not supported")
-    member = element[0]
     fd.scalars.array_data.element_type = field.element_type
     for v in values:
         if not isinstance(v, list):
@@ -249,7 +248,7 @@ def _column_values(fd: schema_pb2.FieldData, int64_as_number: bool) -> list[Any]
     elif t in (DT.VarChar, DT.String):
         values = list(s.string_data.data)
     elif t == DT.Array:
-        member = typed_fields.ARRAY_ELEMENTS[s.array_data.element_type][0]
+        member = typed_fields.ARRAY_ELEMENTS[s.array_data.element_type]
         float_elements = s.array_data.element_type == DT.Float
         values = [
             _f32(getattr(r, member).data) if float_elements else list(getattr(r, member).data)

@@ -5,7 +5,8 @@ and writes them (``internal/distributed/proxy/httpserver``):
   base64 (Go's JSON form of bytes);
 - Float16Vector, BFloat16Vector: an array of ``dim`` numbers (narrowed from float32), or
   the base64 text of their ``2 * dim`` bytes; returned as base64;
-- SparseFloatVector: an object ``{"index": value}``; returned the same way.
+- SparseFloatVector: an object ``{"index": value}`` or ``{"indices": [...], "values":
+  [...]}``; returned as the first.
 
 Search ``data`` takes the same forms, one per query. Pure conversions: errors are
 ValueError, which the callers turn into Milvus's codes.
@@ -14,13 +15,13 @@ ValueError, which the callers turn into Milvus's codes.
 from __future__ import annotations
 
 import base64
-import binascii
 from typing import Any
 
 import numpy as np
 from pymilvus.grpc_gen import common_pb2, schema_pb2
 
-from vectide.services.common import vector_types
+from vectide.services.common import field_values, vector_types
+from vectide.services.common.msgstream.message import DataType
 
 DT = schema_pb2.DataType
 #: the VectorField member and the placeholder type of each byte-packed vector type
@@ -36,55 +37,12 @@ def _dim(field: schema_pb2.FieldSchema) -> int:
     return int(next((kv.value for kv in field.type_params if kv.key == "dim"), "0") or 0)
 
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
 def row_bytes(field: schema_pb2.FieldSchema, value: Any) -> bytes:
     """One vector of ``field`` in its wire form (bytes for dense types, Milvus's sparse row
-    layout for sparse ones)."""
+    layout for sparse ones); the forms are ``field_values``', shared with Kafka ingest."""
     if field.data_type == DT.SparseFloatVector:
-        return _sparse_row(value)
-    dim = _dim(field)
-    width = dim // 8 if field.data_type == DT.BinaryVector else 2 * dim
-    if isinstance(value, str):
-        try:
-            raw = base64.b64decode(value, validate=True)
-        except binascii.Error:
-            raise ValueError("a vector given as text must be base64") from None
-    elif field.data_type == DT.BinaryVector:
-        if not isinstance(value, list) or not all(_is_byte(v) for v in value):
-            raise ValueError("a binary vector must be an array of byte values (0-255)")
-        raw = bytes(value)
-    else:
-        raw = _half_floats(field, value, dim)
-    if len(raw) != width:
-        raise ValueError(f"vector of {len(raw)} bytes, expected {width} (dim {dim})")
-    return raw
-
-
-def _is_byte(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255
-
-
-def _half_floats(field: schema_pb2.FieldSchema, value: Any, dim: int) -> bytes:
-    if not isinstance(value, list) or not all(_is_number(x) for x in value):
-        raise ValueError("a vector must be an array of numbers or base64 text")
-    if len(value) != dim:
-        raise ValueError(f"vector of dim {len(value)}, expected {dim}")
-    wide = np.asarray(value, dtype=np.float32)
-    if field.data_type == DT.BFloat16Vector:
-        return vector_types.bfloat16_bits(wide).astype("<u2").tobytes()
-    return wide.astype("<f2").tobytes()
-
-
-def _sparse_row(value: Any) -> bytes:
-    if not isinstance(value, dict) or not all(_is_number(v) for v in value.values()):
-        raise ValueError("a sparse vector must be an object of index: number")
-    try:
-        return vector_types.sparse_row({int(k): v for k, v in value.items()})
-    except (ValueError, OverflowError):
-        raise ValueError("sparse vector indices must be integers in [0, 2^32 - 1)") from None
+        return field_values.sparse_row_bytes(value)
+    return field_values.dense_row_bytes(DataType(field.data_type), _dim(field), value)
 
 
 def write_column(fd: schema_pb2.FieldData, field: schema_pb2.FieldSchema, values: list) -> None:

@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 from pymilvus.grpc_gen import common_pb2, schema_pb2
 
-from vectide.services.common import errors, vector_types
+from vectide.services.common import errors, field_values, vector_types
 from vectide.services.common.msgstream.message import FIXED_DTYPES, DataType, row_width
 from vectide.services.common.schema import FieldSchema
+from vectide.services.proxy.default_values import MEMBER_OF
 
 #: the VectorField member carrying each dense byte-packed type
 _BYTES_MEMBER = {
@@ -32,22 +33,9 @@ PLACEHOLDER_TYPES = {
     DataType.BFLOAT16_VECTOR: common_pb2.PlaceholderType.BFloat16Vector,
     DataType.SPARSE_FLOAT_VECTOR: common_pb2.PlaceholderType.SparseFloatVector,
 }
-#: ARRAY element types: the ScalarField member holding them, and the Python type of a value
-ARRAY_ELEMENTS: dict[DataType, tuple[str, type | tuple[type, ...]]] = {
-    DataType.BOOL: ("bool_data", bool),
-    DataType.INT8: ("int_data", int),
-    DataType.INT16: ("int_data", int),
-    DataType.INT32: ("int_data", int),
-    DataType.INT64: ("long_data", int),
-    DataType.FLOAT: ("float_data", (int, float)),
-    DataType.DOUBLE: ("double_data", (int, float)),
-    DataType.VARCHAR: ("string_data", str),
-}
-_INT_RANGES = {
-    DataType.INT8: np.iinfo(np.int8),
-    DataType.INT16: np.iinfo(np.int16),
-    DataType.INT32: np.iinfo(np.int32),
-}
+#: ARRAY element types: the ScalarField member holding them, named as the ValueField members
+#: of default values (their values' checks: ``field_values.check_array``)
+ARRAY_ELEMENTS: dict[DataType, str] = MEMBER_OF
 
 
 # -- vectors in -------------------------------------------------------------------------------
@@ -222,39 +210,22 @@ def array_values(fd: schema_pb2.FieldData, field: FieldSchema) -> list[str]:
     """An ARRAY column's rows as JSON text, each checked against the element type,
     ``max_capacity`` and (VarChar elements) ``max_length``."""
     element = DataType(field.element_type)
-    member, kind = ARRAY_ELEMENTS[element]
+    member = ARRAY_ELEMENTS[element]
     out = []
     for row in fd.scalars.array_data.data:
         values = list(getattr(row, member).data)
-        if len(values) > field.max_capacity:
-            raise errors.invalid(
-                f"field {field.name}: array length {len(values)} exceeds max_capacity "
-                f"{field.max_capacity}"
-            )
-        _check_elements(field, element, values, kind)
+        try:
+            field_values.check_array(element, values, field.max_capacity, field.max_length)
+        except ValueError as exc:
+            raise errors.invalid(f"field {field.name}: {exc}") from None
         out.append(json.dumps(values))
     return out
-
-
-def _check_elements(field: FieldSchema, element: DataType, values: list, kind: Any) -> None:
-    if not all(isinstance(v, kind) for v in values):
-        raise errors.invalid(f"field {field.name}: array elements must be {element.name}")
-    limits = _INT_RANGES.get(element)
-    if limits is not None and any(not limits.min <= v <= limits.max for v in values):
-        raise errors.invalid(f"field {field.name}: array element out of range for {element.name}")
-    if element == DataType.VARCHAR:
-        too_long = next((v for v in values if len(v) > field.max_length), None)
-        if too_long is not None:
-            raise errors.invalid(
-                f"field {field.name}: array element length {len(too_long)} exceeds "
-                f"max_length {field.max_length}"
-            )
 
 
 def array_to_proto(fd: schema_pb2.FieldData, field: FieldSchema, values: list[Any]) -> None:
     """Fill ``fd`` with ARRAY rows (JSON text, or None at a null row)."""
     element = DataType(field.element_type)
-    member, _ = ARRAY_ELEMENTS[element]
+    member = ARRAY_ELEMENTS[element]
     array = fd.scalars.array_data
     array.element_type = int(element)
     for text in values:

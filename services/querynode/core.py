@@ -191,6 +191,9 @@ class QueryNode:
         with shard.lock:
             if deltalogs is not None:
                 replay_removals(sealed, shard.removals, since_ts)
+                # the older ones are in every deltalog read from now on (checkpoints only
+                # move forward; the coordinator places a shard's segments one at a time)
+                shard.removals = [m for m in shard.removals if m.ts > since_ts]
             replaced = [shard.sealed.pop(s) for s in segment.compacted_from if s in shard.sealed]
             for s in (segment.segment_id, *segment.compacted_from):
                 shard.remote.pop(s, None)

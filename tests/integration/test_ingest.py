@@ -4,6 +4,7 @@ topic, and ingest workers killed with SIGKILL mid-stream."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import json
@@ -396,6 +397,206 @@ def test_avro_formats_tombstones_and_a_dropped_collection(deployment, capsys):
     finally:
         registry.close()
         for mapping in ("plain", "framed"):
+            vectide(["--config", config_file, "ingest", "remove", mapping])
+
+
+TYPED_ROWS = 60
+
+
+def create_typed_collection(client: MilvusClient, name: str) -> None:
+    """Every vector type and ARRAY fields, each vector field indexed (a load needs them all)."""
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("fv", DataType.FLOAT_VECTOR, dim=DIM)
+    schema.add_field("f16", DataType.FLOAT16_VECTOR, dim=DIM)
+    schema.add_field("bf16", DataType.BFLOAT16_VECTOR, dim=DIM)
+    schema.add_field("bin", DataType.BINARY_VECTOR, dim=16)
+    schema.add_field("sp", DataType.SPARSE_FLOAT_VECTOR)
+    schema.add_field("nums", DataType.ARRAY, element_type=DataType.INT64, max_capacity=4)
+    schema.add_field(
+        "tags", DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=3, max_length=8
+    )
+    schema.add_field("meta", DataType.JSON)
+    index = client.prepare_index_params()
+    for field in ("fv", "f16", "bf16"):
+        index.add_index(field, index_type="FLAT", metric_type="L2")
+    index.add_index("bin", index_type="BIN_FLAT", metric_type="HAMMING")
+    index.add_index("sp", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+    client.create_collection(name, schema=schema, index_params=index)
+
+
+def typed_rows() -> list[dict]:
+    """Rows in the types' plain forms: half floats exact in their type, sparse on a grid."""
+    from vectide.services.common.vector_types import as_float32, bfloat16_bits
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for pk in range(TYPED_ROWS):
+        sparse = {int(i): float(rng.integers(1, 8)) / 8 for i in rng.choice(50, 3, False)}
+        rows.append(
+            {
+                "id": pk,
+                "fv": rng.standard_normal(DIM).astype(np.float32),
+                "f16": rng.standard_normal(DIM).astype(np.float16),
+                "bf16": bfloat16_bits(rng.standard_normal(DIM).astype(np.float32)),
+                "bin": rng.integers(0, 256, 2).astype(np.uint8),
+                "sp": sparse,
+                "nums": rng.integers(-100, 100, int(rng.integers(0, 5))).tolist(),
+                "tags": [f"t{pk % 3}", "x"][: pk % 3],
+                "meta": {"pk": pk, "odd": bool(pk % 2)},
+            }
+        )
+        rows[-1]["bf16_wide"] = as_float32(MsgType.BFLOAT16_VECTOR, rows[-1]["bf16"])
+    return rows
+
+
+def typed_json(row: dict) -> bytes:
+    """A row as a JSON producer writes it; the pk's parity picks among the equivalent forms."""
+    odd = row["id"] % 2
+    sparse = row["sp"]
+    return json.dumps(
+        {
+            "fv": row["fv"].tolist(),
+            "f16": row["f16"].astype(np.float32).tolist(),
+            "bf16": row["bf16_wide"].tolist(),
+            "bin": base64.b64encode(row["bin"].tobytes()).decode() if odd else row["bin"].tolist(),
+            "sp": {"indices": list(sparse), "values": list(sparse.values())}
+            if odd
+            else {str(k): v for k, v in sparse.items()},
+            "nums": row["nums"],
+            "tags": row["tags"],
+            "meta": row["meta"],
+        }
+    ).encode()
+
+
+#: a Schema Registry writer's forms: vectors as bytes, sparse as indices and values
+TYPED_WRITER = {
+    "type": "record",
+    "name": "Typed",
+    "fields": [
+        {"name": "id", "type": "long"},
+        *({"name": name, "type": "bytes"} for name in ("fv", "f16", "bf16", "bin")),
+        {
+            "name": "sp",
+            "type": {
+                "type": "record",
+                "name": "Sparse",
+                "fields": [
+                    {"name": "indices", "type": {"type": "array", "items": "long"}},
+                    {"name": "values", "type": {"type": "array", "items": "float"}},
+                ],
+            },
+        },
+        {"name": "nums", "type": {"type": "array", "items": "long"}},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "meta", "type": "string"},
+    ],
+}
+
+
+def typed_avro(schema, row: dict, as_bytes: bool = False) -> bytes:
+    """Plain Avro with the derived schema, or (``as_bytes``) TYPED_WRITER's forms."""
+    out = io.BytesIO()
+    value = {
+        "id": row["id"],
+        "fv": row["fv"].tolist(),
+        "f16": row["f16"].astype(np.float32).tolist(),
+        "bf16": row["bf16_wide"].tolist(),
+        "bin": row["bin"].tobytes(),
+        "sp": {str(k): v for k, v in row["sp"].items()},
+        "nums": row["nums"],
+        "tags": row["tags"],
+        "meta": json.dumps(row["meta"]),
+    }
+    if as_bytes:
+        value.update(
+            {name: row[name].tobytes() for name in ("fv", "f16", "bf16")},
+            sp={"indices": list(row["sp"]), "values": list(row["sp"].values())},
+        )
+    fastavro.schemaless_writer(out, schema, value)
+    return out.getvalue()
+
+
+def test_every_vector_type_and_arrays_ingest_as_pymilvus_inserts_them(deployment, capsys):
+    """A third of the rows as JSON, a third as plain Avro, a third framed for a Schema
+    Registry, into one collection; the same rows inserted with pymilvus into another; both
+    answer the same queries and searches."""
+    config, client, config_file, workers = deployment
+    run = uuid.uuid4().hex[:6]
+    ingested, inserted = f"typed_k_{run}", f"typed_p_{run}"
+    create_typed_collection(client, ingested)
+    create_typed_collection(client, inserted)
+    rows = typed_rows()
+    client.insert(
+        inserted,
+        [
+            {**{k: v for k, v in r.items() if k != "bf16_wide"}, "bf16": r["bf16"].tobytes()}
+            for r in rows
+        ],
+    )
+    json_topic, avro_topic, sr_topic = (create_topic(config, n) for n in (2, 1, 1))
+    registry = RegistryDouble({9: TYPED_WRITER})
+    if not workers.members():
+        workers.start()
+    derived = json.loads(cli(config_file, "ingest", "schema", ingested, capsys=capsys))
+    parsed = fastavro.parse_schema(derived)
+    mappings = {
+        "typed-json": (json_topic, "json"),
+        "typed-avro": (avro_topic, "avro"),
+        "typed-sr": (sr_topic, "avro", "--schema-registry", registry.url),
+    }
+    for mapping, (topic, *options) in mappings.items():
+        cli(config_file, "ingest", "add", mapping, "--topic", topic, "--collection", ingested,
+            "--format", *options)  # fmt: skip
+    try:
+        p = producer(config)
+        third = TYPED_ROWS // 3
+        for row in rows[:third]:
+            p.produce(json_topic, key=str(row["id"]).encode(), value=typed_json(row))
+        for row in rows[third : 2 * third]:
+            p.produce(avro_topic, value=typed_avro(parsed, row))
+        writer = fastavro.parse_schema(TYPED_WRITER)
+        for row in rows[2 * third :]:
+            framed = b"\x00" + struct.pack(">I", 9) + typed_avro(writer, row, as_bytes=True)
+            p.produce(sr_topic, value=framed)
+        bad = dict(rows[0], f16=np.zeros(DIM + 1, np.float16))
+        p.produce(json_topic, key=b"bad", value=typed_json(bad))
+        p.flush(30)
+        wait_for(lambda: count(client, ingested) == TYPED_ROWS, 60, f"{TYPED_ROWS} rows")
+        (letter,) = read_topic(config, f"{json_topic}.dlq", 1)
+        assert letter.key() == b"bad"
+        assert "'f16': dimension 9, expected 8" in dict(letter.headers())["error"].decode()
+
+        fields = ["fv", "f16", "bf16", "bin", "sp", "nums", "tags", "meta"]
+
+        def everything(name: str) -> list[dict]:
+            got = client.query(name, "id >= 0", output_fields=fields, consistency_level="Strong")
+            return sorted(got, key=lambda r: r["id"])
+
+        both = (ingested, inserted)
+        assert everything(ingested) == everything(inserted)
+        assert len(everything(ingested)) == TYPED_ROWS
+        queries = {
+            "fv": [rows[7]["fv"].tolist()],
+            "f16": [rows[40]["f16"]],
+            "bf16": [rows[41]["bf16"].tobytes()],
+            "bin": [rows[9]["bin"].tobytes()],
+            "sp": [rows[50]["sp"]],
+        }
+        for field, data in queries.items():  # ties may order apart: distances, and the best
+            hits = [client.search(name, data, anns_field=field, limit=5)[0] for name in both]
+            distances = [[h["distance"] for h in found] for found in hits]
+            assert distances[0] == pytest.approx(distances[1]), field
+            if field != "sp":
+                assert hits[0][0]["id"] == hits[1][0]["id"], field
+        assert client.query(ingested, "array_contains(tags, 'x')", output_fields=["id"]) and (
+            sorted(r["id"] for r in client.query(ingested, "array_contains(tags, 'x')"))
+            == sorted(r["id"] for r in client.query(inserted, "array_contains(tags, 'x')"))
+        )
+    finally:
+        registry.close()
+        for mapping in mappings:
             vectide(["--config", config_file, "ingest", "remove", mapping])
 
 

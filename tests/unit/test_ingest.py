@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import struct
 
 import fastavro
@@ -43,6 +44,19 @@ def schema(pk_type: DataType = DataType.INT64, auto_id: bool = False, dynamic: b
     if dynamic:
         fields.append(FieldSchema(104, "$meta", DataType.JSON, is_dynamic=True))
     return CollectionSchema("docs", fields, enable_dynamic_field=dynamic)
+
+
+def avro_record(name: str, **types) -> dict:
+    """An Avro record schema: its fields' names and types, in order."""
+    return {
+        "type": "record",
+        "name": name,
+        "fields": [{"name": k, "type": t} for k, t in types.items()],
+    }
+
+
+def avro_array(items) -> dict:
+    return {"type": "array", "items": items}
 
 
 def row(pk=None, **over):
@@ -134,16 +148,7 @@ def test_plain_avro_written_with_the_derived_schema():
 
 def test_confluent_wire_format_resolves_the_writer_schema_by_id():
     writer = fastavro.parse_schema(
-        {
-            "type": "record",
-            "name": "Doc",
-            "fields": [
-                {"name": "id", "type": "long"},
-                {"name": "vec", "type": {"type": "array", "items": "float"}},
-                {"name": "title", "type": "string"},
-                {"name": "n", "type": "int"},
-            ],
-        }
+        avro_record("Doc", id="long", vec=avro_array("float"), title="string", n="int")
     )
     out = io.BytesIO()
     fastavro.schemaless_writer(out, writer, {"id": 8, "vec": [2.0] * DIM, "title": "b", "n": 1})
@@ -286,3 +291,280 @@ def test_mappings_validate_and_progress_is_fenced():
     assert stats.to_dict()["applied"] == 9 and stats.to_dict()["failed"] == 1
     assert store.remove("m1") and store.list() == []
     assert store.progress_raw("m1", "orders", 0) is None
+
+
+# -- every field type ----------------------------------------------------------------------------
+
+
+def typed_schema() -> CollectionSchema:
+    """A field of every type the gRPC path takes, vectors of each kind and ARRAY fields."""
+    fields = [
+        FieldSchema(100, "id", DataType.INT64, is_primary=True),
+        FieldSchema(101, "fv", DataType.FLOAT_VECTOR, dim=DIM),
+        FieldSchema(102, "f16", DataType.FLOAT16_VECTOR, dim=DIM),
+        FieldSchema(103, "bf16", DataType.BFLOAT16_VECTOR, dim=DIM),
+        FieldSchema(104, "bin", DataType.BINARY_VECTOR, dim=16),
+        FieldSchema(105, "sp", DataType.SPARSE_FLOAT_VECTOR),
+        FieldSchema(106, "nums", DataType.ARRAY, element_type=DataType.INT32, max_capacity=3),
+        FieldSchema(
+            107,
+            "tags",
+            DataType.ARRAY,
+            element_type=DataType.VARCHAR,
+            max_capacity=2,
+            max_length=5,
+        ),
+        FieldSchema(108, "meta", DataType.JSON),
+        FieldSchema(
+            109,
+            "maybe",
+            DataType.ARRAY,
+            element_type=DataType.DOUBLE,
+            max_capacity=2,
+            nullable=True,
+        ),
+    ]
+    return CollectionSchema("typed", fields)
+
+
+def typed_row(**over) -> dict:
+    return {
+        "fv": [0.5] * DIM,
+        "f16": [0.1, -2.0, 3.5, 65504.0],
+        "bf16": [0.1, -2.0, 3.5, 1e30],
+        "bin": [255, 1],
+        "sp": {"3": 0.5, "1": 1.5},
+        "nums": [1, -2, 3],
+        "tags": ["a", "bb"],
+        "meta": {"k": [1, 2]},
+        **over,
+    }
+
+
+class CapturingProxy(FakeProxy):
+    """Keeps the columns of every upsert."""
+
+    def __init__(self, collection_schema):
+        super().__init__(collection_schema)
+        self.columns: list[dict] = []
+
+    def upsert(self, collection, partition, columns, num_rows):
+        self.columns.append(columns)
+
+
+def typed_columns(values: list[bytes], fmt: str = "json", registry=None):
+    proxy = CapturingProxy(typed_schema())
+    records = [rec(i, str(i).encode(), v) for i, v in enumerate(values)]
+    outcome = BatchApplier(proxy, "typed", fmt=fmt, registry=registry).apply(records)
+    return outcome, (proxy.columns[0] if proxy.columns else None)
+
+
+def check_typed_columns(columns: dict) -> None:
+    """Two rows of typed_row() in the stored form of each type."""
+    from vectide.services.common import vector_types
+
+    f16 = columns["f16"].data
+    assert f16.dtype == np.dtype("<f2") and f16.shape == (2, DIM)
+    assert f16[0].tolist() == np.float16([0.1, -2.0, 3.5, 65504.0]).tolist()
+    bf16 = columns["bf16"].data
+    assert bf16.dtype == np.dtype("<u2")
+    expected = vector_types.bfloat16_bits(np.float32([0.1, -2.0, 3.5, 1e30]))
+    assert bf16[0].tolist() == expected.tolist()
+    assert columns["bin"].data.dtype == np.uint8 and columns["bin"].data[0].tolist() == [255, 1]
+    assert columns["sp"].data[0] == vector_types.sparse_row({1: 1.5, 3: 0.5})
+    assert json.loads(columns["nums"].data[0]) == [1, -2, 3]
+    assert json.loads(columns["tags"].data[0]) == ["a", "bb"]
+    assert json.loads(columns["meta"].data[0]) == {"k": [1, 2]}
+    assert columns["maybe"].valid.tolist() == [False, True]
+    assert json.loads(columns["maybe"].data[1]) == [1.0, 2.5]
+
+
+def test_json_values_of_every_type_become_their_stored_columns():
+    second = typed_row(
+        bin="/wE=",  # base64 of [255, 1], as Milvus's REST takes it
+        bf16=[0.1, -2.0, 3.5, 1e30],
+        sp={"indices": [1, 3], "values": [1.5, 0.5]},
+        maybe=[1, 2.5],
+    )
+    outcome, columns = typed_columns([orjson.dumps(typed_row()), orjson.dumps(second)])
+    assert not outcome.dead, outcome.dead[0].error
+    check_typed_columns(columns)
+    assert columns["sp"].data[0] == columns["sp"].data[1]
+
+
+@pytest.mark.parametrize(
+    ("over", "reason"),
+    [
+        ({"f16": [1.0] * 3}, "'f16': dimension 3, expected 4"),
+        ({"f16": [1e6, 0, 0, 0]}, "'f16': the vector must be finite"),  # beyond float16
+        ({"bf16": ["a", 0, 0, 0]}, "'bf16': the vector holds non-numbers"),
+        ({"bf16": "AAAA"}, "'bf16': vector of 3 bytes, expected 8"),
+        ({"bin": [255, 1, 0]}, "'bin': vector of 3 bytes, expected 2"),
+        ({"bin": [256, 1]}, "'bin': a binary vector must be an array of byte values"),
+        ({"bin": "not base64!"}, "'bin': a vector given as text must be base64"),
+        ({"sp": [1, 2]}, "'sp': a sparse vector must be an object"),
+        ({"sp": {"-1": 0.5}}, "'sp': sparse vector indices must be integers in"),
+        ({"sp": {"indices": [1, 2], "values": [0.5]}}, "'sp': .* arrays of one length"),
+        ({"sp": {"indices": [1, 1], "values": [0.5, 1]}}, "'sp': sparse vector indices must be"),
+        ({"sp": {"1": "x"}}, "'sp': a sparse vector must be an object of index: number"),
+        ({"nums": [1, 2, 3, 4]}, "'nums': array length 4 exceeds max_capacity 3"),
+        ({"nums": [1, "2"]}, "'nums': array elements must be INT32"),
+        ({"nums": [2**31]}, "'nums': array element out of range for INT32"),
+        ({"nums": 5}, "'nums': expected an array"),
+        ({"tags": ["toolong"]}, "'tags': array element length 7 exceeds max_length 5"),
+        ({"maybe": [True]}, "'maybe': array elements must be DOUBLE"),
+        ({"fv": None}, "'fv' is null"),
+    ],
+)
+def test_bad_typed_json_values_are_dead_lettered_with_the_reason(over, reason):
+    outcome, columns = typed_columns([orjson.dumps(typed_row()), orjson.dumps(typed_row(**over))])
+    (dead,) = outcome.dead
+    assert dead.record.offset == 1
+    assert re.search(reason, dead.error), dead.error
+    assert len(columns["fv"]) == 1  # the good record still went through
+
+
+def test_plain_avro_of_every_type_with_the_derived_schema():
+    derived = avro_schema(typed_schema())
+    types = {f["name"]: f["type"] for f in derived["fields"]}
+    assert types["f16"] == types["bf16"] == {"type": "array", "items": "float"}
+    assert types["bin"] == "bytes"
+    assert types["sp"] == {"type": "map", "values": "float"}
+    assert types["nums"] == {"type": "array", "items": "int"}
+    assert types["tags"] == {"type": "array", "items": "string"}
+    assert types["maybe"] == ["null", {"type": "array", "items": "double"}]
+    assert types["meta"] == "string"
+    parsed = fastavro.parse_schema(derived)
+
+    def avro(row: dict) -> bytes:
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, parsed, {"id": None, "maybe": None, **row})
+        return out.getvalue()
+
+    first = typed_row(bin=b"\xff\x01", meta='{"k": [1, 2]}')
+    second = {**first, "maybe": [1.0, 2.5]}
+    outcome, columns = typed_columns([avro(first), avro(second)], fmt="avro")
+    assert not outcome.dead, outcome.dead[0].error
+    check_typed_columns(columns)
+    outcome, _ = typed_columns([avro(typed_row(bin=b"\xff", meta="{}"))], fmt="avro")
+    assert "'bin': vector of 1 bytes, expected 2" in outcome.dead[0].error
+
+
+def test_registry_writers_may_send_half_floats_as_bytes_and_sparse_as_indices_and_values():
+    sparse = avro_record("Sparse", indices=avro_array("long"), values=avro_array("float"))
+    writer = fastavro.parse_schema(
+        avro_record(
+            "Typed",
+            id="long",
+            fv="bytes",
+            f16="bytes",
+            bf16=avro_array("double"),
+            bin="bytes",
+            sp=sparse,
+            nums=avro_array("int"),
+            tags=avro_array("string"),
+            meta="string",
+            maybe=["null", avro_array("double")],
+        )
+    )
+    values = []
+    for pk, maybe in ((1, None), (2, [1.0, 2.5])):
+        row = typed_row(
+            id=pk,
+            fv=np.float32([0.5] * DIM).tobytes(),
+            f16=np.float16([0.1, -2.0, 3.5, 65504.0]).tobytes(),
+            bin=b"\xff\x01",
+            sp={"indices": [3, 1], "values": [0.5, 1.5]},
+            meta='{"k": [1, 2]}',
+            maybe=maybe,
+        )
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, writer, row)
+        values.append(b"\x00" + struct.pack(">I", 3) + out.getvalue())
+    outcome, columns = typed_columns(values, fmt="avro", registry={3: writer}.__getitem__)
+    assert not outcome.dead, outcome.dead[0].error
+    check_typed_columns(columns)
+
+
+# -- the compiled Avro reader --------------------------------------------------------------------
+
+
+def test_the_compiled_avro_reader_reads_what_fastavro_reads():
+    from vectide.services.ingest.avro_reader import AvroError, compile_reader
+
+    schema = fastavro.parse_schema(
+        avro_record(
+            "R",
+            id=["null", "long"],
+            vec=avro_array("float"),
+            d=avro_array("double"),
+            s="string",
+            b="bytes",
+            ok="boolean",
+            f="float",
+            x="double",
+            m={"type": "map", "values": "float"},
+            tags=avro_array("string"),
+            rec=avro_record("In", n="int"),
+        )
+    )
+    value = {
+        "id": -(2**40),
+        "vec": [0.5, -1.25, 3.0],
+        "d": [0.1, 2.0],
+        "s": "héllo",
+        "b": b"\x00\xff",
+        "ok": True,
+        "f": 0.1,
+        "x": -2.5,
+        "m": {"3": 0.5},
+        "tags": ["a", "b"],
+        "rec": {"n": -7},
+    }
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, schema, value)
+    raw = out.getvalue()
+    read = compile_reader(schema, frozenset({"vec"}))
+    got = read(raw)
+    want = fastavro.schemaless_reader(io.BytesIO(raw), schema, None)
+    assert isinstance(got["vec"], np.ndarray) and got["vec"].dtype == np.float32
+    assert got["vec"].tolist() == want["vec"]
+    assert got["d"] == want["d"] and isinstance(got["d"], list)  # not a vector field: a list
+    assert {k: v for k, v in got.items() if k != "vec"} == {
+        k: v for k, v in want.items() if k != "vec"
+    }
+    # blocks with a byte size (negative count), as Java's writers split long arrays
+    blocked = b"\x00" + b"\x03" + b"\x10" + np.float32([1, 2]).tobytes() + b"\x00"
+    array = avro_record("A", id=["null", "long"], vec=avro_array("float"))
+    assert compile_reader(array, frozenset({"vec"}))(blocked)["vec"].tolist() == [1.0, 2.0]
+    with pytest.raises(AvroError, match="left over"):
+        read(raw + b"\x00")
+    with pytest.raises(AvroError):
+        read(raw[:-3])
+    with pytest.raises(AvroError, match="union branch 5"):
+        read(b"\x0a" + raw[1:])
+    # outside the subset: None, and the decoder keeps fastavro
+    enum = {"type": "enum", "name": "K", "symbols": ["A"]}
+    timestamp = {"type": "long", "logicalType": "timestamp-millis"}
+    for unsupported in (enum, timestamp):
+        assert compile_reader(avro_record("U", u=unsupported)) is None
+
+
+def test_writer_schemas_outside_the_compiled_subset_are_read_with_fastavro():
+    """A ``fixed`` binary vector: fastavro reads the value, the same checks apply."""
+    bits = {"type": "fixed", "name": "Bits", "size": 2}
+    writer = fastavro.parse_schema(
+        avro_record("Fixed", id="long", vec=avro_array("float"), bits=bits)
+    )
+    fields = [
+        FieldSchema(100, "id", DataType.INT64, is_primary=True),
+        FieldSchema(101, "vec", DataType.FLOAT_VECTOR, dim=DIM),
+        FieldSchema(102, "bits", DataType.BINARY_VECTOR, dim=16),
+    ]
+    decoder = RecordDecoder(CollectionSchema("f", fields), "avro", registry={1: writer}.__getitem__)
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, writer, {"id": 4, "vec": [1.0] * DIM, "bits": b"\x0f\xf0"})
+    got = decoder.decode(None, b"\x00" + struct.pack(">I", 1) + out.getvalue())
+    assert got.pk == 4 and got.values["bits"].tolist() == [15, 240]
+    assert got.values["vec"].dtype == np.float32
+    assert decoder._readers == {1: None}  # fastavro, not a compiled reader

@@ -172,3 +172,17 @@ def test_handed_off_growing_rows_are_freed_in_whole_chunks_and_reads_stay_whole(
     assert count(node, 10) == 80 and ids(node, 10) == list(range(80))
     hits = node.search(ShardSearchRequest(7, [VCH], "vec", vectors[70:72], "L2", 1, 10, 0.2))
     assert np.asarray(hits.pks).tolist() == [70, 71]
+
+
+def test_the_leader_keeps_only_the_removals_no_deltalog_holds_yet(cluster):
+    """Deletes a handoff's deltalogs hold (stamped up to its checkpoint) are not kept for
+    later loads: an upsert-heavy shard's memory of them stays bounded."""
+    leader, _, _, segment, _, _ = cluster
+    shard = leader._shards[VCH]
+    leader.apply(VCH, pack(20, 30, delete([5], 25)))
+    assert [m.ts for m in shard.removals] == [15, 25]
+    assert leader.load_segment(VCH, segment, [], since_ts=20)
+    assert [m.ts for m in shard.removals] == [25]
+    assert 5 not in ids(leader, 30) and count(leader, 30) == 47
+    leader.apply(VCH, pack(30, 40, delete([6], 35)))
+    assert [m.ts for m in shard.removals] == [25, 35] and count(leader, 40) == 46
