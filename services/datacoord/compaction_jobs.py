@@ -10,10 +10,12 @@ Every job is a small record in the metastore (``datacoord/compaction_jobs/{job i
 times and, per plan, the segment ids, target, delete stamp, state and error; never binlog
 lists), rewritten when a plan changes state, so a restarted coordinator still answers for
 the jobs of the last hour. It reloads them with :meth:`CompactionJobs.load`: finished plans
-as they were, open ones rebuilt from the segment records by the coordinator. A Pending plan
-waits for a data node again; an Executing one keeps its start time, so the data node that
-runs it may still report, and the timeout ends it if none does; a plan whose sources are
-gone is Failed. Their segments are free for the next plan once the plan is closed. Finished
+as they were, open ones rebuilt from the segment records by the coordinator and Pending
+again: the data node takes them anew. One it was executing when the coordinator died runs
+twice (its first report either failed, the coordinator being down, or arrives for a plan no
+longer Executing and is ignored); both runs write the same files with the same rows, the
+plan being the same (target id, delete stamp). A plan whose sources are gone is Failed and
+frees them for the next plan. Finished
 jobs are forgotten (record included) after ``retention_s`` or beyond the newest
 ``keep_jobs``, so neither memory nor the metastore grows with the coordinator's age.
 """
@@ -163,7 +165,7 @@ class CompactionJobs:
         if plan is None:
             task.state, task.error = PlanState.FAILED, "a source segment is gone (restart)"
         else:
-            task.plan = plan
+            task.plan, task.state, task.started_at = plan, PlanState.PENDING, 0.0
 
     def _close_if_done(self, job_id: int) -> None:
         job = self._jobs[job_id]
