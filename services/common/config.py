@@ -240,6 +240,9 @@ class DataConfig:
     compaction_delete_ratio: float = 0.2
     #: A compaction plan with no result after this long is given up (state Timeout).
     compaction_timeout_s: float = 600.0
+    #: Finished compaction jobs keep their metastore record (GetCompactionState answers for
+    #: them, also after a coordinator restart) this long; the newest 1,000 at most.
+    compaction_job_retention_s: float = 3600.0
     #: Garbage collection: every ``gc_interval_s`` the coordinator removes S3 objects (binlogs,
     #: deltalogs, stats logs, index files) and segment records nothing live needs.
     gc_enabled: bool = True

@@ -89,7 +89,6 @@ class CompactionCoord:
         delete_ts = checkpoint.ts if checkpoint is not None else 0
         if purge_ts is not None:  # rows deleted later stay, their deltalogs with them
             delete_ts = min(delete_ts, purge_ts)
-        oldest = min(b.min_ts for s in group for b in s.binlogs.values())
         return CompactionPlan(
             plan_id=self._alloc_id(),
             job_id=job_id,
@@ -98,13 +97,29 @@ class CompactionCoord:
             vchannel=first.vchannel,
             target_id=self._alloc_id(),
             sources=[replace(s, binlogs=dict(s.binlogs)) for s in group],
-            deltalogs=[
-                d
-                for d in deltas
-                if d.vchannel == first.vchannel and not d.retired_at and d.max_ts > oldest
-            ],
+            deltalogs=_deltalogs_for(group, deltas),
             delete_ts=delete_ts,
         )
+
+    def _rebuild_plan(self, stub: CompactionPlan, source_ids: list[int]) -> CompactionPlan | None:
+        """An open plan reloaded after a restart, with its sources' and deltalogs' current
+        records; None when a source is no longer Flushed/Indexed (dropped meanwhile). The
+        delete stamp stays the recorded one: a data node may still be executing the plan as
+        it was handed out, and the swap records what that execution applied."""
+        group = [self._segments.get(s) for s in source_ids]
+        if not group or any(s is None or s.state not in PERSISTED for s in group):
+            return None
+        sources = [s for s in group if s is not None]
+        deltas = list(self._deltalogs.get(stub.collection_id, {}).values())
+        return replace(
+            stub,
+            sources=[replace(s, binlogs=dict(s.binlogs)) for s in sources],
+            deltalogs=_deltalogs_for(sources, deltas),
+        )
+
+    def _resume_compactions(self) -> None:
+        """Reload the recorded jobs (``DataCoord.start``, after the segment records)."""
+        self.jobs.load(self._rebuild_plan)
 
     # -- the data node ---------------------------------------------------------------------
 
@@ -180,3 +195,11 @@ class CompactionCoord:
     def compaction_plans(self, job_id: int) -> list[tuple[list[int], int]]:
         with self._lock:
             return self.jobs.merges(job_id)
+
+
+def _deltalogs_for(group: list[SegmentInfo], deltas: list[Deltalog]) -> list[Deltalog]:
+    """The deltalogs a merge of ``group`` must apply: live ones of its channel newer than its
+    oldest row."""
+    vchannel = group[0].vchannel
+    oldest = min(b.min_ts for s in group for b in s.binlogs.values())
+    return [d for d in deltas if d.vchannel == vchannel and not d.retired_at and d.max_ts > oldest]

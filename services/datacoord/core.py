@@ -64,6 +64,8 @@ class DataCoordConfig:
     compaction: CompactionPolicy | None = None
     #: a compaction plan without a result after this long is given up (Timeout)
     compaction_timeout_s: float = 600.0
+    #: finished compaction jobs answer GetCompactionState this long (their metastore records)
+    compaction_job_retention_s: float = 3600.0
 
 
 class DataCoord(CompactionCoord):
@@ -89,7 +91,12 @@ class DataCoord(CompactionCoord):
         self._deltalogs: dict[int, dict[str, Deltalog]] = {}
         self._dirty: set[int] = set()
         self.policy = self.config.compaction or CompactionPolicy(self.config.segment_max_rows)
-        self.jobs = CompactionJobs(self.config.compaction_timeout_s)
+        self.jobs = CompactionJobs(
+            self.config.compaction_timeout_s,
+            retention_s=self.config.compaction_job_retention_s,
+            kv=kv,
+            clock=clock,
+        )
 
     def start(self) -> None:
         with self._lock:
@@ -125,6 +132,7 @@ class DataCoord(CompactionCoord):
                 if segment.state in RETIRED and not segment.retired_at:
                     # retired by a version without garbage collection: the delay starts now
                     self._retire(segment, segment.state)
+            self._resume_compactions()
 
     # -- allocation (proxies) ------------------------------------------------------------------
 

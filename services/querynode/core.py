@@ -185,15 +185,19 @@ class QueryNode:
                 f"shard {vchannel} has not reached the deletes segment {segment.segment_id} "
                 "was compacted with yet",
             )
+        if deltalogs is not None:
+            shard.removals_since(since_ts)  # refused before the load, not after it
         sealed = self._load(shard.collection, segment)
         for pks, stamps in read_deltalogs(deltalogs or [], self._require_binlogs()):
             sealed.delete_keys(pks, stamps)
         with shard.lock:
             if deltalogs is not None:
-                replay_removals(sealed, shard.removals, since_ts)
-                # the older ones are in every deltalog read from now on (checkpoints only
-                # move forward; the coordinator places a shard's segments one at a time)
-                shard.removals = [m for m in shard.removals if m.ts > since_ts]
+                later = shard.removals_since(since_ts)
+                replay_removals(sealed, later)
+                # the older ones are in every deltalog read from now on: a load whose
+                # deltalogs end before them is refused (planned again) by removals_since
+                shard.removals = later
+                shard.removals_floor = max(shard.removals_floor, since_ts)
             replaced = [shard.sealed.pop(s) for s in segment.compacted_from if s in shard.sealed]
             for s in (segment.segment_id, *segment.compacted_from):
                 shard.remote.pop(s, None)
@@ -230,10 +234,11 @@ class QueryNode:
         shard = self._shard(vchannel)
         peer = self._scatter.peer(node_id)
         with shard.lock:
-            later = [m for m in shard.removals if m.ts > since_ts]
+            later = shard.removals_since(since_ts)
             if later:
                 peer.forward(vchannel, later)
             shard.removals = later  # the older ones are in every deltalog read from now on
+            shard.removals_floor = max(shard.removals_floor, since_ts)
             shard.sealed.pop(segment_id, None)
             if segment_id not in shard.covered:  # a handoff: the growing rows go
                 shard.store.hide(shard.store.segment_rows(segment_id))
@@ -384,7 +389,7 @@ class QueryNode:
                     continue
                 if is_removal(msg):
                     removals.append(msg)
-            shard.removals.extend(removals)
+            shard.remember_removals(removals, pack.end_ts)
             remote = by_node(shard.remote) if removals else {}
         if remote:
             self._scatter.forward(shard, removals, remote)

@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, field
 
 from vectide.services.common import timestamp
+from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.msgstream.message import CollectionDDLMsg, DDLOp, DeleteMsg, InsertMsg
 from vectide.services.common.schema import CollectionInfo
 from vectide.services.querynode.segment import ShardStore
@@ -23,6 +24,11 @@ DEDUP_WINDOW_MS = 60_000
 #: ... pruned once this many are remembered (then at twice what the pruning kept, so a
 #: fast shard with more inserts in the window prunes now and then, not on every insert)
 DEDUP_PRUNE_AT = 4096
+#: how long (in stamp time) a leader keeps the removals it applied for a node that starts
+#: serving one of its segments: that segment's deltalogs reach the data node's checkpoint,
+#: seconds behind the channel (minutes while the data node is down); older ones are dropped,
+#: else a single node that never moves a segment would keep every delete it ever met
+REMOVALS_WINDOW_MS = 600_000
 #: what a leader forwards to the nodes serving its sealed segments
 Removal = DeleteMsg | CollectionDDLMsg
 
@@ -51,6 +57,9 @@ class Shard:
     #: the shard: a node that starts serving one of its segments gets them all (the
     #: segment's deltalogs end where the data node last persisted)
     removals: list[Removal] = field(default_factory=list)
+    #: the newest stamp of a removal dropped from ``removals``: a segment whose deltalogs end
+    #: before it cannot get every later delete from here (``removals_since`` refuses)
+    removals_floor: int = 0
     #: inserts applied lately (``InsertMsg.identity``) -> physical ms of their stamp: the
     #: same record met again (a producer's retry stored it twice) is not applied twice
     applied: dict[tuple[int, int, int, int], int] = field(default_factory=dict)
@@ -72,6 +81,30 @@ class Shard:
             self.applied = {k: ms for k, ms in self.applied.items() if ms >= horizon}
             self._prune_at = max(DEDUP_PRUNE_AT, 2 * len(self.applied))
         return True
+
+    def remember_removals(self, removals: list[Removal], now_ts: int) -> None:
+        """Keep the removals just applied, and drop those older than ``REMOVALS_WINDOW_MS``
+        before ``now_ts`` (the list is in stamp order: only its head is looked at)."""
+        self.removals.extend(removals)
+        horizon = timestamp.physical_ms(now_ts) - REMOVALS_WINDOW_MS
+        old = 0
+        while old < len(self.removals) and timestamp.physical_ms(self.removals[old].ts) < horizon:
+            old += 1
+        if old:
+            self.removals_floor = max(self.removals_floor, self.removals[old - 1].ts)
+            del self.removals[:old]
+
+    def removals_since(self, since_ts: int) -> list[Removal]:
+        """The removals stamped after ``since_ts``, for a segment whose deltalogs reach it;
+        refused when some of them were dropped already (the caller plans again, with a
+        newer checkpoint)."""
+        if since_ts < self.removals_floor:
+            raise MilvusError(
+                Code.SERVICE_UNAVAILABLE,
+                f"shard {self.vchannel} no longer holds the deletes after {since_ts} "
+                f"(kept from {self.removals_floor}): the segment's deltalogs are too old",
+            )
+        return [m for m in self.removals if m.ts > since_ts]
 
     def stores(self) -> list[ShardStore]:
         return [self.store, *self.sealed.values()]
@@ -97,11 +130,9 @@ def apply_removal(shard: Shard, msg: Removal) -> int:
     return sum(store.drop_partition(msg.partition_id, msg.ts) for store in shard.stores())
 
 
-def replay_removals(store: ShardStore, removals: list[Removal], since_ts: int) -> None:
-    """Apply the removals stamped after ``since_ts`` to a newly loaded store, in order."""
+def replay_removals(store: ShardStore, removals: list[Removal]) -> None:
+    """Apply ``removals`` (``Shard.removals_since``) to a newly loaded store, in order."""
     for msg in removals:
-        if msg.ts <= since_ts:
-            continue
         if isinstance(msg, DeleteMsg):
             store.delete(msg)
         else:

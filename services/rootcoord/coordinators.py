@@ -95,6 +95,7 @@ def build_coordinators(
                 Retention(data.retention_s),
             ),
             data.compaction_timeout_s,
+            data.compaction_job_retention_s,
         ),
         datanode_alive=datanode_alive,
         clock=lambda: clock_ms() / 1000,

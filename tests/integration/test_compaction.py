@@ -192,3 +192,31 @@ def test_manual_compaction_of_a_collection_with_nothing_to_do_completes_at_once(
     assert client.get_compaction_plans(job_id).plans == []
     with pytest.raises(Exception, match=r"collection not found|can.t find collection"):
         client.compact("no_such_collection")
+
+
+def test_a_compaction_job_survives_a_coordinator_restart(deployment):
+    """The job's record outlives the coordinator: planned, then the standalone process (and
+    its coordinator) restarts at once. Whether the data node had taken the plan or not, the
+    job completes after the restart, its segments merged, and answers again after another."""
+    name = make_collection(deployment.client)
+    for f in range(2):
+        insert_ids(deployment.client, name, np.arange(f * 50, (f + 1) * 50))
+        deployment.client.flush(name)
+    before = sorted(s.segment_id for s in deployment.client.list_persistent_segments(name))
+    assert len(before) == 2
+    job_id = deployment.client.compact(name)
+    deployment.stop()
+    deployment.start()
+    client = deployment.client
+    wait_for(lambda: client.get_compaction_state(job_id) == "Completed", 120, "job completed")
+    wait_for(lambda: len(client.list_persistent_segments(name)) == 1, 30, "one segment")
+    [after] = client.list_persistent_segments(name)
+    deployment.stop()
+    deployment.start()
+    client = deployment.client
+    assert client.get_compaction_state(job_id) == "Completed"
+    [plan] = client.get_compaction_plans(job_id).plans
+    assert (sorted(plan.sources), plan.target) == (before, after.segment_id)
+    client.load_collection(name)
+    live = set(range(100))
+    assert observed(client, name) == (live, expected_hits(live))

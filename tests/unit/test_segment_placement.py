@@ -183,6 +183,8 @@ def test_the_leader_keeps_only_the_removals_no_deltalog_holds_yet(cluster):
     assert [m.ts for m in shard.removals] == [15, 25]
     assert leader.load_segment(VCH, segment, [], since_ts=20)
     assert [m.ts for m in shard.removals] == [25]
+    with pytest.raises(MilvusError):  # deltalogs ending before 20 cannot be completed here
+        shard.removals_since(10)
     assert 5 not in ids(leader, 30) and count(leader, 30) == 47
     leader.apply(VCH, pack(30, 40, delete([6], 35)))
     assert [m.ts for m in shard.removals] == [25, 35] and count(leader, 40) == 46
