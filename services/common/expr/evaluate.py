@@ -103,7 +103,8 @@ _COMPARE_OPS: dict[str, Callable[[object, object], object]] = {
     ">": operator.gt,
     ">=": operator.ge,
 }
-_FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+#: a comparison with its sides swapped (``5 < x`` is ``x > 5``)
+FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _ARITH_OPS: dict[str, np.ufunc] = {
     "+": np.add,
     "-": np.subtract,
@@ -207,7 +208,7 @@ class _Evaluator:
         left, right, op = self.value(node.left), self.value(node.right), node.op
         ordered = op not in ("==", "!=")
         if isinstance(right, _Json) and not isinstance(left, _Json):
-            left, right, op = right, left, _FLIPPED[op]
+            left, right, op = right, left, FLIPPED[op]
         if isinstance(left, _Json):
             if isinstance(right, bool) and ordered:
                 raise ExprError(f"booleans cannot be ordered: {node.text!r}")

@@ -24,7 +24,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from vectide.services.common.expr.evaluate import SCALAR_KINDS, ColumnSource, truth_mask
+from vectide.services.common.expr.evaluate import (
+    FLIPPED,
+    SCALAR_KINDS,
+    ColumnSource,
+    truth_mask,
+)
 from vectide.services.common.expr.parser import (
     And,
     Compare,
@@ -41,7 +46,6 @@ from vectide.services.common.expr.parser import (
 )
 from vectide.services.common.msgstream.message import DENSE_VECTORS, FIXED_DTYPES
 
-_FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _EMPTY = np.empty(0, dtype=np.int64)
 #: a filter matching more than 1/_WIDE of the rows of numeric fields is scanned instead
 _WIDE = 8
@@ -189,7 +193,7 @@ class _Planner:
             case Compare(op, Field() as field, Literal(value)):
                 return self._compare(field, op, value)
             case Compare(op, Literal(value), Field() as field):
-                return self._compare(field, _FLIPPED[op], value)
+                return self._compare(field, FLIPPED[op], value)
             case InList(Field() as field, values, negated):
                 index = self._index(field, *(_kind(v) for v in values))
                 return (
