@@ -150,6 +150,14 @@ class Deployment:
         self.zk.close()
 
 
+def use_process_settings(config: Config) -> None:
+    """What every server process sets once for all its clients and threads: Kafka's
+    security settings, TLS, and the GIL's switch interval."""
+    use_security(config.kafka)
+    use_tls(config.security)
+    use_switch_interval(config.service.gil_switch_interval_ms)
+
+
 def use_switch_interval(interval_ms: float) -> None:
     """Threads waiting for the GIL (a request woken by its write's ack) get it after at most
     ``interval_ms`` of another thread's Python work (``service.gil_switch_interval_ms``)."""
@@ -184,9 +192,7 @@ def start_standalone(
     from vectide.services.querynode.service import QueryNodeService
     from vectide.services.rootcoord.service import CoordinatorService
 
-    use_security(config.kafka)
-    use_tls(config.security)
-    use_switch_interval(config.service.gil_switch_interval_ms)
+    use_process_settings(config)
     zk = connect_zookeeper(config.zookeeper)
     deployment = Deployment(zk)
     if exit_on_lost:
@@ -252,9 +258,7 @@ def start_role(
     writes would no longer hold the timeticks back), so the process exits. /metrics and
     /healthz answer from the start: a standby rootcoord or data node blocks in its election.
     """
-    use_security(config.kafka)
-    use_tls(config.security)
-    use_switch_interval(config.service.gil_switch_interval_ms)
+    use_process_settings(config)
     zk = connect_zookeeper(config.zookeeper)
     deployment = Deployment(zk)
     deployment.watch_session()
