@@ -43,7 +43,9 @@ def scaling_target(name: str) -> VectideTarget:
     config.infra.spark_worker_cores = 1
     config.infra.spark_worker_memory_mb = 1024
     config.data.spark_master = master_url(config)
-    return VectideTarget("vectide-cluster", f"http://{config.service.host}:39530", config)
+    return VectideTarget(
+        "vectide-cluster", f"http://{config.service.host}:{config.service.proxy_port}", config
+    )
 
 
 def run(

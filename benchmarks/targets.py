@@ -35,9 +35,12 @@ from vectide.services.infra.deployment import DeploymentManager, milvus_answers
 from vectide.services.infra.manager import InfraManager
 
 HOST = "127.0.0.1"
-RUN_DIR = REPO / ".vectide" / "bench"
-MILVUS_LITE_PORT = 39540
-NULL_PORT = 39550
+#: ``VECTIDE_BENCH_PORT_SHIFT`` (e.g. 1000) moves every bench port and the run dir, so two
+#: engineers can run bench modules on one machine at once (figures then share the cores)
+SHIFT = int(os.environ.get("VECTIDE_BENCH_PORT_SHIFT", "0"))
+RUN_DIR = REPO / ".vectide" / (f"bench{SHIFT}" if SHIFT else "bench")
+MILVUS_LITE_PORT = 39540 + SHIFT
+NULL_PORT = 39550 + SHIFT
 
 
 def bench_config(cluster_name: str, dml_channels: int = 4) -> Config:
@@ -49,18 +52,18 @@ def bench_config(cluster_name: str, dml_channels: int = 4) -> Config:
     """
     config = Config()
     config.infra.run_dir = str(RUN_DIR)
-    config.zookeeper.hosts = f"{HOST}:32181"
-    config.kafka.bootstrap_servers = f"{HOST}:39092"
-    config.s3.endpoint = f"http://{HOST}:22433"
-    config.infra.seaweed_master_port = 22434
-    config.infra.seaweed_volume_port = 22435
-    config.infra.seaweed_filer_port = 22436
+    config.zookeeper.hosts = f"{HOST}:{32181 + SHIFT}"
+    config.kafka.bootstrap_servers = f"{HOST}:{39092 + SHIFT}"
+    config.s3.endpoint = f"http://{HOST}:{22433 + SHIFT}"
+    config.infra.seaweed_master_port = 22434 + SHIFT
+    config.infra.seaweed_volume_port = 22435 + SHIFT
+    config.infra.seaweed_filer_port = 22436 + SHIFT
     config.service.host = HOST
-    config.service.proxy_port = 39530
-    config.service.rootcoord_port = 39600
-    config.service.querynode_port = 39610
-    config.service.http_port = 39121
-    config.service.metrics_port = 39091  # clear of a developer's `make run` (9091)
+    config.service.proxy_port = 39530 + SHIFT
+    config.service.rootcoord_port = 39600 + SHIFT
+    config.service.querynode_port = 39610 + SHIFT
+    config.service.http_port = 39121 + SHIFT
+    config.service.metrics_port = 39091 + SHIFT  # clear of a developer's `make run` (9091)
     config.cluster.name = cluster_name
     config.cluster.dml_channels = dml_channels
     return config
