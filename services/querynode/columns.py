@@ -4,6 +4,7 @@ one copy per column and reads them back as one contiguous array without concaten
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,16 @@ class FixedColumn:
         """The filled part. Valid until the next append (which may move the buffer)."""
         return self._data[: self._len]
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes allocated (the filled part and the room grown ahead)."""
+        return self._data.nbytes
+
+    def fit(self) -> None:
+        """Give back the room grown ahead (a store that takes no more rows: a sealed one)."""
+        if len(self._data) > self._len:
+            self._data = self._data[: self._len].copy()
+
     def drop_head(self, rows: int) -> None:
         """Forget the first ``rows`` values, and their memory."""
         self._data = self._data[rows : self._len].copy()
@@ -85,6 +96,16 @@ class ObjectColumn:
 
     def raw(self) -> list[str]:
         return self._values
+
+    @property
+    def nbytes(self) -> int:
+        """An estimate: the list's slots and its values' sizes, from a sample of them."""
+        n = len(self._values)
+        if not n:
+            return 0
+        sample = self._values[:: max(1, n // 256)]
+        each = sum(sys.getsizeof(v) for v in sample) / len(sample)
+        return int(n * (8 + each)) + (8 * len(self._parsed))
 
     def drop_head(self, rows: int) -> None:
         self._values = self._values[rows:]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from typing import Any, Protocol
 
 from vectide.services.common import binlog
@@ -28,6 +29,7 @@ from vectide.services.common.search_range import ScoreBand, band_of
 from vectide.services.common.segment import Deltalog, LoadPlan, SegmentInfo
 from vectide.services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
 from vectide.services.querynode.hosting import HostedSegments
+from vectide.services.querynode.memory import add_bytes
 from vectide.services.querynode.reads import (
     ensure_indexes,
     parse_filter,
@@ -366,6 +368,23 @@ class QueryNode:
                 report.rows += store.num_rows
         report.growing_mb = growing / _MB
         return report
+
+    def held_bytes(self) -> dict[tuple[str, str], int]:
+        """(store kind, array kind) -> bytes held: growing rows, sealed segments of shards
+        led here, segments hosted for other leaders (``ShardStore.held_bytes``)."""
+        with self._lock:
+            shards = list(self._shards.values())
+        total: Counter[str] = Counter()
+        for shard in shards:
+            with shard.lock:
+                stores = [("growing", shard.store)]
+                stores += [("sealed", s) for s in shard.sealed.values()]
+            for kind, store in stores:
+                add_bytes(total, store.held_bytes(), f"{kind}.")
+        for stores in self._hosted.segments().values():
+            for store in stores.values():
+                add_bytes(total, store.held_bytes(), "hosted.")
+        return {tuple(k.split(".", 1)): v for k, v in total.items()}  # type: ignore[misc]
 
     # -- the pipeline --------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from vectide.services.querynode.chunk_index import (
     ChunkIndexes,
 )
 from vectide.services.querynode.columns import FixedColumn, ObjectColumn
+from vectide.services.querynode.memory import faiss_bytes
 from vectide.services.querynode.scalar_index import FieldChunks, ScalarIndexes, StoreIndex
 from vectide.services.querynode.sparse import SparseColumn
 
@@ -281,6 +282,29 @@ class ShardStore:
             for row, key in enumerate(self._pks.view()):
                 self._str_rows.setdefault(key, []).append(row)
         return rows
+
+    # -- memory ------------------------------------------------------------------------------
+
+    def held_bytes(self) -> dict[str, int]:
+        """Bytes this store's arrays hold, by kind: ``vectors`` (vector columns),
+        ``vector_index`` (faiss), ``fields`` (the other columns, keys included), ``rows``
+        (stamps, partitions, segments, validity, norms). What its memory is spent on."""
+        vectors = {f.name for f in self.schema.vector_fields}
+        held = {"vectors": 0, "vector_index": 0, "fields": self._pks.nbytes, "rows": 0}
+        for name, column in self._columns.items():
+            held["vectors" if name in vectors else "fields"] += getattr(column, "nbytes", 0)
+        for column in (
+            self._insert_ts,
+            self._deleted_at,
+            self._partition,
+            self._segment,
+            *self._valid.values(),
+            *self._sq_norms.values(),
+        ):
+            held["rows"] += column.nbytes
+        for indexes in self.indexes.values():
+            held["vector_index"] += sum(faiss_bytes(i) for i in indexes.built())
+        return held
 
     # -- scalar indexes ----------------------------------------------------------------------
 
