@@ -22,6 +22,7 @@ import numpy as np
 
 from vectide.services.common import binlog, vector_types
 from vectide.services.common.index_spec import IndexSpec, is_interim
+from vectide.services.common.memory import release_freed
 from vectide.services.common.msgstream.message import DataType
 from vectide.services.common.schema import CollectionInfo, IndexInfo
 from vectide.services.common.segment import PERSISTED, SegmentInfo, SegmentState
@@ -101,7 +102,11 @@ class IndexBuilder:
 
     def run_once(self) -> int:
         """Build every pending index once; returns how many files were written."""
-        return sum(self._build(info, index, segment) for info, index, segment in self._missing())
+        built = 0
+        for info, index, segment in self._missing():
+            built += self._build(info, index, segment)
+            release_freed()  # a segment's vectors, its index and the file's bytes: transient
+        return built
 
     def backlog(self) -> dict[str, int]:
         """Index files still to build (``pending``) and given up on (``failed``): the

@@ -29,7 +29,7 @@ from vectide.services.common.search_range import ScoreBand, band_of
 from vectide.services.common.segment import Deltalog, LoadPlan, SegmentInfo
 from vectide.services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
 from vectide.services.querynode.hosting import HostedSegments
-from vectide.services.querynode.memory import add_bytes
+from vectide.services.common.memory import add_bytes, release_freed
 from vectide.services.querynode.reads import (
     ensure_indexes,
     parse_filter,
@@ -214,6 +214,7 @@ class QueryNode:
             shard.covered |= {segment.segment_id, *segment.compacted_from}
             shard.purged_ts = max(shard.purged_ts, segment.deletes_applied_ts)
             shard.store.free_hidden_head()
+        release_freed()  # the growing copy, and the binlogs' read buffers
         log.info(
             "segment moved here" if moving else "segment handed off",
             extra={
@@ -249,6 +250,7 @@ class QueryNode:
             shard.remote[segment_id] = node_id
             shard.lost.discard(segment_id)
             shard.purged_ts = max(shard.purged_ts, purged_ts)
+        release_freed()
         log.info(
             "segment served by another node",
             extra={"vchannel": vchannel, "segment": segment_id, "node": node_id},
@@ -266,7 +268,9 @@ class QueryNode:
             for segment_id in segment_ids:
                 shard.remote.pop(segment_id, None)
                 shard.lost.discard(segment_id)
-            return released + sum(shard.sealed.pop(s, None) is not None for s in segment_ids)
+            released += sum(shard.sealed.pop(s, None) is not None for s in segment_ids)
+        release_freed()
+        return released
 
     def held_segments(self) -> list[int]:
         """Every sealed segment this node serves (garbage collection keeps their files)."""
