@@ -53,7 +53,7 @@ def release_freed() -> None:
         import pyarrow
 
         pyarrow.default_memory_pool().release_unused()
-    except Exception:  # noqa: BLE001 - best effort: memory is returned later anyway
+    except Exception:
         log.debug("pyarrow pool not released", exc_info=True)
     try:
         if _libc is None:

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from vectide.services.common import binlog
 from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.memory import add_bytes, release_freed
 from vectide.services.common.msgstream.channels import pchannel_of
 from vectide.services.common.msgstream.message import CollectionDDLMsg, InsertMsg, MsgPack
 from vectide.services.common.placement import NodeLoad
@@ -29,7 +30,6 @@ from vectide.services.common.search_range import ScoreBand, band_of
 from vectide.services.common.segment import Deltalog, LoadPlan, SegmentInfo
 from vectide.services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
 from vectide.services.querynode.hosting import HostedSegments
-from vectide.services.common.memory import add_bytes, release_freed
 from vectide.services.querynode.reads import (
     ensure_indexes,
     parse_filter,

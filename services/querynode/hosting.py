@@ -16,12 +16,12 @@ from collections.abc import Callable
 
 from vectide.services.common import binlog
 from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.memory import release_freed
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
 from vectide.services.common.results import QueryRows, SearchHits, merge_rows
 from vectide.services.common.schema import CollectionInfo
 from vectide.services.common.search_range import band_of
 from vectide.services.common.segment import Deltalog, SegmentInfo
-from vectide.services.common.memory import release_freed
 from vectide.services.querynode.reads import (
     ensure_indexes,
     parse_filter,

@@ -16,6 +16,7 @@ import numpy as np
 
 from vectide.services.common import vector_types
 from vectide.services.common.index_spec import IndexSpec, is_interim
+from vectide.services.common.memory import faiss_bytes
 from vectide.services.common.msgstream.message import (
     FIXED_DTYPES,
     DataType,
@@ -36,7 +37,6 @@ from vectide.services.querynode.chunk_index import (
     ChunkIndexes,
 )
 from vectide.services.querynode.columns import FixedColumn, IndexVectors, ObjectColumn
-from vectide.services.common.memory import faiss_bytes
 from vectide.services.querynode.scalar_index import FieldChunks, ScalarIndexes, StoreIndex
 from vectide.services.querynode.sparse import SparseColumn
 
