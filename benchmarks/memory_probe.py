@@ -74,6 +74,32 @@ class Sampler(threading.Thread):
             self.sample()
 
 
+def mappings(pid: int) -> dict[str, float]:
+    """Resident MiB of the process's mappings by kind: glibc's main heap, anonymous ones by
+    size (thread arenas are 64 MiB reservations; big arrays have mappings of their own),
+    and files (code, libraries)."""
+    out: dict[str, float] = {}
+    kind = "file"
+    with open(f"/proc/{pid}/smaps") as smaps:
+        for line in smaps:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5:
+                start, end = (int(x, 16) for x in head[0].split("-"))
+                path = head[5] if len(head) > 5 else ""
+                size = end - start
+                if path == "[heap]":
+                    kind = "heap"
+                elif path.startswith("/"):
+                    kind = "file"
+                elif path:
+                    kind = path
+                else:
+                    kind = "anon >= 32 MiB" if size >= 32 * 2**20 else "anon < 32 MiB"
+            elif head[0] == "Rss:":
+                out[kind] = out.get(kind, 0.0) + int(head[1]) / 1024
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=1_000_000)
@@ -127,6 +153,8 @@ def main(argv: list[str] | None = None) -> None:
             "rss_growth_per_1m_mib": growth / a.rows * 1e6,
             "rss_end_over_raw": end["rss_mib"] / raw_mib,
             "held_end_mib": end["held_mib"],
+            "held_end_total_mib": sum(end["held_mib"].values()),
+            "mappings_end_mib": mappings(pid),
         }
         log(json.dumps(summary, indent=1))
         with open(a.out, "w") as f:
