@@ -268,16 +268,7 @@ class ShardStore:
         rows = head if head == len(shown) else chunks * self._chunk_rows
         if not rows:
             return 0
-        for column in (
-            self._pks,
-            self._insert_ts,
-            self._deleted_at,
-            self._partition,
-            self._segment,
-            *self._columns.values(),
-            *self._valid.values(),
-            *self._sq_norms.values(),
-        ):
+        for column in self._row_columns():
             column.drop_head(rows)
         for indexes in self.indexes.values():
             indexes.drop_head(chunks)
@@ -288,11 +279,9 @@ class ShardStore:
                 self._str_rows.setdefault(key, []).append(row)
         return rows
 
-    # -- memory ------------------------------------------------------------------------------
-
-    def reserve(self, rows: int) -> None:
-        """Allocate the fixed-width columns for ``rows`` rows at once (a sealed segment)."""
-        for column in (
+    def _row_columns(self) -> list[Column]:
+        """Every column with a value per row: what dropping or reserving rows touches."""
+        return [
             self._pks,
             self._insert_ts,
             self._deleted_at,
@@ -301,7 +290,13 @@ class ShardStore:
             *self._columns.values(),
             *self._valid.values(),
             *self._sq_norms.values(),
-        ):
+        ]
+
+    # -- memory ------------------------------------------------------------------------------
+
+    def reserve(self, rows: int) -> None:
+        """Allocate the fixed-width columns for ``rows`` rows at once (a sealed segment)."""
+        for column in self._row_columns():
             if isinstance(column, FixedColumn):
                 column.reserve(rows)
 
