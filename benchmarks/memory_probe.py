@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "memory_probe.json"))
     a = p.parse_args(argv)
     target = vectide_target("memprobe")
+    target.config.infra.startup_timeout_s = 300  # Spark starts slowly on a busy box
     vectors = np.random.default_rng(7).standard_normal((a.rows, a.dim), dtype=np.float32)
     try:
         target.start()

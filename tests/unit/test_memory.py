@@ -12,6 +12,7 @@ from tests.unit.test_indexnode import VCH, Collections, collection, flushed_segm
 from vectide.services.common.memory import release_freed
 from vectide.services.common.msgstream.message import DataType, FieldColumn, InsertMsg
 from vectide.services.indexnode.core import IndexBuilder
+from vectide.services.querynode.chunk_index import BuiltChunks
 from vectide.services.querynode.core import QueryNode
 from vectide.services.querynode.sealed import load_sealed
 
@@ -112,3 +113,15 @@ def test_rows_handed_off_leave_the_process():
     held = proc.memory_info().rss - start
     print(f"{grown / 2**20:.0f} MiB grown, {held / 2**20:.0f} MiB held after the handoff")
     assert held < 1.35 * vectors.nbytes, f"{held / 2**20:.0f} MiB held after the handoff"
+
+
+def test_an_interim_index_built_from_freed_rows_is_not_installed():
+    chunks = BuiltChunks(chunk_rows=4)
+    assert chunks.next_chunk(10) == 0  # a builder takes chunk 0 ...
+    chunks.drop_head(2)  # ... while a handoff frees every row
+    chunks.install(0, "index of freed rows")
+    assert chunks.built() == []
+    assert chunks.next_chunk(4) == 0  # the new rows' chunk 0 is built again
+    chunks.install(0, "index of new rows")
+    chunks.install(0, "late duplicate")
+    assert chunks.built() == ["index of new rows"]
