@@ -87,6 +87,7 @@ def index_file(
     index are let go before the file's bytes are made, so they are not all held at once
     (1M x 128-d HNSW: 0.5 GB of vectors, 0.65 GB of index, its serialized copy and bytes)."""
     vectors = segment_vectors(segment, field.field_id, field.dim, store, field.data_type)
+    release_freed()  # the binlogs' decode buffers, before minutes of building
     rows = len(vectors)
     built = spec.build(vectors)
     del vectors
