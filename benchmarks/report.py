@@ -270,6 +270,19 @@ def memory_table(results: dict[str, Any]) -> str:
     return _rows(["process", "RSS at start, MiB", "RSS loaded, MiB", "MiB per 1M vectors"], rows)
 
 
+def kafka_cpu_table(results: dict[str, Any]) -> str:
+    """Where the Kafka ingest path's CPU goes, per record, beside the raw produce's: the sum
+    over processes bounds the rate a number of cores allows, whatever the parallelism."""
+    cpu = _get(results, "systems", "vectide", "kafka_ingest", "cpu_us_per_record", default={})
+    raw, path = cpu.get("raw_produce", {}), cpu.get("producer_to_searchable", {})
+    if not path:
+        return ""
+    names = [n for n in {**raw, **path} if n != "total"] + ["total"]
+    rows = [[n, _num(raw.get(n), 1), _num(path.get(n), 1)] for n in names]
+    header = ["Kafka ingest, CPU us per record", "raw produce", "producer -> searchable"]
+    return _rows(header, rows)
+
+
 def scaling_table(results: dict[str, Any]) -> str:
     """Issue 18's figures: 1 vs 2 query nodes, and the balancer simulation."""
     lines = ["Query nodes (issue 18)"]
@@ -348,6 +361,8 @@ def table(results: dict[str, Any]) -> str:
         ]
     parts += ["", consistency_table(results), "", freshness_table(results), ""]
     parts += [memory_table(results), "", idle.report_table(results), ""]
+    if kafka_cpu := kafka_cpu_table(results):
+        parts += [kafka_cpu, ""]
     parts += [scaling_table(results), ""]
     parts += [targets_table(results)]
     for note in results.get("skipped", []):

@@ -351,7 +351,11 @@ def kafka_ingest_phase(target: VectideTarget, data: Dataset) -> dict[str, Any]:
     config_file = RUN_DIR / "kafka-ingest.yaml"
     config_file.write_text(yaml.safe_dump(target.config.to_dict()))
     return kafka_ingest.ingest_phase(
-        target.uri, str(config_file), target.config.kafka.bootstrap_servers, data.vectors
+        target.uri,
+        str(config_file),
+        target.config.kafka.bootstrap_servers,
+        data.vectors,
+        target.processes(),
     )
 
 
