@@ -117,9 +117,16 @@ def cached_channel(
 
 
 def consume_range(
-    cached: CachedChannel, channel: str, start: int, end: int, timeout_s: float
+    cached: CachedChannel,
+    channel: str,
+    start: int,
+    end: int,
+    timeout_s: float,
+    max_bytes: int = 0,
 ) -> list[tuple[int, bytes]]:
-    """Exactly the records at ``[start, end)`` of ``channel``; fails loudly if stuck."""
+    """The records of ``[start, end)`` of ``channel`` from ``start`` on: all of them, or with
+    ``max_bytes`` as many as reach it (at least one; the caller asks again after the last
+    for the rest). Fails loudly if stuck."""
     from confluent_kafka import TopicPartition
 
     if cached.next_offset < 0 or not _continues(cached, start):
@@ -127,8 +134,17 @@ def consume_range(
     # assigned for the read only: an unassigned consumer does not fetch (an idle executor
     # costs the broker nothing); pause/resume proved unreliable (a resumed partition
     # sometimes never fetched again)
-    records = [(o, v) for o, v in cached.leftover if start <= o < end]
-    cached.leftover = [(o, v) for o, v in cached.leftover if o >= end]
+    taken = _Taken(max_bytes)
+    rest = []
+    for offset, value in cached.leftover:
+        if offset < start:
+            continue
+        if offset < end and not taken.full:
+            taken.add(offset, value)
+        else:
+            rest.append((offset, value))
+    cached.leftover = rest
+    records = taken.records
     next_offset = records[-1][0] + 1 if records else start
     if next_offset >= end or cached.leftover:
         return records  # the previous read fetched this range already
@@ -136,7 +152,7 @@ def consume_range(
     deadline = time.monotonic() + timeout_s
     reread = -1  # the offset of the last gap read again
     try:
-        while next_offset < end and not cached.leftover:
+        while next_offset < end and not cached.leftover and not taken.full:
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"{channel}: read stuck at offset {next_offset} of [{start}, {end})"
@@ -156,14 +172,14 @@ def consume_range(
                     cached.consumer.assign([TopicPartition(channel, 0, next_offset)])
                     break
                 cached.next_offset = record.offset() + 1
-                if record.offset() >= end:
+                if record.offset() >= end or taken.full:
                     cached.leftover.append((record.offset(), record.value()))
                     continue
-                records.append((record.offset(), record.value()))
+                taken.add(record.offset(), record.value())
                 next_offset = record.offset() + 1
             if reread >= next_offset:
                 continue  # until the gap is read again, the position is the skipping read's
-            if next_offset < end and _position(cached.consumer, channel) >= end:
+            if next_offset < end and not taken.full and _position(cached.consumer, channel) >= end:
                 break  # the rest of the range holds no records (transaction markers)
     except BaseException:
         cached.next_offset = -1  # unknown state: seek next time
@@ -171,6 +187,23 @@ def consume_range(
     finally:
         cached.consumer.unassign()
     return records
+
+
+@dataclass
+class _Taken:
+    """The records one ``consume_range`` call returns, up to its byte budget (0: none)."""
+
+    max_bytes: int
+    records: list[tuple[int, bytes]] = field(default_factory=list)
+    size: int = 0
+
+    @property
+    def full(self) -> bool:
+        return self.max_bytes > 0 and self.size >= self.max_bytes
+
+    def add(self, offset: int, value: bytes | None) -> None:
+        self.records.append((offset, value or b""))
+        self.size += len(value or b"")
 
 
 def _continues(cached: CachedChannel, start: int) -> bool:
