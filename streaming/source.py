@@ -32,6 +32,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from vectide.services.common.msgstream.tick_index import decode_entry
 from vectide.streaming.planning import OffsetPlanner, PlanLimits, Seen
 
 log = logging.getLogger(__name__)
@@ -242,6 +243,82 @@ def s3_options(s3: Any) -> dict[str, str]:
     return {f"s3_{k}": str(getattr(s3, k)) for k in _S3_KEYS}
 
 
+# -- the driver's view of the tick index ----------------------------------------------------
+
+
+class TickIndexTail:
+    """The driver's consumer of the tick index (``msgstream/tick_index.py``): one small
+    record per tick round instead of every payload of every channel.
+
+    It starts near the index's end: a batch needs no entry before its start, since every
+    offset below a known tick exists (the planner cuts a long stretch by its record cap).
+    ``follow`` says whether the index can be trusted now: the topic exists and an entry
+    arrived within ``stale_s`` (the rootcoord ticks at least every second even when idle).
+    Otherwise, e.g. a rootcoord from before the index, the reader scans the channels."""
+
+    #: entries read back from the index's end at start, so the first batch can cut at once
+    BACKLOG = 64
+
+    def __init__(self, conf: dict[str, Any], topic: str, stale_s: float) -> None:
+        self._conf = conf
+        self.topic = topic
+        self.stale_s = stale_s
+        self._consumer: Any = None
+        self._checked = float("-inf")
+        self._last_entry = float("-inf")
+
+    def follow(self, planner: OffsetPlanner, budget_s: float) -> bool:
+        """Feed the planner what the index holds since the last call; whether it is live."""
+        now = time.monotonic()
+        if self._consumer is None:
+            if now - self._checked < self.stale_s:
+                return False
+            self._checked = now
+            if not self._open():
+                return False
+            self._last_entry = now  # a grace period for the first entries
+        deadline = now + budget_s
+        while time.monotonic() < deadline:
+            batch = self._consumer.consume(500, 0)
+            if not batch:
+                break
+            for record in batch:
+                if record.error() is not None:
+                    continue
+                entry = decode_entry(record.value())
+                if entry:
+                    self._last_entry = time.monotonic()
+                for channel, (offset, ts) in entry.items():
+                    planner.observe(channel, Seen(offset, 0, ts))
+        return time.monotonic() - self._last_entry <= self.stale_s
+
+    def _open(self) -> bool:
+        """Assign the consumer near the index's end; False when the topic does not exist."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer(self._conf)
+        try:
+            topics = consumer.list_topics(self.topic, timeout=5).topics
+            meta = topics.get(self.topic)
+            if meta is None or meta.error is not None or not meta.partitions:
+                consumer.close()
+                return False
+            low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=5)
+        except Exception as exc:  # any failure: scan, ask again later
+            log.warning("tick index unreadable", extra={"topic": self.topic, "error": str(exc)})
+            consumer.close()
+            return False
+        consumer.assign([TopicPartition(self.topic, 0, max(low, high - self.BACKLOG))])
+        self._consumer = consumer
+        log.info("following the tick index", extra={"topic": self.topic})
+        return True
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
 # -- the Spark adapter ----------------------------------------------------------------------
 
 
@@ -276,12 +353,16 @@ class ChannelStreamReader(DataSourceStreamReader):
             max_bytes=int(options.get("max_bytes_per_channel", str(256 * 1024 * 1024))),
             idle_advance_s=float(options.get("idle_advance_s", "30")),
         )
+        self.index_topic = options.get("tick_index", "")
+        self.index_stale_s = float(options.get("index_stale_s", "10"))
         self._planner: OffsetPlanner | None = None
         self._scanner: Any = None
+        self._index: TickIndexTail | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_scanner"] = state["_planner"] = None  # driver state stays on the driver
+        # driver state stays on the driver
+        state["_scanner"] = state["_planner"] = state["_index"] = None
         return state
 
     def initialOffset(self) -> dict[str, int]:
@@ -291,7 +372,16 @@ class ChannelStreamReader(DataSourceStreamReader):
         if self._planner is None:
             self._planner = OffsetPlanner(self.channels, self.limits)
         seeks = self._planner.rebase(start)
-        self._scan(seeks)
+        if self._index is None and self.index_topic:
+            self._index = TickIndexTail(
+                consumer_conf(self.bootstrap, self.scan_fetch_wait_ms, self.security),
+                self.index_topic,
+                self.index_stale_s,
+            )
+        if self._index is not None and self._index.follow(self._planner, self.scan_ms / 1000):
+            self._stop_scanner()  # the index tells where the ticks are: no payload read
+        else:
+            self._scan(seeks)  # no index (yet, or any more): read the channels
         return self._planner.plan(read_flush_wanted(self.wake_file))
 
     def _scan(self, seeks: dict[str, int]) -> None:
@@ -346,10 +436,13 @@ class ChannelStreamReader(DataSourceStreamReader):
 
     def read(self, partition: ChannelRange | Checkpoints) -> Iterator[tuple[str, str]]:
         """Executor: persist one channel's range and describe what was written."""
+        from vectide.services.common.segment import BatchReport
         from vectide.streaming.flush import (
+            BatchStats,
             ParallelPuts,
             Record,
             checkpoints_only,
+            merge_into,
             process_batch,
             report_rows,
         )
@@ -360,32 +453,55 @@ class ChannelStreamReader(DataSourceStreamReader):
             stats.executor = executor
             yield from report_rows(report, stats)
             return
-        started = time.monotonic()
         cached = cached_channel(
             self.bootstrap, partition.channel, self.fetch_wait_ms, self.security
         )
-        raw = consume_range(
-            cached, partition.channel, partition.start, partition.end, self.read_timeout_s
-        )
-        consumed = time.monotonic()
-        records = [Record(partition.channel, offset, value) for offset, value in raw]
         store = ParallelPuts(object_store(self.options))
+        report, stats = BatchReport([], [], {}), BatchStats()
+        seen: set[tuple[int, ...]] = set()
+        position = partition.start
         try:
-            report, stats = process_batch(records, store)
+            while position < partition.end:
+                # one piece of at most max_bytes at a time: a task's memory stays bounded
+                # whatever the range (the driver may not know its bytes); the pieces follow
+                # from the records' sizes, so a replay writes the same objects
+                started = time.monotonic()
+                raw = consume_range(
+                    cached,
+                    partition.channel,
+                    position,
+                    partition.end,
+                    self.read_timeout_s,
+                    self.limits.max_bytes,
+                )
+                if not raw:
+                    break
+                consumed = time.monotonic()
+                records = [Record(partition.channel, offset, value) for offset, value in raw]
+                merge_into(report, stats, *process_batch(records, store, seen))
+                store.drain()  # the piece's uploads done before the next piece is read
+                stats.consume_ms += int((consumed - started) * 1000)
+                stats.write_ms += int((time.monotonic() - consumed) * 1000)
+                position = raw[-1][0] + 1
         finally:
             store.join()  # every object is on S3 before the driver hears of it
         stats.executor = executor
-        stats.consume_ms = int((consumed - started) * 1000)
-        stats.write_ms = int((time.monotonic() - consumed) * 1000)
         yield from report_rows(report, stats)
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to do: Spark's checkpoint is the source of truth for offsets."""
 
-    def stop(self) -> None:
+    def _stop_scanner(self) -> None:
         if self._scanner is not None:
+            log.info("tick index found: the driver stops reading the channels")
             self._scanner.close()
             self._scanner = None
+
+    def stop(self) -> None:
+        self._stop_scanner()
+        if self._index is not None:
+            self._index.close()
+            self._index = None
 
 
 class ChannelSource(DataSource):

@@ -161,7 +161,10 @@ class RootCoord:
             if self._tick_index is not None:
                 # after the acknowledgement: an entry never names a tick not yet written
                 self._tick_index.publish(
-                    {ch: (offset, ts) for (ch, ts), offset in zip(ticks.items(), offsets)}
+                    {
+                        ch: (offset, ts)
+                        for (ch, ts), offset in zip(ticks.items(), offsets, strict=True)
+                    }
                 )
         return ticks
 

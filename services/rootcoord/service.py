@@ -52,7 +52,9 @@ class CoordinatorService:
         root = cluster_root(config.zookeeper, config.cluster.name)
         self.registry = SessionRegistry(zk, root)
         self.writer = KafkaChannelWriter(config.kafka.bootstrap_servers)
-        self.tick_index = KafkaTickIndex(self.writer.producer, tick_index_topic(config.cluster.name))
+        self.tick_index = KafkaTickIndex(
+            self.writer.producer, tick_index_topic(config.cluster.name)
+        )
         kv = self._kv = ZooKeeperKV(zk, root)
         self.cores = build_coordinators(
             config,
