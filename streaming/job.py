@@ -146,7 +146,9 @@ def start_query(
         .option("kafka_secret_conf", json.dumps(security_settings(config.kafka)))
         .option("channels", ",".join(channels))
         # the ticks' offsets, published by the rootcoord: the driver reads no payloads
-        .option("tick_index", tick_index_topic(config.cluster.name))
+        .option(
+            "tick_index", tick_index_topic(config.cluster.name) if config.data.tick_index else ""
+        )
         .option("max_records_per_channel", str(config.data.max_records_per_channel))
         .option("idle_advance_s", str(config.data.idle_checkpoint_s))
         .option("fetch_wait_ms", str(max(config.kafka.fetch_wait_max_ms, 10)))
