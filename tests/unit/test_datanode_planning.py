@@ -22,6 +22,16 @@ def feed(p, channel, start, kinds):
         p.observe(channel, Seen(start + i, 100, start + i if kind == "t" else None))
 
 
+def batch_ends(p, channel, batches):
+    """Plan and run ``batches`` batches; the end offset of each on ``channel``."""
+    ends = []
+    for _ in range(batches):
+        end = p.plan()
+        ends.append(end[channel])
+        p.rebase(end)
+    return ends
+
+
 def test_a_batch_covers_everything_seen_and_starts_where_the_last_ended():
     p, _ = planner()
     assert p.rebase({"a": 0, "b": 0}) == {}
@@ -38,12 +48,7 @@ def test_a_channel_with_more_records_than_the_cap_between_ticks_advances():
     p, _ = planner(max_records=100)
     p.rebase({"a": 0, "b": 0})
     feed(p, "a", 0, "d" * 250 + "t")  # no tick in the first 250 records
-    ends = []
-    for _ in range(3):
-        end = p.plan()
-        ends.append(end["a"])
-        p.rebase(end)
-    assert ends == [100, 200, 251]
+    assert batch_ends(p, "a", 3) == [100, 200, 251]
 
 
 def test_bytes_cap_the_batch_but_one_record_always_passes():
@@ -137,12 +142,7 @@ def test_index_cap_falls_between_ticks_and_the_rest_follows():
     p, _ = planner(max_records=100)
     p.rebase({"a": 0, "b": 0})
     ticks_at(p, "a", [249])  # 249 records before the first tick the index names
-    ends = []
-    for _ in range(3):
-        end = p.plan()
-        ends.append(end["a"])
-        p.rebase(end)
-    assert ends == [100, 200, 250]
+    assert batch_ends(p, "a", 3) == [100, 200, 250]
 
 
 def test_index_entries_below_the_start_or_out_of_order_are_ignored():
