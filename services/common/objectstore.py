@@ -36,7 +36,11 @@ class ObjectStore:
             aws_secret_access_key=cfg.secret_key,
             region_name=cfg.region,
             config=BotoConfig(
-                s3={"addressing_style": "path", "payload_signing_enabled": sign_payload},
+                # None: botocore's own choice (it signs bodies over http, not over https)
+                s3={
+                    "addressing_style": "path",
+                    "payload_signing_enabled": None if sign_payload else False,
+                },
                 retries={"max_attempts": 6, "mode": "standard"},
                 connect_timeout=connect_timeout_s,
                 read_timeout=60,
