@@ -286,9 +286,11 @@ def merge_rows(rows: Iterable[tuple[str, str]]) -> tuple[BatchReport, BatchStats
             )
         elif kind == "deltalog":
             report.deltalogs.append((data[0], Deltalog(**data[1])))
-        elif kind == "checkpoint":
+        elif kind == "checkpoint":  # tasks of one channel's pieces: the furthest one counts
             position = Position(**data)
-            report.checkpoints[position.channel] = position
+            known = report.checkpoints.get(position.channel)
+            if known is None or position.offset > known.offset:
+                report.checkpoints[position.channel] = position
         elif kind == "stats":
             total.add_counts(
                 BatchStats(**{n: data.get(n, 0) for n in _COUNTS}, segments=set(data["segments"]))

@@ -41,6 +41,11 @@ log = logging.getLogger(__name__)
 TICK_PREFIX = b"\x04"
 #: what an executor task returns per channel range (see ``flush.report_rows``)
 SCHEMA = "kind string, body string"
+#: offsets of one channel one executor task takes: a batch's range is split into tasks of
+#: this many so that several executors share one busy channel (a collection with one shard
+#: writes to one channel). A constant, not a setting: a replayed batch must be split as its
+#: first run was, or it would write its rows under other names a second time.
+TASK_RECORDS = 64
 
 
 def consumer_conf(
@@ -351,6 +356,7 @@ class ChannelStreamReader(DataSourceStreamReader):
         self.fetch_wait_ms = int(options.get("fetch_wait_ms", "10"))
         self.scan_fetch_wait_ms = int(options.get("scan_fetch_wait_ms", "500"))
         self.wake_file = options.get("wake_file", "")
+        self.task_records = int(options.get("task_records", str(TASK_RECORDS)))
         self.limits = PlanLimits(
             max_records=int(options.get("max_records_per_channel", "2000")),
             max_bytes=int(options.get("max_bytes_per_channel", str(256 * 1024 * 1024))),
@@ -422,8 +428,9 @@ class ChannelStreamReader(DataSourceStreamReader):
     def partitions(
         self, start: dict[str, int], end: dict[str, int]
     ) -> list[ChannelRange | Checkpoints]:
-        """A task per channel range with data; one task for all tick-only ranges (an idle
-        batch), so moving idle checkpoints reads nothing back from the broker."""
+        """Tasks of at most ``task_records`` offsets per channel range with data (split the
+        same way on a replay); one task for all tick-only ranges (an idle batch), so moving
+        idle checkpoints reads nothing back from the broker."""
         ranges: list[ChannelRange | Checkpoints] = []
         ticks: list[tuple[str, int, int]] = []
         for channel in self.channels:
@@ -432,7 +439,10 @@ class ChannelStreamReader(DataSourceStreamReader):
                 continue
             tick = self._planner.last_tick(channel, first, last) if self._planner else None
             if tick is None:
-                ranges.append(ChannelRange(channel, first, last))
+                ranges.extend(
+                    ChannelRange(channel, a, min(a + self.task_records, last))
+                    for a in range(first, last, self.task_records)
+                )
             else:
                 ticks.append((channel, *tick))
         return [*ranges, Checkpoints(ticks)] if ticks else ranges
