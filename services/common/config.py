@@ -226,6 +226,10 @@ class DataConfig:
     #: A micro-batch takes at most this many records of one channel (a backlog is worked
     #: off in several batches; an executor task holds one channel's range in memory).
     max_records_per_channel: int = 2000
+    #: The data node's driver cuts batches at the ticks the rootcoord lists in the tick-index
+    #: topic (``{cluster}-tickindex``) instead of reading every record of the channels; false
+    #: makes it read the channels (as it does anyway while the index is missing or silent).
+    tick_index: bool = True
     #: With only timeticks arriving, the data node moves its channel checkpoints this often
     #: (a Spark batch each time). A flush or a seal runs a batch at once whatever this says;
     #: a restarted query node replays at most this much of an idle channel.
