@@ -1,9 +1,11 @@
 """faiss indexes over the full chunks of a growing shard's vectors (Milvus's interim index).
 
-A shard's vector column is cut into chunks of ``chunk_rows``; each full chunk gets an index
-of the collection's type (IVF_FLAT, HNSW; AUTOINDEX means HNSW), built off the ingest path.
-A search runs the index of each built chunk with the visibility/filter mask as a faiss
-ID selector, brute-forces the rest exactly, and merges. FLAT is always exact.
+A shard's vector column is cut into chunks of ``chunk_rows``; each full chunk gets an index,
+built off the ingest path: a quickly trained IVF_FLAT by default whatever the collection's
+index (``InterimIndex``, ``query.interim_index``), or the collection's own type. A sealed
+segment is one chunk holding its index file, of the collection's type. A search runs the
+index of each built chunk with the visibility/filter mask as a faiss ID selector,
+brute-forces the rest exactly, and merges. FLAT is always exact.
 """
 
 from __future__ import annotations

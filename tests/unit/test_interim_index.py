@@ -1,0 +1,165 @@
+"""The interim index of growing chunks: what it is, what searches it, and the recall it keeps
+on clustered data (the bench's synthetic set) at its defaults."""
+
+from __future__ import annotations
+
+import faiss
+import numpy as np
+import pytest
+
+from benchmarks import datasets
+from vectide.services.common.config import QueryConfig
+from vectide.services.common.index_spec import (
+    IndexSpec,
+    InterimIndex,
+    chunk_spec,
+    interim_index,
+)
+from vectide.services.common.msgstream.message import DataType, FieldColumn, InsertMsg, MsgPack
+from vectide.services.common.requests import ShardSearchRequest
+from vectide.services.common.schema import (
+    CollectionInfo,
+    CollectionSchema,
+    ConsistencyLevel,
+    FieldSchema,
+    IndexInfo,
+)
+from vectide.services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
+from vectide.services.querynode.core import QueryNode
+
+DIM = 128
+VCH = "c-dml_0_7v0"
+HNSW = IndexInfo(1, "vec", "vec", "HNSW", "L2", {"M": "16", "efConstruction": "128"})
+
+
+def collection(index: IndexInfo = HNSW) -> CollectionInfo:
+    schema = CollectionSchema(
+        "c",
+        [
+            FieldSchema(100, "id", DataType.INT64, is_primary=True),
+            FieldSchema(101, "vec", DataType.FLOAT_VECTOR, dim=DIM),
+        ],
+    )
+    return CollectionInfo(
+        7,
+        "c",
+        schema,
+        1,
+        [VCH],
+        ["c-dml_0"],
+        ConsistencyLevel.STRONG,
+        1,
+        {"c-dml_0": 0},
+        indexes=[index],
+    )
+
+
+def insert(vectors: np.ndarray, first_id: int, ts: int) -> MsgPack:
+    ids = np.arange(first_id, first_id + len(vectors), dtype=np.int64)
+    msg = InsertMsg(
+        ts,
+        ts,
+        0,
+        7,
+        1,
+        0,
+        VCH,
+        ids,
+        np.zeros(len(ids), np.int64),
+        np.full(len(ids), ts, np.int64),
+        [FieldColumn(101, "vec", DataType.FLOAT_VECTOR, vectors, DIM)],
+    )
+    return MsgPack(ts - 1, ts, [msg], {})
+
+
+def recall_at_10(found: np.ndarray, truth: np.ndarray) -> float:
+    return float(np.mean([len(set(f) & set(t)) / 10 for f, t in zip(found, truth, strict=True)]))
+
+
+def test_defaults_are_milvus_interim_index():
+    """queryNode.segcore.interimIndex: nlist 128, nprobe 16 (IVF_FLAT_CC in Milvus)."""
+    assert interim_index(QueryConfig()) == InterimIndex("IVF_FLAT", 128, 16)
+
+
+@pytest.mark.parametrize(
+    ("kind", "nlist", "nprobe", "named"),
+    [("HNSW", 128, 16, "query.interim_index"), ("IVF_FLAT", 0, 16, "query.interim_nlist")],
+)
+def test_a_bad_setting_is_refused_by_name(kind, nlist, nprobe, named):
+    with pytest.raises(ValueError, match=named):
+        InterimIndex(kind, nlist, nprobe)
+
+
+def test_growing_chunks_get_ivf_flat_whatever_the_collection_index():
+    spec = chunk_spec(HNSW, InterimIndex())
+    assert (spec.index_type, spec.metric, spec.params) == ("IVF_FLAT", "L2", {"nlist": "128"})
+    assert chunk_spec(HNSW, InterimIndex("collection")) == IndexSpec.of(HNSW)
+    assert chunk_spec(HNSW, None) == IndexSpec.of(HNSW)  # a sealed segment: its index file's
+
+
+@pytest.mark.parametrize(
+    ("asked", "probed"), [({}, 16), ({"ef": 64}, 16), ({"nprobe": 4}, 16), ({"nprobe": 48}, 48)]
+)
+def test_an_interim_search_probes_the_configured_lists_or_more(asked, probed):
+    spec = chunk_spec(HNSW, InterimIndex())
+    selector = faiss.IDSelectorAll()
+    assert spec.search_params(selector, 10, asked).nprobe == probed
+    plain = IndexSpec.of(IndexInfo(1, "vec", "vec", "IVF_FLAT", "L2", {"nlist": "128"}))
+    assert plain.search_params(selector, 10, {}).nprobe == 16
+    assert plain.search_params(selector, 10, {"nprobe": 4}).nprobe == 4  # collection's own
+
+
+@pytest.fixture(scope="module")
+def clustered() -> datasets.Dataset:
+    """The bench's synthetic set: three 16k chunks and a 5,000-row tail."""
+    return datasets.synthetic(3 * DEFAULT_CHUNK_ROWS + 5_000, DIM, 100, 10)
+
+
+@pytest.fixture
+def one_core():
+    """As the query node service runs faiss (beside ingest and reads)."""
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(threads)
+
+
+def test_interim_index_of_a_chunk_reaches_recall_095_on_clustered_data(clustered, one_core):
+    chunk = clustered.vectors[:DEFAULT_CHUNK_ROWS]
+    spec = chunk_spec(HNSW, InterimIndex())
+    index = spec.build(chunk)
+    assert isinstance(index, faiss.IndexIVFFlat) and index.nlist == 128
+    params = spec.search_params(faiss.IDSelectorAll(), 10, {})
+    _, found = index.search(clustered.queries, 10, params=params)
+    truth = datasets.exact_neighbours(chunk, clustered.queries, 10, "L2")
+    assert recall_at_10(found, truth) >= 0.95
+
+
+def test_growing_shard_over_several_chunks_and_a_tail_keeps_recall_095(clustered, one_core):
+    """Three indexed 16k chunks plus an exact tail, through the query node's search."""
+    data, rows = clustered, clustered.rows
+    node = QueryNode(1)
+    node.watch(collection(), VCH)
+    for ts, start in enumerate(range(0, rows, 10_000), start=2):
+        node.apply(VCH, insert(data.vectors[start : start + 10_000], start, ts))
+    while node.build_pending_indexes():
+        pass
+    indexes = node._shards[VCH].store.indexes["vec"]
+    assert indexes.indexed_rows == 3 * DEFAULT_CHUNK_ROWS
+    assert all(isinstance(i, faiss.IndexIVFFlat) for i in indexes.built())
+    hits = node.search(
+        ShardSearchRequest(
+            7, [VCH], "vec", data.queries, "L2", 10, 7, 0.1, search_params={"ef": 64}
+        )
+    )
+    found = np.asarray(hits.pks).reshape(len(data.queries), 10)
+    assert recall_at_10(found, data.ground_truth) >= 0.95
+
+
+def test_interim_collection_keeps_the_collection_index_for_growing_chunks():
+    node = QueryNode(1, chunk_rows=500, interim=InterimIndex("collection"))
+    node.watch(collection(), VCH)
+    node.apply(VCH, insert(np.random.default_rng(3).random((600, DIM), np.float32), 0, 2))
+    assert node.build_pending_indexes() == 1
+    [built] = node._shards[VCH].store.indexes["vec"].built()
+    assert isinstance(built, faiss.IndexHNSWFlat)
