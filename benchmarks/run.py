@@ -28,7 +28,7 @@ import psutil
 import yaml
 
 from benchmarks import datasets, idle, kafka_ingest, measure, report
-from benchmarks.common import REPO, log, rounded
+from benchmarks.common import REPO, latency_summary, log, rounded
 from benchmarks.datasets import Dataset
 from benchmarks.milvus_ops import (
     INDEX_PARAMS,
@@ -37,6 +37,7 @@ from benchmarks.milvus_ops import (
     cpu_percent,
     create_collection,
     ingest,
+    recall,
     row_batches,
     search_params,
     timed_searches,
@@ -62,6 +63,11 @@ BOUNDED_STALENESS_S = 5.5
 SETTLE_TIMEOUT_S = 300.0
 #: longest wait for a flush (pymilvus waits for GetFlushState) before measuring anyway
 FLUSH_TIMEOUT_S = 300.0
+#: the fresh-search phase: HNSW ef (its recall-0.95 setting is only known once the sweep has
+#: run on the settled index; faiss needs ef ~64 for 0.95 on the synthetic set), and the time
+#: its serial searches may take (at least 50 are answered: brute force is slow)
+FRESH_EF = 64
+FRESH_BUDGET_S = 10.0
 
 
 @dataclass
@@ -292,6 +298,7 @@ def server_phases(target: Target, sets: list[Dataset], opts: Options) -> dict[st
     servers = [pid for name, pid in pids.items() if not name.startswith("infra:")]
     profiles = RUN_DIR / "profiles"
     out: dict[str, Any] = {"ingest": {}, "visible_after_ingest_s": {}, "flush_s": {}}
+    out["fresh_search"] = {}
     out["settle_s"], out["search"], out["at_recall"] = {}, {}, {}
     idle_cpu = cpu_percent(servers, 3.0)
     out["idle_cpu_percent"] = idle_cpu
@@ -384,8 +391,33 @@ def ingest_dataset(
             f"{label}: {name} insert ({kind}) {res.rows_per_s:,.0f} rows/s; "
             f"all rows visible {visible:.2f}s after the last ack"
         )
+        if data.name == "synthetic" and index_type == "HNSW":
+            out["fresh_search"][data.name] = fresh_search(client, name, data, opts, label)
         names.append(name)
     return names
+
+
+def fresh_search(
+    client: Any, name: str, data: Dataset, opts: Options, label: str
+) -> dict[str, Any]:
+    """Serial searches right after the last insert (and the Strong count that saw every
+    row), before any flush: what a user who inserts and searches gets while the rows are
+    growing data (Vectide: interim chunk indexes plus an exact tail). Issue 15 item 1 sets
+    it against the settled rate at recall 0.95 (``report.fresh_ratio``)."""
+    params = search_params(data.metric, "ef", FRESH_EF)
+    started = time.monotonic()
+    latencies, hits = timed_searches(
+        client, name, data.queries, opts.k, params, budget_s=FRESH_BUDGET_S
+    )
+    out: dict[str, Any] = {"param": "ef", "value": FRESH_EF}
+    out["recall"] = recall(hits, data.ground_truth, opts.k)
+    out.update(latency_summary(latencies))
+    out["searching_s"] = time.monotonic() - started
+    log(
+        f"{label}: fresh search (before flush) ef={FRESH_EF}: {out['qps']:,.0f}/s, "
+        f"p50 {out['p50_ms']:.1f} ms, p99 {out['p99_ms']:.1f} ms, recall {out['recall']:.3f}"
+    )
+    return out
 
 
 def flush_all(uri: str, names: list[str], label: str) -> dict[str, float]:
