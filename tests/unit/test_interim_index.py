@@ -3,11 +3,16 @@ on clustered data (the bench's synthetic set) at its defaults."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import faiss
 import numpy as np
 import pytest
 
 from benchmarks import datasets
+from tests.unit.test_querynode import VCH
+from tests.unit.test_querynode import collection as one_shard_collection
+from tests.unit.test_querynode import insert as one_shard_insert
 from vectide.services.common.config import QueryConfig
 from vectide.services.common.index_spec import (
     IndexSpec,
@@ -15,24 +20,18 @@ from vectide.services.common.index_spec import (
     chunk_spec,
     interim_index,
 )
-from vectide.services.common.msgstream.message import DataType, FieldColumn, InsertMsg, MsgPack
+from vectide.services.common.msgstream.message import DataType, FieldColumn, MsgPack
 from vectide.services.common.requests import ShardSearchRequest
-from vectide.services.common.schema import (
-    CollectionInfo,
-    CollectionSchema,
-    ConsistencyLevel,
-    FieldSchema,
-    IndexInfo,
-)
+from vectide.services.common.schema import CollectionInfo, CollectionSchema, FieldSchema, IndexInfo
 from vectide.services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
 from vectide.services.querynode.core import QueryNode
 
 DIM = 128
-VCH = "c-dml_0_7v0"
 HNSW = IndexInfo(1, "vec", "vec", "HNSW", "L2", {"M": "16", "efConstruction": "128"})
 
 
 def collection(index: IndexInfo = HNSW) -> CollectionInfo:
+    """test_querynode's one-shard collection, with 128-d vectors only."""
     schema = CollectionSchema(
         "c",
         [
@@ -40,35 +39,13 @@ def collection(index: IndexInfo = HNSW) -> CollectionInfo:
             FieldSchema(101, "vec", DataType.FLOAT_VECTOR, dim=DIM),
         ],
     )
-    return CollectionInfo(
-        7,
-        "c",
-        schema,
-        1,
-        [VCH],
-        ["c-dml_0"],
-        ConsistencyLevel.STRONG,
-        1,
-        {"c-dml_0": 0},
-        indexes=[index],
-    )
+    return replace(one_shard_collection(), schema=schema, indexes=[index])
 
 
 def insert(vectors: np.ndarray, first_id: int, ts: int) -> MsgPack:
-    ids = np.arange(first_id, first_id + len(vectors), dtype=np.int64)
-    msg = InsertMsg(
-        ts,
-        ts,
-        0,
-        7,
-        1,
-        0,
-        VCH,
-        ids,
-        np.zeros(len(ids), np.int64),
-        np.full(len(ids), ts, np.int64),
-        [FieldColumn(101, "vec", DataType.FLOAT_VECTOR, vectors, DIM)],
-    )
+    """test_querynode's insert, of this schema's one vector field."""
+    msg = one_shard_insert(np.arange(first_id, first_id + len(vectors)), ts, vectors)
+    msg.fields = [FieldColumn(101, "vec", DataType.FLOAT_VECTOR, vectors, DIM)]
     return MsgPack(ts - 1, ts, [msg], {})
 
 
