@@ -80,7 +80,7 @@ class IndexSpec:
         return data[np.sort(picked)]
 
     def search_params(
-        self, selector: faiss.IDSelector, k: int, params: dict[str, object]
+        self, selector: faiss.IDSelector | None, k: int, params: dict[str, object]
     ) -> faiss.SearchParameters:
         if self.index_type == "IVF_FLAT":
             nprobe = max(int(params.get("nprobe", 0)), self.min_nprobe) or DEFAULT_NPROBE

@@ -136,7 +136,11 @@ def test_growing_shard_over_several_chunks_and_a_tail_keeps_recall_095(clustered
 def test_interim_collection_keeps_the_collection_index_for_growing_chunks():
     node = QueryNode(1, chunk_rows=500, interim=InterimIndex("collection"))
     node.watch(collection(), VCH)
-    node.apply(VCH, insert(np.random.default_rng(3).random((600, DIM), np.float32), 0, 2))
+    vectors = np.random.default_rng(3).random((600, DIM), np.float32)
+    node.apply(VCH, insert(vectors, 0, 2))
     assert node.build_pending_indexes() == 1
     [built] = node._shards[VCH].store.indexes["vec"].built()
     assert isinstance(built, faiss.IndexHNSWFlat)
+    # every row visible: the chunk is searched without an ID selector
+    hits = node.search(ShardSearchRequest(7, [VCH], "vec", vectors[:5], "L2", 1, 2, 0.1))
+    assert hits.pks.tolist() == [0, 1, 2, 3, 4]
