@@ -95,10 +95,10 @@ class InterimIndex:
     ``queryNode.segcore.interimIndex``: IVF_FLAT_CC, nlist 128, nprobe 16, whatever the
     collection's index).
 
-    The collection's own index (HNSW: 2-4 s of a core per 16k-row chunk of 128-d vectors)
-    held the insert rate down while the chunks streamed in; a quickly trained IVF_FLAT costs
-    a tenth of that, and probing ``nprobe`` of ``nlist`` lists of a 16k chunk finds nearly
-    every true neighbour. Sealed segments keep the index node's index file of the
+    The collection's own index (HNSW: 2.3-3.5 s of a core per 16k-row chunk of 128-d
+    vectors) held the insert rate down while the chunks streamed in; a quickly trained
+    IVF_FLAT costs ~0.06 s, and probing ``nprobe`` of ``nlist`` lists of a 16k chunk finds
+    nearly every true neighbour. Sealed segments keep the index node's index file of the
     collection's type. ``kind="collection"``: growing chunks get the collection's index.
     """
 
