@@ -611,7 +611,11 @@ def run(opts: Options) -> dict[str, Any]:
             systems["ceiling"] = ceiling_phases(ceiling, sets[0], opts)
         run_servers(results, sets, opts, ceiling, started)
         if "vectide" in opts.systems:
-            scaling_phases(results, sets[0], opts)
+            try:
+                scaling_phases(results, sets[0], opts)
+            except Exception as exc:  # the figures measured so far are still written
+                log(f"query scaling phase failed: {exc!r}")
+                results["skipped"].append(f"query scaling phase failed: {exc!r}")
     finally:
         if ceiling is not None:
             ceiling.stop()
