@@ -101,7 +101,8 @@ def encode_arrow(column: pa.Array) -> bytes:
 def decode_arrow(raw: bytes) -> pa.Array:
     """A binlog file's column as Arrow: compaction filters and rewrites it without knowing
     the field's type."""
-    return pq.read_table(io.BytesIO(raw)).column("v").combine_chunks()
+    # BufferReader reads the bytes in place (BytesIO would be copied into Arrow first)
+    return pq.read_table(pa.BufferReader(raw)).column("v").combine_chunks()
 
 
 def decode_column(raw: bytes, data_type: DataType, dim: int = 0) -> np.ndarray | list[str]:
@@ -115,7 +116,7 @@ def read_column(
     a value); null rows read as the placeholder 0 or ""."""
     column = decode_arrow(raw)
     if data_type in DENSE_VECTORS:
-        flat = column.flatten().to_numpy().astype(FIXED_DTYPES[data_type])
+        flat = column.flatten().to_numpy().astype(FIXED_DTYPES[data_type], copy=False)
         return flat.reshape(-1, row_width(data_type, dim)), None
     if data_type == DataType.SPARSE_FLOAT_VECTOR:
         return column.to_pylist(), None

@@ -84,6 +84,12 @@ QUERYNODE_SEGMENTS = StateGauge(
     "other leaders).",
     ("node_id",),
 )
+QUERYNODE_HELD_BYTES = StateGauge(
+    "vectide_querynode_held_bytes",
+    "Bytes a query node's stores hold, counted from their arrays, by store (growing, sealed, "
+    "hosted) and kind (vectors, vector_index, fields, rows): what its RSS is spent on.",
+    ("node_id", "store", "kind"),
+)
 QUERYNODE_ROWS = StateGauge(
     "vectide_querynode_rows",
     "Rows a query node holds in memory, growing and sealed.",

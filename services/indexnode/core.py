@@ -22,8 +22,9 @@ import numpy as np
 
 from vectide.services.common import binlog, vector_types
 from vectide.services.common.index_spec import IndexSpec, is_interim
+from vectide.services.common.memory import release_freed
 from vectide.services.common.msgstream.message import DataType
-from vectide.services.common.schema import CollectionInfo, IndexInfo
+from vectide.services.common.schema import CollectionInfo, FieldSchema, IndexInfo
 from vectide.services.common.segment import PERSISTED, SegmentInfo, SegmentState
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,22 @@ def segment_vectors(
     return np.vstack(parts) if parts else np.empty((0, dim), np.float32)
 
 
+def index_file(
+    spec: IndexSpec, segment: SegmentInfo, field: FieldSchema, store: binlog.Store
+) -> tuple[bytes, int]:
+    """A segment's index file and the rows it indexes. The segment's vectors and the built
+    index are let go before the file's bytes are made, so they are not all held at once
+    (1M x 128-d HNSW: 0.5 GB of vectors, 0.65 GB of index, its serialized copy and bytes)."""
+    vectors = segment_vectors(segment, field.field_id, field.dim, store, field.data_type)
+    release_freed()  # the binlogs' decode buffers, before minutes of building
+    rows = len(vectors)
+    built = spec.build(vectors)
+    del vectors
+    serialized = faiss.serialize_index(built)
+    del built
+    return serialized.tobytes(), rows
+
+
 class IndexBuilder:
     def __init__(
         self,
@@ -101,7 +118,11 @@ class IndexBuilder:
 
     def run_once(self) -> int:
         """Build every pending index once; returns how many files were written."""
-        return sum(self._build(info, index, segment) for info, index, segment in self._missing())
+        built = 0
+        for info, index, segment in self._missing():
+            built += self._build(info, index, segment)
+            release_freed()  # a segment's vectors, its index and the file's bytes: transient
+        return built
 
     def backlog(self) -> dict[str, int]:
         """Index files still to build (``pending``) and given up on (``failed``): the
@@ -130,12 +151,10 @@ class IndexBuilder:
             self._states[task] = TaskState.IN_PROGRESS
         try:
             field = info.schema.field(index.field_name)
-            vectors = segment_vectors(
-                segment, field.field_id, field.dim, self._store, field.data_type
-            )
-            built = IndexSpec.of(index).build(vectors)
+            data, rows = index_file(IndexSpec.of(index), segment, field, self._store)
             key = binlog.index_file_key(index.index_id, segment.segment_id)
-            self._store.put(key, faiss.serialize_index(built).tobytes())
+            self._store.put(key, data)
+            del data
             self._segments.set_index_file(segment.segment_id, index.index_id, key)
         except Exception:
             with self._lock:
@@ -151,7 +170,7 @@ class IndexBuilder:
             self._states[task] = TaskState.FINISHED
         log.info(
             "index built",
-            extra={"segment": segment.segment_id, "index": index.index_id, "rows": len(vectors)},
+            extra={"segment": segment.segment_id, "index": index.index_id, "rows": rows},
         )
         return 1
 

@@ -31,6 +31,10 @@ class BuiltChunks(Generic[T]):
         self.chunk_rows = chunk_rows
         self._built: list[T] = []
         self._lock = threading.Lock()
+        #: how many times the head was dropped, and when each chunk being built was issued:
+        #: a chunk issued before a drop is numbered as before it (its rows may be gone)
+        self._drops = 0
+        self._issued: dict[int, int] = {}
 
     @property
     def indexed_rows(self) -> int:
@@ -45,19 +49,25 @@ class BuiltChunks(Generic[T]):
         """The first full chunk without an index, if any."""
         with self._lock:
             chunk = len(self._built)
-        return chunk if (chunk + 1) * self.chunk_rows <= num_rows else None
+            if (chunk + 1) * self.chunk_rows > num_rows:
+                return None
+            self._issued[chunk] = self._drops
+        return chunk
 
     def install(self, chunk: int, index: T) -> None:
         """Keep ``index`` as chunk ``chunk``, unless the chunks moved while it was built
-        (``drop_head``: the next round builds it again, at its new number)."""
+        (``drop_head``: the next round builds it again, at its new number; a drop of every
+        chunk would otherwise let a chunk 0 built from freed rows in)."""
         with self._lock:
-            if chunk == len(self._built):
+            issued_at = self._issued.pop(chunk, self._drops)
+            if chunk == len(self._built) and issued_at == self._drops:
                 self._built.append(index)
 
     def drop_head(self, chunks: int) -> None:
         """Forget the first ``chunks`` indexes (their rows left the store)."""
         with self._lock:
             self._built = self._built[chunks:]
+            self._drops += 1
 
 
 class ChunkIndexes(BuiltChunks[faiss.Index]):

@@ -1,11 +1,15 @@
 """Append-only columns with amortised growth: a growing segment appends a message's rows in
-one copy per column and reads them back as one contiguous array without concatenating."""
+one copy per column and reads them back as one contiguous array without concatenating. A
+sealed segment's float vectors, once its index is in, are read from the index instead
+(``IndexVectors``): held once, not twice."""
 
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
+import faiss
 import numpy as np
 
 
@@ -44,6 +48,19 @@ class FixedColumn:
     def view(self) -> np.ndarray:
         """The filled part. Valid until the next append (which may move the buffer)."""
         return self._data[: self._len]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes allocated (the filled part and the room grown ahead)."""
+        return self._data.nbytes
+
+    def reserve(self, rows: int) -> None:
+        """Room for ``rows`` values in all, allocated once (a sealed segment knows its size:
+        no doubling, no copies, no spare room)."""
+        if rows > len(self._data):
+            grown = np.empty((rows, *self._data.shape[1:]), dtype=self._data.dtype)
+            grown[: self._len] = self._data[: self._len]
+            self._data = grown
 
     def drop_head(self, rows: int) -> None:
         """Forget the first ``rows`` values, and their memory."""
@@ -86,6 +103,16 @@ class ObjectColumn:
     def raw(self) -> list[str]:
         return self._values
 
+    @property
+    def nbytes(self) -> int:
+        """An estimate: the list's slots and its values' sizes, from a sample of them."""
+        n = len(self._values)
+        if not n:
+            return 0
+        sample = self._values[:: max(1, n // 256)]
+        each = sum(sys.getsizeof(v) for v in sample) / len(sample)
+        return int(n * (8 + each)) + (8 * len(self._parsed))
+
     def drop_head(self, rows: int) -> None:
         self._values = self._values[rows:]
         parsed = min(rows, self._parsed_upto)
@@ -98,3 +125,62 @@ def _loads(text: str) -> Any:
         return json.loads(text) if text else None
     except ValueError:
         return None
+
+
+class IndexVectors:
+    """A sealed segment's float32 vectors as its faiss index keeps them: the segment holds
+    its vectors once, in the index, instead of a column beside a copy inside the index.
+
+    HNSW (flat storage): ``view()`` is a numpy view of the index's own buffer, no copy.
+    IVF_FLAT: rows are kept per inverted list, so rows are reconstructed on demand through
+    the index's direct map (8 bytes a row); ``view()`` then builds a full copy (only exact
+    searches with another metric need that). The column takes no more rows."""
+
+    def __init__(self, index: faiss.Index) -> None:
+        self._index = faiss.downcast_index(index)  # also keeps a view's buffer alive
+        self._len = self._index.ntotal
+        self._flat: np.ndarray | None = None
+        if isinstance(self._index, faiss.IndexHNSW):
+            storage = faiss.downcast_index(self._index.storage)
+            data = faiss.rev_swig_ptr(storage.get_xb(), self._len * self._index.d)
+            self._flat = data.reshape(self._len, self._index.d)
+        else:
+            self._index.make_direct_map()
+
+    @staticmethod
+    def holds_rows(index: faiss.Index) -> bool:
+        """Whether this index kind keeps every row's float32 vector exactly (no coding)."""
+        index = faiss.downcast_index(index)
+        if isinstance(index, faiss.IndexHNSW):
+            return isinstance(faiss.downcast_index(index.storage), faiss.IndexFlat)
+        return isinstance(index, faiss.IndexIVFFlat)
+
+    def __len__(self) -> int:
+        return self._len
+
+    @property
+    def nbytes(self) -> int:
+        return 0  # counted with the index
+
+    def view(self) -> np.ndarray:
+        if self._flat is not None:
+            return self._flat
+        return self._index.reconstruct_n(0, self._len)
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """Rows ``rows`` (offsets), as a numpy array."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if self._flat is not None:
+            return self._flat[rows]
+        if not len(rows):
+            return np.empty((0, self._index.d), np.float32)
+        return self._index.reconstruct_batch(rows)
+
+    def checked(self, values: Any, rows: int) -> np.ndarray:
+        raise ValueError("a sealed segment's vectors take no more rows")
+
+    def append(self, values: np.ndarray) -> None:
+        raise ValueError("a sealed segment's vectors take no more rows")
+
+    def drop_head(self, rows: int) -> None:
+        raise ValueError("a sealed segment's rows are not dropped")

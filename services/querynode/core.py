@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from typing import Any, Protocol
 
 from vectide.services.common import binlog
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.index_spec import InterimIndex
+from vectide.services.common.memory import add_bytes, release_freed
 from vectide.services.common.msgstream.channels import pchannel_of
 from vectide.services.common.msgstream.message import CollectionDDLMsg, InsertMsg, MsgPack
 from vectide.services.common.placement import NodeLoad
@@ -216,6 +218,7 @@ class QueryNode:
             shard.covered |= {segment.segment_id, *segment.compacted_from}
             shard.purged_ts = max(shard.purged_ts, segment.deletes_applied_ts)
             shard.store.free_hidden_head()
+        release_freed()  # the growing copy, and the binlogs' read buffers
         log.info(
             "segment moved here" if moving else "segment handed off",
             extra={
@@ -251,6 +254,7 @@ class QueryNode:
             shard.remote[segment_id] = node_id
             shard.lost.discard(segment_id)
             shard.purged_ts = max(shard.purged_ts, purged_ts)
+        release_freed()
         log.info(
             "segment served by another node",
             extra={"vchannel": vchannel, "segment": segment_id, "node": node_id},
@@ -268,7 +272,9 @@ class QueryNode:
             for segment_id in segment_ids:
                 shard.remote.pop(segment_id, None)
                 shard.lost.discard(segment_id)
-            return released + sum(shard.sealed.pop(s, None) is not None for s in segment_ids)
+            released += sum(shard.sealed.pop(s, None) is not None for s in segment_ids)
+        release_freed()
+        return released
 
     def held_segments(self) -> list[int]:
         """Every sealed segment this node serves (garbage collection keeps their files)."""
@@ -370,6 +376,23 @@ class QueryNode:
                 report.rows += store.num_rows
         report.growing_mb = growing / _MB
         return report
+
+    def held_bytes(self) -> dict[tuple[str, str], int]:
+        """(store kind, array kind) -> bytes held: growing rows, sealed segments of shards
+        led here, segments hosted for other leaders (``ShardStore.held_bytes``)."""
+        with self._lock:
+            shards = list(self._shards.values())
+        total: Counter[str] = Counter()
+        for shard in shards:
+            with shard.lock:
+                stores = [("growing", shard.store)]
+                stores += [("sealed", s) for s in shard.sealed.values()]
+            for kind, store in stores:
+                add_bytes(total, store.held_bytes(), f"{kind}.")
+        for stores in self._hosted.segments().values():
+            for store in stores.values():
+                add_bytes(total, store.held_bytes(), "hosted.")
+        return {tuple(k.split(".", 1)): v for k, v in total.items()}  # type: ignore[misc]
 
     # -- the pipeline --------------------------------------------------------------------------
 

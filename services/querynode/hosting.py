@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from vectide.services.common import binlog
 from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.memory import release_freed
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
 from vectide.services.common.results import QueryRows, SearchHits, merge_rows
 from vectide.services.common.schema import CollectionInfo
@@ -66,6 +67,7 @@ class HostedSegments:
             for partition_id, ts in shard.dropped.items():
                 store.drop_partition(partition_id, ts)
             shard.sealed[segment.segment_id] = store
+        release_freed()  # the binlogs' read buffers
         log.info(
             "segment hosted",
             extra={"vchannel": vchannel, "segment": segment.segment_id, "rows": store.num_rows},
@@ -109,6 +111,7 @@ class HostedSegments:
         with shard.lock:
             released = sum(shard.sealed.pop(s, None) is not None for s in segment_ids)
             empty = not shard.sealed
+        release_freed()
         if empty:
             with self._lock:
                 if not shard.sealed:

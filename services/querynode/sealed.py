@@ -21,6 +21,7 @@ def load_sealed(
     schema = info.schema
     # one chunk: the segment's index covers the whole segment, as its index file does
     sealed = ShardStore(schema, info.indexes, max(segment.num_rows, 1))
+    sealed.reserve(segment.num_rows)
     pk_type = schema.primary.data_type
     for log_id in sorted(segment.binlogs):
         entry = segment.binlogs[log_id]
@@ -65,7 +66,10 @@ def install_index_files(
         chunks = sealed.indexes.get(index.field_name)
         if path is None or chunks is None or chunks.indexed_rows:
             continue
-        chunks.install(0, faiss.deserialize_index(np.frombuffer(store.get(path), np.uint8)))
+        raw = np.frombuffer(store.get(path), np.uint8)
+        built = faiss.deserialize_index(raw)
+        del raw  # the file's bytes, as big as the index: not kept beside it
+        sealed.install_index(index.field_name, built)
         installed += 1
     return installed
 

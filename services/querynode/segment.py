@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import faiss
 import numpy as np
 
 from vectide.services.common import vector_types
 from vectide.services.common.index_spec import InterimIndex, chunk_spec, is_interim
+from vectide.services.common.memory import faiss_bytes
 from vectide.services.common.msgstream.message import (
     FIXED_DTYPES,
     DataType,
@@ -34,12 +36,14 @@ from vectide.services.querynode.chunk_index import (
     DEFAULT_CHUNK_ROWS,
     ChunkIndexes,
 )
-from vectide.services.querynode.columns import FixedColumn, ObjectColumn
+from vectide.services.querynode.columns import FixedColumn, IndexVectors, ObjectColumn
 from vectide.services.querynode.scalar_index import FieldChunks, ScalarIndexes, StoreIndex
 from vectide.services.querynode.sparse import SparseColumn
 
 NEVER = np.iinfo(np.int64).max
-Column = FixedColumn | ObjectColumn | SparseColumn
+Column = FixedColumn | ObjectColumn | SparseColumn | IndexVectors
+#: rows compared between a column and its index before the column is dropped for it
+_SAME_ROWS_SAMPLE = 64
 
 
 @dataclass
@@ -255,26 +259,19 @@ class ShardStore:
 
     def free_hidden_head(self) -> int:
         """Free the leading whole chunks of rows that are all hidden (handed off: a sealed
-        copy serves them), with their interim indexes; returns how many rows went. Growing
-        rows are handed off oldest first, so their memory comes back as segments flush;
-        whole chunks only, so the indexes of the chunks that stay are kept. Row offsets
-        shift: call it under the shard lock, between reads."""
+        copy serves them), with their interim indexes, or every row when all are hidden;
+        returns how many rows went. Growing rows are handed off oldest first, so their
+        memory comes back as segments flush; whole chunks only while rows stay, so the
+        indexes of the chunks that stay are kept. Row offsets shift: call it under the
+        shard lock, between reads."""
         shown = self._insert_ts.view() != NEVER
         head = int(np.argmax(shown)) if shown.any() else len(shown)
         chunks = head // self._chunk_rows
-        if not chunks:
+        # every row hidden (a flush handed them all off): the unindexed tail goes too
+        rows = head if head == len(shown) else chunks * self._chunk_rows
+        if not rows:
             return 0
-        rows = chunks * self._chunk_rows
-        for column in (
-            self._pks,
-            self._insert_ts,
-            self._deleted_at,
-            self._partition,
-            self._segment,
-            *self._columns.values(),
-            *self._valid.values(),
-            *self._sq_norms.values(),
-        ):
+        for column in self._row_columns():
             column.drop_head(rows)
         for indexes in self.indexes.values():
             indexes.drop_head(chunks)
@@ -284,6 +281,79 @@ class ShardStore:
             for row, key in enumerate(self._pks.view()):
                 self._str_rows.setdefault(key, []).append(row)
         return rows
+
+    def _row_columns(self) -> list[Column]:
+        """Every column with a value per row: what dropping or reserving rows touches."""
+        return [
+            self._pks,
+            self._insert_ts,
+            self._deleted_at,
+            self._partition,
+            self._segment,
+            *self._columns.values(),
+            *self._valid.values(),
+            *self._sq_norms.values(),
+        ]
+
+    # -- memory ------------------------------------------------------------------------------
+
+    def reserve(self, rows: int) -> None:
+        """Allocate the fixed-width columns for ``rows`` rows at once (a sealed segment)."""
+        for column in self._row_columns():
+            if isinstance(column, FixedColumn):
+                column.reserve(rows)
+
+    def install_index(self, field: str, index: faiss.Index) -> bool:
+        """Take ``index`` over every row of ``field`` (a sealed segment's index file), and
+        read the field's vectors from it from now on, freeing the column, when it keeps
+        them exactly (HNSW's flat storage, IVF_FLAT's lists; COSINE indexes keep normalised
+        copies, and half-float columns are smaller than the index: those columns stay).
+        Returns whether the column went."""
+        indexes = self.indexes[field]
+        from_index = self._index_vectors(field, index)
+        indexes.install(0, index)
+        if from_index is None or indexes.built() != [index]:
+            return False
+        self._columns[field] = from_index
+        return True
+
+    def _index_vectors(self, field: str, index: faiss.Index) -> IndexVectors | None:
+        column = self._columns.get(field)
+        if (
+            not isinstance(column, FixedColumn)
+            or self._types[field] != DataType.FLOAT_VECTOR
+            or self.indexes[field].spec.metric == "COSINE"
+            or index.ntotal != self.num_rows
+            or not self.num_rows
+            or not IndexVectors.holds_rows(index)
+        ):
+            return None
+        from_index = IndexVectors(index)
+        sample = np.linspace(0, self.num_rows - 1, _SAME_ROWS_SAMPLE).astype(np.int64)
+        if not np.array_equal(from_index.take(sample), column.view()[sample]):
+            return None  # another row order: keep the column
+        return from_index
+
+    def held_bytes(self) -> dict[str, int]:
+        """Bytes this store's arrays hold, by kind: ``vectors`` (vector columns),
+        ``vector_index`` (faiss), ``fields`` (the other columns, keys included), ``rows``
+        (stamps, partitions, segments, validity, norms). What its memory is spent on."""
+        vectors = {f.name for f in self.schema.vector_fields}
+        held = {"vectors": 0, "vector_index": 0, "fields": self._pks.nbytes, "rows": 0}
+        for name, column in self._columns.items():
+            held["vectors" if name in vectors else "fields"] += getattr(column, "nbytes", 0)
+        for column in (
+            self._insert_ts,
+            self._deleted_at,
+            self._partition,
+            self._segment,
+            *self._valid.values(),
+            *self._sq_norms.values(),
+        ):
+            held["rows"] += column.nbytes
+        for indexes in self.indexes.values():
+            held["vector_index"] += sum(faiss_bytes(i) for i in indexes.built())
+        return held
 
     # -- scalar indexes ----------------------------------------------------------------------
 
@@ -352,6 +422,9 @@ class ShardStore:
 
     def output(self, name: str, rows: np.ndarray) -> np.ndarray | list:
         """``rows`` of a column as results carry them: raw values, None at null rows."""
+        column = self._columns.get(name)
+        if isinstance(column, IndexVectors):
+            return column.take(rows)
         values = take(self.raw_column(name), rows)
         valid = self._valid.get(name)
         return values if valid is None else with_nulls(values, valid.view()[rows])

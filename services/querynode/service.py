@@ -16,6 +16,7 @@ from vectide.services.common.discovery import RoleClients
 from vectide.services.common.index_spec import interim_index
 from vectide.services.common.kv.zookeeper import cluster_root
 from vectide.services.common.metrics import (
+    QUERYNODE_HELD_BYTES,
     QUERYNODE_MEMORY,
     QUERYNODE_ROWS,
     QUERYNODE_SEGMENTS,
@@ -48,6 +49,7 @@ class QueryNodeService:
             QUERYNODE_MEMORY.add_source(lambda: self._load_samples("memory")),
             QUERYNODE_SEGMENTS.add_source(lambda: self._load_samples("segments")),
             QUERYNODE_ROWS.add_source(lambda: self._load_samples("rows")),
+            QUERYNODE_HELD_BYTES.add_source(self.held_bytes),
         ]
 
     def start(self) -> QueryNodeService:
@@ -118,6 +120,12 @@ class QueryNodeService:
             "rows": float(report.rows),
         }[what]
         return [((str(self.node.node_id),), value)]
+
+    def held_bytes(self) -> list[Sample]:
+        if not hasattr(self, "node"):
+            return []
+        node = str(self.node.node_id)
+        return [((node, *key), float(n)) for key, n in sorted(self.node.held_bytes().items())]
 
     def skipped(self) -> list[Sample]:
         if not hasattr(self, "subscriber"):

@@ -36,12 +36,12 @@ class Collections:
         return self.infos
 
 
-def collection(index_type="HNSW"):
+def collection(index_type="HNSW", metric="L2", dim=8):
     schema = CollectionSchema(
         "c",
         [
             FieldSchema(100, "id", DataType.INT64, is_primary=True),
-            FieldSchema(101, "v", DataType.FLOAT_VECTOR, dim=8),
+            FieldSchema(101, "v", DataType.FLOAT_VECTOR, dim=dim),
         ],
     )
     return CollectionInfo(
@@ -54,15 +54,15 @@ def collection(index_type="HNSW"):
         ConsistencyLevel.STRONG,
         1,
         {"c-dml_0": 0},
-        indexes=[IndexInfo(55, "v", "v", index_type, "L2")],
+        indexes=[IndexInfo(55, "v", "v", index_type, metric)],
     )
 
 
-def flushed_segment(store, rows=2000):
+def flushed_segment(store, rows=2000, dim=8):
     counter = iter(range(1, 10**6))
     dc = DataCoord(MemoryKV(), lambda: next(counter), lambda: 9)
     seg = dc.assign_segment(7, 1, VCH, rows)
-    vectors = np.random.default_rng(0).standard_normal((rows, 8)).astype(np.float32)
+    vectors = np.random.default_rng(0).standard_normal((rows, dim)).astype(np.float32)
     ids = np.arange(rows)
     msgs = [
         InsertMsg(
@@ -76,7 +76,7 @@ def flushed_segment(store, rows=2000):
             ids[i : i + 500],
             np.zeros(500, np.int64),
             np.full(500, 3, np.int64),
-            [FieldColumn(101, "v", DataType.FLOAT_VECTOR, vectors[i : i + 500], 8)],
+            [FieldColumn(101, "v", DataType.FLOAT_VECTOR, vectors[i : i + 500], dim)],
         )
         for i in range(0, rows, 500)
     ]
