@@ -27,7 +27,7 @@ import numpy as np
 
 from benchmarks import datasets
 from benchmarks.common import apply_set, log
-from benchmarks.insert_rate import print_profile
+from benchmarks.insert_rate import insert_seconds, print_profile
 from benchmarks.measure import concurrent_throughput, milvus_searcher
 from benchmarks.milvus_ops import (
     connect,
@@ -40,7 +40,7 @@ from benchmarks.milvus_ops import (
     wait_settled,
 )
 from benchmarks.profiling import Profile
-from benchmarks.targets import RUN_DIR, null_target, vectide_target
+from benchmarks.targets import RUN_DIR, VectideTarget, null_target, vectide_target
 
 NAME = "search_rate"
 #: Bounded reads see what was written this long ago (Milvus's graceful time)
@@ -113,6 +113,7 @@ def prepare_ceiling(uri: str, dim: int) -> None:
 def measure_round(
     r: int,
     uris: dict[str, str],
+    target: VectideTarget,
     data: datasets.Dataset,
     opts: argparse.Namespace,
     profiled: Callable[[str], Profile],
@@ -120,11 +121,17 @@ def measure_round(
 ) -> None:
     queries = data.queries[: opts.queries]
     for system, uri in uris.items():
+        served = insert_seconds(target, "Search") if system == "vectide" else 0.0
         with profiled(f"{opts.label}-serial-{r}") if system == "vectide" else nullcontext():
             rate, hits = serial_rate(uri, queries, opts)
         rates["serial"][system].append(rate)
         if system == "vectide":
-            log(f"round {r}: vectide recall@{opts.k} {recall(hits, data.ground_truth, opts.k):.3f}")
+            served = (insert_seconds(target, "Search") - served) / len(queries) * 1000
+            found = recall(hits, data.ground_truth, opts.k)
+            log(
+                f"round {r}: vectide recall@{opts.k} {found:.3f}; {1000 / rate:.2f} ms a "
+                f"search, {served:.2f} ms of it in the proxy's Search handler"
+            )
     for system, uri in uris.items():
         with profiled(f"{opts.label}-concurrent-{r}") if system == "vectide" else nullcontext():
             rates["concurrent"][system].append(concurrent_rate(uri, data.queries, opts))
@@ -159,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
             return Profile(pid, path, opts.profile, opts.py_spy.split())
 
         for r in range(opts.rounds):
-            measure_round(r, uris, data, opts, profiled, rates)
+            measure_round(r, uris, vectide, data, opts, profiled, rates)
     finally:
         vectide.stop()
         ceiling.stop()

@@ -470,23 +470,29 @@ class QueryNode:
     # -- reads ---------------------------------------------------------------------------------
 
     def search(self, req: ShardSearchRequest) -> SearchHits:
-        self._hurry(req.vchannels)
+        shards = self._hurry(req)
         tree = parse_filter(req.expr, req.expr_params)
         band = band_of(req.metric_type, req.search_params)
-        parts = [self._search_shard(self._shard(v), req, tree, band) for v in req.vchannels]
+        parts = [self._search_shard(shard, req, tree, band) for shard in shards]
         return reduce_hits(parts, req)
 
     def query(self, req: ShardQueryRequest) -> QueryRows:
-        self._hurry(req.vchannels)
+        shards = self._hurry(req)
         tree = parse_filter(req.expr, req.expr_params)
-        parts = [self._query_shard(self._shard(v), req, tree) for v in req.vchannels]
+        parts = [self._query_shard(shard, req, tree) for shard in shards]
         return merge_rows(parts, 0, req.limit)
 
-    def _hurry(self, vchannels: list[str]) -> None:
-        """Before waiting on any shard: its consumer may be reading slowly (idle)."""
+    def _hurry(self, req: ShardSearchRequest | ShardQueryRequest) -> list[Shard]:
+        """The read's shards; those whose tsafe is behind its guarantee are about to wait,
+        and their consumers may be reading slowly (idle): they read fast from now on. A read
+        that waits for nothing (Bounded, Eventually: tsafe is past) leaves the pace alone:
+        fast fetches cost this process and the broker CPU every search competes with."""
+        shards = [self._shard(v) for v in req.vchannels]
         if self._subscriber is not None:
-            for vchannel in vchannels:
-                self._subscriber.hurry(vchannel)
+            for shard in shards:
+                if shard.tsafe.get() < req.guarantee_ts:
+                    self._subscriber.hurry(shard.vchannel)
+        return shards
 
     def _shard(self, vchannel: str) -> Shard:
         shard = self._shards.get(vchannel)
@@ -542,8 +548,11 @@ class QueryNode:
                 return peer.search_segments(req, shard.vchannel, ids, snapshot)
 
             pending = self._scatter.start(shard, remote)
-            ensure_indexes(shard.stores(), req.scalar_indexes)
-            parts = [search_store(s, req, tree, band, snapshot) for s in shard.stores()]
+            stores = shard.stores()
+            ensure_indexes(stores, req.scalar_indexes)
+            # an empty store (the growing one, once everything is sealed) adds no hit
+            searched = [s for s in stores if s.num_rows] or stores[:1]
+            parts = [search_store(s, req, tree, band, snapshot) for s in searched]
         parts += self._scatter.gather(shard, remote, pending)
         return reduce_hits(parts, req)
 

@@ -152,7 +152,7 @@ def _search_band(
     """The best ``topk`` hits per query, inside ``band`` when there is one: the search
     goes deeper (4x each round) while a query has too few hits inside the band and the
     store may hold more (a range's inner edge or an iterator's last page skips the best)."""
-    k, candidates = req.topk, int(mask.sum())
+    k, candidates = req.topk, int(np.count_nonzero(mask))
     while True:
         scores, rows = store.search(
             req.anns_field, req.vectors, req.metric_type, k, mask, req.search_params
