@@ -54,7 +54,7 @@ class IndexSpec:
         return index
 
     def search_params(
-        self, selector: faiss.IDSelector, k: int, params: dict[str, object]
+        self, selector: faiss.IDSelector | None, k: int, params: dict[str, object]
     ) -> faiss.SearchParameters:
         if self.index_type == "IVF_FLAT":
             return faiss.SearchParametersIVF(sel=selector, nprobe=int(params.get("nprobe", 16)))

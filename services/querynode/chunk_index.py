@@ -78,14 +78,15 @@ class ChunkIndexes(BuiltChunks[faiss.Index]):
         for chunk, index in enumerate(built):
             start = chunk * self.chunk_rows
             local = mask[start : start + self.chunk_rows]
-            if not local.any():
+            seen = int(np.count_nonzero(local))
+            if not seen:
                 continue
-            bits = np.packbits(local, bitorder="little")
-            selector = faiss.IDSelectorBitmap(len(local), faiss.swig_ptr(bits))
+            selector = None  # every row passes: no bitmap to build and test per candidate
+            if seen < len(local):
+                bits = np.packbits(local, bitorder="little")
+                selector = faiss.IDSelectorBitmap(len(local), faiss.swig_ptr(bits))
             scores, ids = index.search(
-                queries,
-                min(k, int(local.sum())),
-                params=self.spec.search_params(selector, k, params),
+                queries, min(k, seen), params=self.spec.search_params(selector, k, params)
             )
             parts_scores.append(scores)
             parts_rows.append(np.where(ids >= 0, ids + start, -1))

@@ -34,6 +34,7 @@ from vectide.services.querynode.reads import (
     query_store,
     reduce_hits,
     search_store,
+    visible,
 )
 from vectide.services.querynode.scatter import PeerNode, Peers, Scatter, by_node
 from vectide.services.querynode.sealed import install_index_files, load_sealed, read_deltalogs
@@ -548,11 +549,16 @@ class QueryNode:
                 return peer.search_segments(req, shard.vchannel, ids, snapshot)
 
             pending = self._scatter.start(shard, remote)
-            stores = shard.stores()
-            ensure_indexes(stores, req.scalar_indexes)
-            # an empty store (the growing one, once everything is sealed) adds no hit
-            searched = [s for s in stores if s.num_rows] or stores[:1]
-            parts = [search_store(s, req, tree, band, snapshot) for s in searched]
+            ensure_indexes(shard.stores(), req.scalar_indexes)
+            growing, sealed = shard.store, [s for s in shard.sealed.values() if s.num_rows]
+            # an empty growing store (everything sealed) adds no hit
+            parts = [search_store(growing, req, tree, band, snapshot)]
+            if sealed and not growing.num_rows:
+                parts = []
+            # sealed rows change only by deletes (under this lock): which rows the read sees
+            # is fixed here, and faiss runs after the lock, beside ingest and other reads
+            seen = [(s, visible(s, snapshot, req.partition_ids, tree)) for s in sealed]
+        parts += [search_store(s, req, tree, band, snapshot, mask) for s, mask in seen]
         parts += self._scatter.gather(shard, remote, pending)
         return reduce_hits(parts, req)
 

@@ -120,8 +120,11 @@ def search_store(
     tree: Any,
     band: ScoreBand | None,
     snapshot: int,
+    mask: np.ndarray | None = None,
 ) -> SearchHits:
-    mask = visible(store, snapshot, req.partition_ids, tree)
+    """``mask``: the rows the read sees, when the caller found them already (``visible``)."""
+    if mask is None:
+        mask = visible(store, snapshot, req.partition_ids, tree)
     if req.group_by:
         scores, rows = search_groups(store, req, mask)
     else:
