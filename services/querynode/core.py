@@ -29,12 +29,12 @@ from vectide.services.common.segment import Deltalog, LoadPlan, SegmentInfo
 from vectide.services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
 from vectide.services.querynode.hosting import HostedSegments
 from vectide.services.querynode.reads import (
+    SealedVisibility,
     ensure_indexes,
     parse_filter,
     query_store,
     reduce_hits,
     search_store,
-    visible,
 )
 from vectide.services.querynode.scatter import PeerNode, Peers, Scatter, by_node
 from vectide.services.querynode.sealed import install_index_files, load_sealed, read_deltalogs
@@ -90,6 +90,8 @@ class QueryNode:
         self._scatter = Scatter(peers)
         #: messages skipped because they could not be applied (poison), since start
         self.skipped_messages = 0
+        #: the rows of sealed segments the last snapshot read sees
+        self._sealed_seen = SealedVisibility()
 
     def set_subscriber(self, subscriber: ChannelSubscriber) -> None:
         self._subscriber = subscriber
@@ -552,12 +554,15 @@ class QueryNode:
             ensure_indexes(shard.stores(), req.scalar_indexes)
             growing, sealed = shard.store, [s for s in shard.sealed.values() if s.num_rows]
             # an empty growing store (everything sealed) adds no hit
-            parts = [search_store(growing, req, tree, band, snapshot)]
-            if sealed and not growing.num_rows:
-                parts = []
+            parts = (
+                [search_store(growing, req, tree, band, snapshot)]
+                if growing.num_rows or not sealed
+                else []
+            )
             # sealed rows change only by deletes (under this lock): which rows the read sees
             # is fixed here, and faiss runs after the lock, beside ingest and other reads
-            seen = [(s, visible(s, snapshot, req.partition_ids, tree)) for s in sealed]
+            seeing = self._sealed_seen.visible
+            seen = [(s, seeing(s, snapshot, req.partition_ids, tree)) for s in sealed]
         parts += [search_store(s, req, tree, band, snapshot, mask) for s, mask in seen]
         parts += self._scatter.gather(shard, remote, pending)
         return reduce_hits(parts, req)
