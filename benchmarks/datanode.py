@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from pymilvus import DataType, MilvusClient
 
-from benchmarks.common import REPO, log, rounded
+from benchmarks.common import REPO, apply_set, log, rounded
 from benchmarks.targets import HOST, bench_config
 from vectide.services.infra.deployment import DeploymentManager
 from vectide.services.infra.manager import InfraManager
@@ -54,8 +54,9 @@ class Run:
     samples: list[tuple[float, int, int]] = field(default_factory=list)
 
 
-def configure(workers: int, trigger_s: float) -> Any:
+def configure(workers: int, trigger_s: float, sets: list[str] | None = None) -> Any:
     config = bench_config("bdn")
+    apply_set(config, sets or [])
     # below Linux's ephemeral range (32768-60999), where a client socket can hold a port
     config.infra.spark_master_port = 24077
     config.infra.spark_master_webui_port = 24080
@@ -171,7 +172,7 @@ def flush_100k(uri: str, run: Run) -> None:
 
 
 def measure(workers: int, args: argparse.Namespace) -> Run:
-    config = configure(workers, args.trigger)
+    config = configure(workers, args.trigger, args.set)
     progress = lambda line: log(f"datanode bench: {line}")  # noqa: E731
     infra = InfraManager(config, progress)
     spark = InfraManager(config, progress, spark_components(config))
@@ -200,6 +201,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--writers", type=int, default=2, help="client threads inserting")
     p.add_argument("--trigger", type=float, default=1.0, help="data.trigger_s")
     p.add_argument("--workers", default="1,2", help="Spark worker counts to compare")
+    p.add_argument("--set", action="append", default=[], help="section.key=value (repeatable)")
     args = p.parse_args(argv)
     runs = [measure(int(w), args) for w in args.workers.split(",")]
     result: dict[str, Any] = {"trigger_s": args.trigger, "runs": [asdict(r) for r in runs]}

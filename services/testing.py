@@ -28,6 +28,7 @@ import numpy as np
 
 from vectide.services.common import timestamp
 from vectide.services.common.config import Config
+from vectide.services.common.index_spec import interim_index
 from vectide.services.common.kv.memory import MemoryKV
 from vectide.services.common.msgstream import codec
 from vectide.services.common.msgstream.memory import MemoryBroker, MemoryConsumer, MemoryProducer
@@ -269,6 +270,7 @@ class Harness:
             chunk_rows=self.config.query.index_chunk_rows,
             binlogs=self.store,
             memory_limit_mb=QUERYNODE_MEMORY_MB,
+            interim=interim_index(self.config.query),
         )
         subscriber = MemorySubscriber(self.broker, node, on_hurry=self.settle)
         node.set_subscriber(subscriber)

@@ -44,6 +44,10 @@ class Record:
     value: bytes
 
 
+#: the counters of ``BatchStats`` that add up over pieces and tasks
+_COUNTS = ("records", "rows", "deletes", "poison", "duplicates")
+
+
 @dataclass
 class BatchStats:
     records: int = 0
@@ -59,14 +63,33 @@ class BatchStats:
     consume_ms: int = 0
     write_ms: int = 0
 
+    def add_counts(self, other: BatchStats) -> None:
+        for name in _COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.segments.update(other.segments)
 
-def process_batch(records: Iterable[Record], store: binlog.Store) -> tuple[BatchReport, BatchStats]:
-    """Write what ``records`` hold and describe it; the caller reports it to datacoord."""
+
+def merge_into(
+    report: BatchReport, stats: BatchStats, part: BatchReport, part_stats: BatchStats
+) -> None:
+    """Add what one piece of a range wrote to the range's report (its last checkpoint is
+    the range's)."""
+    report.binlogs.extend(part.binlogs)
+    report.deltalogs.extend(part.deltalogs)
+    report.checkpoints.update(part.checkpoints)
+    stats.add_counts(part_stats)
+
+
+def process_batch(
+    records: Iterable[Record], store: binlog.Store, seen: set[tuple[int, ...]] | None = None
+) -> tuple[BatchReport, BatchStats]:
+    """Write what ``records`` hold and describe it; the caller reports it to datacoord.
+    ``seen``: insert identities met before in the same batch (one range written in pieces)."""
     stats = BatchStats()
     inserts: dict[tuple[str, int], list[tuple[int, InsertMsg]]] = defaultdict(list)
     deletes: dict[tuple[str, int, str], list[tuple[int, DeleteMsg]]] = defaultdict(list)
     checkpoints: dict[str, Position] = {}
-    seen: set[tuple[int, ...]] = set()
+    seen = set() if seen is None else seen
     for record in sorted(records, key=lambda r: (r.channel, r.offset)):
         stats.records += 1
         try:
@@ -218,6 +241,12 @@ class ParallelPuts:
     def get(self, key: str) -> bytes:
         return self._store.get(key)
 
+    def drain(self) -> None:
+        """Wait for every upload queued so far (raising the first failure); more may follow."""
+        pending, self._pending = self._pending, []
+        for future in pending:
+            future.result()
+
     def join(self) -> None:
         try:
             for future in self._pending:
@@ -257,13 +286,15 @@ def merge_rows(rows: Iterable[tuple[str, str]]) -> tuple[BatchReport, BatchStats
             )
         elif kind == "deltalog":
             report.deltalogs.append((data[0], Deltalog(**data[1])))
-        elif kind == "checkpoint":
+        elif kind == "checkpoint":  # tasks of one channel's pieces: the furthest one counts
             position = Position(**data)
-            report.checkpoints[position.channel] = position
+            known = report.checkpoints.get(position.channel)
+            if known is None or position.offset > known.offset:
+                report.checkpoints[position.channel] = position
         elif kind == "stats":
-            for name in ("records", "rows", "deletes", "poison", "duplicates"):
-                setattr(total, name, getattr(total, name) + data.get(name, 0))
-            total.segments.update(data["segments"])
+            total.add_counts(
+                BatchStats(**{n: data.get(n, 0) for n in _COUNTS}, segments=set(data["segments"]))
+            )
             total.consume_ms = max(total.consume_ms, data["consume_ms"])
             total.write_ms = max(total.write_ms, data["write_ms"])
             executors.append(data["executor"])

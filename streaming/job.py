@@ -23,6 +23,7 @@ from vectide.services.common.config import Config
 from vectide.services.common.metrics import DATANODE_SKIPPED
 from vectide.services.common.msgstream.channels import pchannels
 from vectide.services.common.msgstream.kafka import security_settings
+from vectide.services.common.msgstream.tick_index import tick_index_topic
 from vectide.services.common.objectstore import ObjectStore
 from vectide.streaming.flush import merge_rows
 
@@ -144,6 +145,10 @@ def start_query(
         .option("bootstrap", config.kafka.bootstrap_servers)
         .option("kafka_secret_conf", json.dumps(security_settings(config.kafka)))
         .option("channels", ",".join(channels))
+        # the ticks' offsets, published by the rootcoord: the driver reads no payloads
+        .option(
+            "tick_index", tick_index_topic(config.cluster.name) if config.data.tick_index else ""
+        )
         .option("max_records_per_channel", str(config.data.max_records_per_channel))
         .option("idle_advance_s", str(config.data.idle_checkpoint_s))
         .option("fetch_wait_ms", str(max(config.kafka.fetch_wait_max_ms, 10)))

@@ -3,14 +3,19 @@ the next batch covers. Pure: records seen on the channels go in, end offsets com
 Kafka scanning lives in ``source.py`` and the work on the ranges in ``flush.py``.
 
 Why a planner at all, when Kafka has watermarks: Tansu's high watermark lags the true end of
-a topic, so the driver reads the channels forward itself and ends a batch right after the
-last record it saw (always a real boundary). It remembers what it read, so every trigger only
-reads what is new, and it only keeps offsets, sizes and tick stamps, never payloads.
+a topic, so the driver ends a batch right after a record it knows exists. It learns of records
+in one of two ways: from the tick index (``msgstream/tick_index.py``: the rootcoord publishes
+where each tick landed, so the driver knows the ticks only, and every offset below a known
+tick exists), or, where there is no index, by reading the channels forward itself (every
+record, its size and whether it is a tick). It only keeps offsets, sizes and tick stamps,
+never payloads.
 
 A batch is cut where it should be:
 
-- a channel's range is capped by ``max_records`` and ``max_bytes`` (a backlog never makes
-  one huge batch; the rest follows in the next ones). The cap may fall between two ticks:
+- a channel's range is capped by ``max_records`` offsets and, for records the driver read,
+  ``max_bytes`` (a backlog never makes one huge batch; the rest follows in the next ones;
+  executors also write a long range in pieces, see ``source.py``). The cap may fall between
+  two ticks:
   the executor writes every record of its range and checkpoints the last tick in it, so a
   channel with any number of records between ticks still advances;
 - a batch runs when data arrived, when a flush waits for a stamp the channels' checkpoints
@@ -62,32 +67,43 @@ class ChannelScan:
         self.scanned_to = record.offset + 1
 
     def cut(self, max_records: int, max_bytes: int) -> tuple[int, bool, int]:
-        """(end offset, whether data lies in [start, end), highest tick stamp in it)."""
-        end, data, tick_ts, size = self.start, False, 0, 0
-        for count, record in enumerate(self.seen, 1):
+        """(end offset, whether data lies in [start, end), highest tick stamp in it).
+
+        Counts offsets, not records seen: the driver may know only the ticks (from the tick
+        index), and every offset below ``scanned_to`` exists. An offset it knows nothing of
+        is taken for data (the executor reads the range and finds out). Bytes are only
+        known of records the driver read itself."""
+        cap = self.start + max_records
+        end, tick_ts, ticks, size, by_bytes = self.start, 0, 0, 0, False
+        for record in self.seen:
+            if record.offset >= cap:
+                break
             size += record.size
-            if count > max_records or (size > max_bytes and count > 1):
+            if size > max_bytes and end > self.start:
+                by_bytes = True
                 break
             end = record.offset + 1
-            if record.tick_ts is None:
-                data = True
-            else:
+            if record.tick_ts is not None:
                 tick_ts = max(tick_ts, record.tick_ts)
-        return end, data, tick_ts
+                ticks += 1
+        if not by_bytes and end < cap < self.scanned_to:
+            end = cap  # the records up to the cap exist (a later one was seen)
+        return end, end - self.start > ticks, tick_ts
 
     def last_tick(self, start: int, end: int) -> tuple[int, int] | None:
-        """(offset after the last tick, its stamp) when the driver read all of
-        ``[start, end)`` and it holds only ticks; None when it holds data or was not read."""
+        """(offset after the last tick, its stamp) when the driver knows every offset of
+        ``[start, end)`` holds a tick; None when it holds data or offsets it does not know."""
         if start != self.start or end > self.scanned_to or end <= start:
             return None
         last: Seen | None = None
+        ticks = 0
         for record in self.seen:
             if record.offset >= end:
                 break
             if record.tick_ts is None:
                 return None
-            last = record
-        if last is None or last.tick_ts is None:
+            last, ticks = record, ticks + 1
+        if last is None or last.tick_ts is None or ticks != end - start:
             return None
         return last.offset + 1, last.tick_ts
 
@@ -130,7 +146,9 @@ class OffsetPlanner:
         return seeks
 
     def observe(self, channel: str, record: Seen) -> None:
-        self.scans[channel].observe(record)
+        scan = self.scans.get(channel)
+        if scan is not None:  # an index entry may name channels this job does not read
+            scan.observe(record)
 
     def last_tick(self, channel: str, start: int, end: int) -> tuple[int, int] | None:
         """See ``ChannelScan.last_tick``: a range known to hold only ticks needs no read."""

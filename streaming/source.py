@@ -32,6 +32,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from vectide.services.common.msgstream.tick_index import decode_entry
 from vectide.streaming.planning import OffsetPlanner, PlanLimits, Seen
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,11 @@ log = logging.getLogger(__name__)
 TICK_PREFIX = b"\x04"
 #: what an executor task returns per channel range (see ``flush.report_rows``)
 SCHEMA = "kind string, body string"
+#: offsets of one channel one executor task takes: a batch's range is split into tasks of
+#: this many so that several executors share one busy channel (a collection with one shard
+#: writes to one channel). A constant, not a setting: a replayed batch must be split as its
+#: first run was, or it would write its rows under other names a second time.
+TASK_RECORDS = 64
 
 
 def consumer_conf(
@@ -117,9 +123,16 @@ def cached_channel(
 
 
 def consume_range(
-    cached: CachedChannel, channel: str, start: int, end: int, timeout_s: float
+    cached: CachedChannel,
+    channel: str,
+    start: int,
+    end: int,
+    timeout_s: float,
+    max_bytes: int = 0,
 ) -> list[tuple[int, bytes]]:
-    """Exactly the records at ``[start, end)`` of ``channel``; fails loudly if stuck."""
+    """The records of ``[start, end)`` of ``channel`` from ``start`` on: all of them, or with
+    ``max_bytes`` as many as reach it (at least one; the caller asks again after the last
+    for the rest). Fails loudly if stuck."""
     from confluent_kafka import TopicPartition
 
     if cached.next_offset < 0 or not _continues(cached, start):
@@ -127,8 +140,17 @@ def consume_range(
     # assigned for the read only: an unassigned consumer does not fetch (an idle executor
     # costs the broker nothing); pause/resume proved unreliable (a resumed partition
     # sometimes never fetched again)
-    records = [(o, v) for o, v in cached.leftover if start <= o < end]
-    cached.leftover = [(o, v) for o, v in cached.leftover if o >= end]
+    taken = _Taken(max_bytes)
+    rest = []
+    for offset, value in cached.leftover:
+        if offset < start:
+            continue
+        if offset < end and not taken.full:
+            taken.add(offset, value)
+        else:
+            rest.append((offset, value))
+    cached.leftover = rest
+    records = taken.records
     next_offset = records[-1][0] + 1 if records else start
     if next_offset >= end or cached.leftover:
         return records  # the previous read fetched this range already
@@ -136,7 +158,7 @@ def consume_range(
     deadline = time.monotonic() + timeout_s
     reread = -1  # the offset of the last gap read again
     try:
-        while next_offset < end and not cached.leftover:
+        while next_offset < end and not cached.leftover and not taken.full:
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"{channel}: read stuck at offset {next_offset} of [{start}, {end})"
@@ -156,14 +178,14 @@ def consume_range(
                     cached.consumer.assign([TopicPartition(channel, 0, next_offset)])
                     break
                 cached.next_offset = record.offset() + 1
-                if record.offset() >= end:
+                if record.offset() >= end or taken.full:
                     cached.leftover.append((record.offset(), record.value()))
                     continue
-                records.append((record.offset(), record.value()))
+                taken.add(record.offset(), record.value())
                 next_offset = record.offset() + 1
             if reread >= next_offset:
                 continue  # until the gap is read again, the position is the skipping read's
-            if next_offset < end and _position(cached.consumer, channel) >= end:
+            if next_offset < end and not taken.full and _position(cached.consumer, channel) >= end:
                 break  # the rest of the range holds no records (transaction markers)
     except BaseException:
         cached.next_offset = -1  # unknown state: seek next time
@@ -171,6 +193,23 @@ def consume_range(
     finally:
         cached.consumer.unassign()
     return records
+
+
+@dataclass
+class _Taken:
+    """The records one ``consume_range`` call returns, up to its byte budget (0: none)."""
+
+    max_bytes: int
+    records: list[tuple[int, bytes]] = field(default_factory=list)
+    size: int = 0
+
+    @property
+    def full(self) -> bool:
+        return self.max_bytes > 0 and self.size >= self.max_bytes
+
+    def add(self, offset: int, value: bytes | None) -> None:
+        self.records.append((offset, value or b""))
+        self.size += len(value or b"")
 
 
 def _continues(cached: CachedChannel, start: int) -> bool:
@@ -197,7 +236,10 @@ def object_store(options: dict[str, str]) -> Any:
         from vectide.services.common.config import S3Config
         from vectide.services.common.objectstore import ObjectStore
 
-        _STORES[key] = ObjectStore(S3Config(**dict(zip(_S3_KEYS, key, strict=True))))
+        # unsigned bodies: hashing every binlog for the signature cost more than encoding
+        # some of them (each still carries a CRC32)
+        config = S3Config(**dict(zip(_S3_KEYS, key, strict=True)))
+        _STORES[key] = ObjectStore(config, sign_payload=False)
     return _STORES[key]
 
 
@@ -207,6 +249,82 @@ _S3_KEYS = ("endpoint", "access_key", "secret_key", "region", "bucket", "root_pa
 def s3_options(s3: Any) -> dict[str, str]:
     """Source options carrying the S3 settings to the executors."""
     return {f"s3_{k}": str(getattr(s3, k)) for k in _S3_KEYS}
+
+
+# -- the driver's view of the tick index ----------------------------------------------------
+
+
+class TickIndexTail:
+    """The driver's consumer of the tick index (``msgstream/tick_index.py``): one small
+    record per tick round instead of every payload of every channel.
+
+    It starts near the index's end: a batch needs no entry before its start, since every
+    offset below a known tick exists (the planner cuts a long stretch by its record cap).
+    ``follow`` says whether the index can be trusted now: the topic exists and an entry
+    arrived within ``stale_s`` (the rootcoord ticks at least every second even when idle).
+    Otherwise, e.g. a rootcoord from before the index, the reader scans the channels."""
+
+    #: entries read back from the index's end at start, so the first batch can cut at once
+    BACKLOG = 64
+
+    def __init__(self, conf: dict[str, Any], topic: str, stale_s: float) -> None:
+        self._conf = conf
+        self.topic = topic
+        self.stale_s = stale_s
+        self._consumer: Any = None
+        self._checked = float("-inf")
+        self._last_entry = float("-inf")
+
+    def follow(self, planner: OffsetPlanner, budget_s: float) -> bool:
+        """Feed the planner what the index holds since the last call; whether it is live."""
+        now = time.monotonic()
+        if self._consumer is None:
+            if now - self._checked < self.stale_s:
+                return False
+            self._checked = now
+            if not self._open():
+                return False
+            self._last_entry = now  # a grace period for the first entries
+        deadline = now + budget_s
+        while time.monotonic() < deadline:
+            batch = self._consumer.consume(500, 0)
+            if not batch:
+                break
+            for record in batch:
+                if record.error() is not None:
+                    continue
+                entry = decode_entry(record.value())
+                if entry:
+                    self._last_entry = time.monotonic()
+                for channel, (offset, ts) in entry.items():
+                    planner.observe(channel, Seen(offset, 0, ts))
+        return time.monotonic() - self._last_entry <= self.stale_s
+
+    def _open(self) -> bool:
+        """Assign the consumer near the index's end; False when the topic does not exist."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer(self._conf)
+        try:
+            topics = consumer.list_topics(self.topic, timeout=5).topics
+            meta = topics.get(self.topic)
+            if meta is None or meta.error is not None or not meta.partitions:
+                consumer.close()
+                return False
+            low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=5)
+        except Exception as exc:  # any failure: scan, ask again later
+            log.warning("tick index unreadable", extra={"topic": self.topic, "error": str(exc)})
+            consumer.close()
+            return False
+        consumer.assign([TopicPartition(self.topic, 0, max(low, high - self.BACKLOG))])
+        self._consumer = consumer
+        log.info("following the tick index", extra={"topic": self.topic})
+        return True
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
 
 
 # -- the Spark adapter ----------------------------------------------------------------------
@@ -238,17 +356,22 @@ class ChannelStreamReader(DataSourceStreamReader):
         self.fetch_wait_ms = int(options.get("fetch_wait_ms", "10"))
         self.scan_fetch_wait_ms = int(options.get("scan_fetch_wait_ms", "500"))
         self.wake_file = options.get("wake_file", "")
+        self.task_records = int(options.get("task_records", str(TASK_RECORDS)))
         self.limits = PlanLimits(
             max_records=int(options.get("max_records_per_channel", "2000")),
             max_bytes=int(options.get("max_bytes_per_channel", str(256 * 1024 * 1024))),
             idle_advance_s=float(options.get("idle_advance_s", "30")),
         )
+        self.index_topic = options.get("tick_index", "")
+        self.index_stale_s = float(options.get("index_stale_s", "10"))
         self._planner: OffsetPlanner | None = None
         self._scanner: Any = None
+        self._index: TickIndexTail | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_scanner"] = state["_planner"] = None  # driver state stays on the driver
+        # driver state stays on the driver
+        state["_scanner"] = state["_planner"] = state["_index"] = None
         return state
 
     def initialOffset(self) -> dict[str, int]:
@@ -258,7 +381,16 @@ class ChannelStreamReader(DataSourceStreamReader):
         if self._planner is None:
             self._planner = OffsetPlanner(self.channels, self.limits)
         seeks = self._planner.rebase(start)
-        self._scan(seeks)
+        if self._index is None and self.index_topic:
+            self._index = TickIndexTail(
+                consumer_conf(self.bootstrap, self.scan_fetch_wait_ms, self.security),
+                self.index_topic,
+                self.index_stale_s,
+            )
+        if self._index is not None and self._index.follow(self._planner, self.scan_ms / 1000):
+            self._stop_scanner()  # the index tells where the ticks are: no payload read
+        else:
+            self._scan(seeks)  # no index (yet, or any more): read the channels
         return self._planner.plan(read_flush_wanted(self.wake_file))
 
     def _scan(self, seeks: dict[str, int]) -> None:
@@ -296,8 +428,9 @@ class ChannelStreamReader(DataSourceStreamReader):
     def partitions(
         self, start: dict[str, int], end: dict[str, int]
     ) -> list[ChannelRange | Checkpoints]:
-        """A task per channel range with data; one task for all tick-only ranges (an idle
-        batch), so moving idle checkpoints reads nothing back from the broker."""
+        """Tasks of at most ``task_records`` offsets per channel range with data (split the
+        same way on a replay); one task for all tick-only ranges (an idle batch), so moving
+        idle checkpoints reads nothing back from the broker."""
         ranges: list[ChannelRange | Checkpoints] = []
         ticks: list[tuple[str, int, int]] = []
         for channel in self.channels:
@@ -306,17 +439,23 @@ class ChannelStreamReader(DataSourceStreamReader):
                 continue
             tick = self._planner.last_tick(channel, first, last) if self._planner else None
             if tick is None:
-                ranges.append(ChannelRange(channel, first, last))
+                ranges.extend(
+                    ChannelRange(channel, a, min(a + self.task_records, last))
+                    for a in range(first, last, self.task_records)
+                )
             else:
                 ticks.append((channel, *tick))
         return [*ranges, Checkpoints(ticks)] if ticks else ranges
 
     def read(self, partition: ChannelRange | Checkpoints) -> Iterator[tuple[str, str]]:
         """Executor: persist one channel's range and describe what was written."""
+        from vectide.services.common.segment import BatchReport
         from vectide.streaming.flush import (
+            BatchStats,
             ParallelPuts,
             Record,
             checkpoints_only,
+            merge_into,
             process_batch,
             report_rows,
         )
@@ -327,32 +466,55 @@ class ChannelStreamReader(DataSourceStreamReader):
             stats.executor = executor
             yield from report_rows(report, stats)
             return
-        started = time.monotonic()
         cached = cached_channel(
             self.bootstrap, partition.channel, self.fetch_wait_ms, self.security
         )
-        raw = consume_range(
-            cached, partition.channel, partition.start, partition.end, self.read_timeout_s
-        )
-        consumed = time.monotonic()
-        records = [Record(partition.channel, offset, value) for offset, value in raw]
         store = ParallelPuts(object_store(self.options))
+        report, stats = BatchReport([], [], {}), BatchStats()
+        seen: set[tuple[int, ...]] = set()
+        position = partition.start
         try:
-            report, stats = process_batch(records, store)
+            while position < partition.end:
+                # one piece of at most max_bytes at a time: a task's memory stays bounded
+                # whatever the range (the driver may not know its bytes); the pieces follow
+                # from the records' sizes, so a replay writes the same objects
+                started = time.monotonic()
+                raw = consume_range(
+                    cached,
+                    partition.channel,
+                    position,
+                    partition.end,
+                    self.read_timeout_s,
+                    self.limits.max_bytes,
+                )
+                if not raw:
+                    break
+                consumed = time.monotonic()
+                records = [Record(partition.channel, offset, value) for offset, value in raw]
+                merge_into(report, stats, *process_batch(records, store, seen))
+                store.drain()  # the piece's uploads done before the next piece is read
+                stats.consume_ms += int((consumed - started) * 1000)
+                stats.write_ms += int((time.monotonic() - consumed) * 1000)
+                position = raw[-1][0] + 1
         finally:
             store.join()  # every object is on S3 before the driver hears of it
         stats.executor = executor
-        stats.consume_ms = int((consumed - started) * 1000)
-        stats.write_ms = int((time.monotonic() - consumed) * 1000)
         yield from report_rows(report, stats)
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to do: Spark's checkpoint is the source of truth for offsets."""
 
-    def stop(self) -> None:
+    def _stop_scanner(self) -> None:
         if self._scanner is not None:
+            log.info("tick index found: the driver stops reading the channels")
             self._scanner.close()
             self._scanner = None
+
+    def stop(self) -> None:
+        self._stop_scanner()
+        if self._index is not None:
+            self._index.close()
+            self._index = None
 
 
 class ChannelSource(DataSource):

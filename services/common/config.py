@@ -182,9 +182,19 @@ class QueryConfig:
     max_timestamp_lag_ms: int = 10_000
     #: Concurrent reads a proxy runs (the dq queue's width).
     max_concurrent_reads: int = 16
-    #: Query nodes build an interim faiss index (IVF_FLAT/HNSW) and the scalar indexes per
-    #: full chunk of this many growing rows; the rest is searched and filtered by a scan.
+    #: Query nodes build an interim faiss index and the scalar indexes per full chunk of this
+    #: many growing rows; the rest is searched and filtered by a scan.
     index_chunk_rows: int = 16_384
+    #: The interim index of a growing chunk (Milvus's queryNode.segcore.interimIndex):
+    #: ``IVF_FLAT`` whatever the collection's index (quick to build: a sample trains the
+    #: lists), or ``collection``: the collection's own type (HNSW M=16 costs ~40x the CPU:
+    #: 2.3-3.5 s a 16k x 128-d chunk). FLAT, binary and sparse vectors get none (exact).
+    interim_index: str = "IVF_FLAT"
+    #: Lists of an IVF_FLAT interim index (at most a chunk's rows / 39).
+    interim_nlist: int = 128
+    #: Lists an interim IVF_FLAT search probes; an IVF_FLAT collection's larger ``nprobe``
+    #: wins.
+    interim_nprobe: int = 16
     #: Memory-based balancing of sealed segments over query nodes (the seeds' design, Milvus's
     #: queryCoord keys of the same names): services/querycoord/balance.py decides the moves,
     #: services/querycoord/distribution.py makes them. How often the coordinator reads every
@@ -226,6 +236,10 @@ class DataConfig:
     #: A micro-batch takes at most this many records of one channel (a backlog is worked
     #: off in several batches; an executor task holds one channel's range in memory).
     max_records_per_channel: int = 2000
+    #: The data node's driver cuts batches at the ticks the rootcoord lists in the tick-index
+    #: topic (``{cluster}-tickindex``) instead of reading every record of the channels; false
+    #: makes it read the channels (as it does anyway while the index is missing or silent).
+    tick_index: bool = True
     #: With only timeticks arriving, the data node moves its channel checkpoints this often
     #: (a Spark batch each time). A flush or a seal runs a batch at once whatever this says;
     #: a restarted query node replays at most this much of an idle channel.

@@ -1,9 +1,11 @@
 """faiss indexes over the full chunks of a growing shard's vectors (Milvus's interim index).
 
-A shard's vector column is cut into chunks of ``chunk_rows``; each full chunk gets an index
-of the collection's type (IVF_FLAT, HNSW; AUTOINDEX means HNSW), built off the ingest path.
-A search runs the index of each built chunk with the visibility/filter mask as a faiss
-ID selector, brute-forces the rest exactly, and merges. FLAT is always exact.
+A shard's vector column is cut into chunks of ``chunk_rows``; each full chunk gets an index,
+built off the ingest path: a quickly trained IVF_FLAT by default whatever the collection's
+index (``InterimIndex``, ``query.interim_index``), or the collection's own type. A sealed
+segment is one chunk holding its index file, of the collection's type. A search runs the
+index of each built chunk with the visibility/filter mask as a faiss ID selector,
+brute-forces the rest exactly, and merges. FLAT is always exact.
 """
 
 from __future__ import annotations
@@ -69,7 +71,9 @@ class ChunkIndexes(BuiltChunks[faiss.Index]):
         self, queries: np.ndarray, k: int, mask: np.ndarray, params: dict[str, object]
     ) -> tuple[np.ndarray, np.ndarray]:
         """Best ``k`` per query over the indexed rows where ``mask`` holds: (scores, rows),
-        faiss's scores (squared L2, or inner product of normalised vectors for COSINE)."""
+        faiss's scores (squared L2, or inner product of normalised vectors for COSINE). A
+        chunk whose rows are all visible is searched without an ID selector (faiss's faster
+        path: the usual case of growing rows, which are rarely deleted)."""
         built = self.built()
         nq = len(queries)
         if self.spec.metric == "COSINE":
@@ -78,15 +82,15 @@ class ChunkIndexes(BuiltChunks[faiss.Index]):
         for chunk, index in enumerate(built):
             start = chunk * self.chunk_rows
             local = mask[start : start + self.chunk_rows]
-            seen = int(np.count_nonzero(local))
-            if not seen:
+            live = int(np.count_nonzero(local))
+            if not live:
                 continue
-            selector = None  # every row passes: no bitmap to build and test per candidate
-            if seen < len(local):
-                bits = np.packbits(local, bitorder="little")
+            selector = None
+            if live < len(local):
+                bits = np.packbits(local, bitorder="little")  # alive while faiss reads it
                 selector = faiss.IDSelectorBitmap(len(local), faiss.swig_ptr(bits))
             scores, ids = index.search(
-                queries, min(k, seen), params=self.spec.search_params(selector, k, params)
+                queries, min(k, live), params=self.spec.search_params(selector, k, params)
             )
             parts_scores.append(scores)
             parts_rows.append(np.where(ids >= 0, ids + start, -1))

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from vectide.services.common import binlog
 from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.index_spec import InterimIndex
 from vectide.services.common.msgstream.channels import pchannel_of
 from vectide.services.common.msgstream.message import CollectionDDLMsg, InsertMsg, MsgPack
 from vectide.services.common.placement import NodeLoad
@@ -74,8 +75,11 @@ class QueryNode:
         binlogs: binlog.Store | None = None,
         peers: Peers | None = None,
         memory_limit_mb: float = 0.0,
+        interim: InterimIndex | None = None,
     ) -> None:
         self.node_id = node_id
+        #: the index each full chunk of growing rows gets (query.interim_index)
+        self._interim = interim or InterimIndex()
         self.memory_limit_mb = memory_limit_mb
         #: shutting down gracefully: the coordinator moves what this node serves elsewhere
         self.stopping = False
@@ -113,7 +117,7 @@ class QueryNode:
         shard = Shard(
             collection,
             vchannel,
-            ShardStore(collection.schema, collection.indexes, self._chunk_rows),
+            ShardStore(collection.schema, collection.indexes, self._chunk_rows, self._interim),
         )
         pchannel = pchannel_of(vchannel)
         start_offset = collection.start_offsets[pchannel]

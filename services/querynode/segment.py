@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from vectide.services.common import vector_types
-from vectide.services.common.index_spec import IndexSpec, is_interim
+from vectide.services.common.index_spec import InterimIndex, chunk_spec, is_interim
 from vectide.services.common.msgstream.message import (
     FIXED_DTYPES,
     DataType,
@@ -56,12 +56,15 @@ class ShardStore:
         schema: CollectionSchema,
         indexes: list[IndexInfo] | None = None,
         chunk_rows: int = DEFAULT_CHUNK_ROWS,
+        interim: InterimIndex | None = None,
     ) -> None:
+        """``interim``: the index growing chunks get; None: the collection's own (a sealed
+        segment, whose index file is of that type)."""
         self.schema = schema
         self._chunk_rows = chunk_rows
         #: interim faiss indexes per vector field (FLAT needs none: it is exact)
         self.indexes: dict[str, ChunkIndexes] = {
-            i.field_name: ChunkIndexes(IndexSpec.of(i), chunk_rows)
+            i.field_name: ChunkIndexes(chunk_spec(i, interim), chunk_rows)
             for i in indexes or []
             if is_interim(i, schema)
         }

@@ -13,6 +13,7 @@ from kazoo.client import KazooClient
 from vectide.services.common import timestamp
 from vectide.services.common.config import Config
 from vectide.services.common.discovery import RoleClients
+from vectide.services.common.index_spec import interim_index
 from vectide.services.common.kv.zookeeper import cluster_root
 from vectide.services.common.metrics import (
     QUERYNODE_MEMORY,
@@ -67,6 +68,7 @@ class QueryNodeService:
             # wired by the launcher instead)
             peers=RoleClients(self.registry, "querynode", "QueryNode") if self._server else None,
             memory_limit_mb=memory_limit_mb(self.config.query.memory_limit_mb),
+            interim=interim_index(self.config.query),
         )
         kafka = self.config.kafka
         self.subscriber = KafkaSubscriber(

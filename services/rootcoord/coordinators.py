@@ -23,7 +23,7 @@ from vectide.services.datacoord.gc import GarbageCollector, ObjectLister
 from vectide.services.indexnode.core import IndexBuilder, ObjectStorePort
 from vectide.services.querycoord.balance import BalanceConfig
 from vectide.services.querycoord.core import NodeDirectory, QueryCoord
-from vectide.services.rootcoord.core import CacheInvalidator, ChannelWriter, RootCoord
+from vectide.services.rootcoord.core import CacheInvalidator, ChannelWriter, RootCoord, TickIndex
 
 
 @dataclass
@@ -64,6 +64,7 @@ def build_coordinators(
     invalidator: CacheInvalidator | None = None,
     datanode_alive: Callable[[], bool] = lambda: True,
     clock_ms: Callable[[], int] = timestamp.now_ms,
+    tick_index: TickIndex | None = None,
 ) -> Coordinators:
     """The cores, configured from ``config``, not started. ``clock_ms`` is the wall clock in
     milliseconds of the TSO and of the datacoord's idle sealing (a test injects its own)."""
@@ -79,6 +80,7 @@ def build_coordinators(
             config.time.idle_timetick_interval_ms / 1000,
         ),
         clock_ms=clock_ms,
+        tick_index=tick_index,
     )
     data = config.data
     datacoord = DataCoord(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -59,6 +59,13 @@ class ChannelWriter(Protocol):
     def write(self, messages: Sequence[tuple[str, Message]]) -> list[int]: ...
 
 
+class TickIndex(Protocol):
+    """Where each tick round's TimeTicks landed: {channel: (offset, stamp)} (see
+    ``msgstream/tick_index.py``; the data node cuts its batches there)."""
+
+    def publish(self, ticks: Mapping[str, tuple[int, int]]) -> None: ...
+
+
 class CacheInvalidator(Protocol):
     """Tells every proxy that a collection's meta changed (InvalidateCollectionMetaCache)."""
 
@@ -80,9 +87,11 @@ class RootCoord:
         invalidator: CacheInvalidator | None = None,
         tick_pacer: Pacer | None = None,
         clock_ms: Callable[[], int] = timestamp.now_ms,
+        tick_index: TickIndex | None = None,
     ) -> None:
         self.server_id = server_id
         self._writer = writer
+        self._tick_index = tick_index
         self._invalidator = invalidator
         self.pchannels = pchannels(cluster, dml_channels)
         self.tso = TSOAllocator(kv, window_ms=tso_window_ms, clock=clock_ms)
@@ -146,9 +155,17 @@ class RootCoord:
             ticks = self.ticks.next_ticks(self.tso.alloc())
         if ticks:
             msg_id = self.ids.alloc_one()
-            self._writer.write(
+            offsets = self._writer.write(
                 [(ch, TimeTickMsg(msg_id, ts, self.server_id)) for ch, ts in ticks.items()]
             )
+            if self._tick_index is not None:
+                # after the acknowledgement: an entry never names a tick not yet written
+                self._tick_index.publish(
+                    {
+                        ch: (offset, ts)
+                        for (ch, ts), offset in zip(ticks.items(), offsets, strict=True)
+                    }
+                )
         return ticks
 
     def update_tso(self) -> None:

@@ -20,6 +20,7 @@ from vectide.services.common.config import Config
 from vectide.services.common.election import LeaderElection, process_identifier
 from vectide.services.common.kv.zookeeper import ZooKeeperKV, cluster_root
 from vectide.services.common.msgstream.kafka import ensure_topics
+from vectide.services.common.msgstream.tick_index import KafkaTickIndex, tick_index_topic
 from vectide.services.common.msgstream.writer import KafkaChannelWriter
 from vectide.services.common.objectstore import ObjectStore
 from vectide.services.common.observability import Health, Sample
@@ -51,6 +52,9 @@ class CoordinatorService:
         root = cluster_root(config.zookeeper, config.cluster.name)
         self.registry = SessionRegistry(zk, root)
         self.writer = KafkaChannelWriter(config.kafka.bootstrap_servers)
+        self.tick_index = KafkaTickIndex(
+            self.writer.producer, tick_index_topic(config.cluster.name)
+        )
         kv = self._kv = ZooKeeperKV(zk, root)
         self.cores = build_coordinators(
             config,
@@ -60,6 +64,7 @@ class CoordinatorService:
             ObjectStore(config.s3),
             invalidator,
             datanode_alive=lambda: bool(self.registry.members("datanode")),
+            tick_index=self.tick_index,
         )
         self.rootcoord = self.cores.rootcoord
         self.datacoord = self.cores.datacoord
@@ -127,6 +132,8 @@ class CoordinatorService:
 
     def start(self, campaign_timeout_s: float | None = None) -> CoordinatorService:
         created = ensure_topics(self.config.kafka.bootstrap_servers, self.rootcoord.pchannels)
+        # apart from the channels: a new index beside old channels (an upgrade) is no new epoch
+        ensure_topics(self.config.kafka.bootstrap_servers, [self.tick_index.topic])
         if not self.election.campaign(campaign_timeout_s):
             raise TimeoutError("another rootcoord stays active")
         self.cores.rootcoord.start()

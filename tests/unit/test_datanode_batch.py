@@ -20,6 +20,7 @@ from vectide.services.datacoord.core import DataCoord, DataCoordConfig
 from vectide.streaming.flush import (
     PK_FIELD,
     TS_FIELD,
+    BatchStats,
     ParallelPuts,
     Record,
     checkpoints_only,
@@ -230,3 +231,27 @@ def test_parallel_puts_write_everything_before_join_returns_and_raise_failures()
     failing.put("index_files/1/2", b"x")
     with pytest.raises(OSError):
         failing.join()
+
+
+def test_a_busy_channel_is_split_into_tasks_the_same_way_on_a_replay():
+    from vectide.streaming.source import ChannelRange, ChannelStreamReader
+
+    options = {"bootstrap": "unused:1", "channels": "a,b", "task_records": "64"}
+    first = ChannelStreamReader(options).partitions({"a": 10, "b": 5}, {"a": 200, "b": 6})
+    assert first == [
+        ChannelRange("a", 10, 74),
+        ChannelRange("a", 74, 138),
+        ChannelRange("a", 138, 200),
+        ChannelRange("b", 5, 6),
+    ]
+    replay = ChannelStreamReader(options).partitions({"a": 10, "b": 5}, {"a": 200, "b": 6})
+    assert replay == first  # a restarted driver splits the logged batch alike
+
+
+def test_the_furthest_checkpoint_of_a_channels_tasks_counts_in_any_order():
+    near = report_rows(BatchReport([], [], {"a": Position("a", 64, 100)}), BatchStats())
+    far = report_rows(BatchReport([], [], {"a": Position("a", 128, 200)}), BatchStats())
+    rows_near, rows_far = list(near), list(far)
+    for rows in (rows_near + rows_far, rows_far + rows_near):
+        merged, _, _ = merge_rows(rows)
+        assert merged.checkpoints == {"a": Position("a", 128, 200)}

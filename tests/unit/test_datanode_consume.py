@@ -123,3 +123,52 @@ def test_an_idle_batch_is_one_task_that_reads_nothing():
         "c": Position("c", 1, 100),
     }
     assert (report.binlogs, stats.records, len(executors)) == ([], 0, 1)
+
+
+def test_a_byte_budget_returns_a_range_in_pieces_that_do_not_depend_on_the_cache():
+    producer, bootstrap, topic = mock_channel(300)  # values of 2-4 bytes
+    cached = CachedChannel(Consumer(consumer_conf(bootstrap, 10)))
+
+    def pieces(start, end):
+        out, position = [], start
+        while position < end:
+            got = consume_range(cached, topic, position, end, timeout_s=10, max_bytes=100)
+            out.append([o for o, _ in got])
+            position = got[-1][0] + 1
+        return out
+
+    first = pieces(0, 200)
+    assert [o for piece in first for o in piece] == list(range(200))
+    assert all(sum(len(f"r{o}") for o in piece) < 100 + 4 for piece in first)
+    assert len(first) > 3
+    consume_range(cached, topic, 200, 250, timeout_s=10)  # the cache moves on
+    assert pieces(0, 200) == first  # a replay cuts the same pieces
+    cached.consumer.close()
+    producer.flush(1)
+
+
+def test_the_tick_index_tail_feeds_the_planner_and_says_when_it_is_stale():
+    from vectide.services.common.msgstream.tick_index import encode_entry
+    from vectide.streaming.planning import OffsetPlanner
+    from vectide.streaming.source import TickIndexTail
+
+    producer, bootstrap, topic = mock_channel(0)
+    producer.produce(topic, value=encode_entry({"a": (4, 40), "b": (0, 41)}), partition=0)
+    producer.produce(topic, value=b"not an entry", partition=0)
+    producer.produce(topic, value=encode_entry({"a": (9, 42)}), partition=0)
+    producer.flush(5)
+    planner = OffsetPlanner(["a", "b"])
+    planner.rebase({"a": 0, "b": 0})
+    tail = TickIndexTail(consumer_conf(bootstrap, 10), topic, stale_s=0.5)
+    deadline = time.monotonic() + 10
+    while planner.scans["a"].scanned_to < 10 and time.monotonic() < deadline:
+        assert tail.follow(planner, 0.2)
+        time.sleep(0.05)
+    assert [(s.offset, s.tick_ts) for s in planner.scans["a"].seen] == [(4, 40), (9, 42)]
+    assert planner.plan() == {"a": 10, "b": 1}
+    time.sleep(0.6)
+    assert not tail.follow(planner, 0.1)  # no entry for longer than stale_s: scan instead
+    tail.close()
+    missing = TickIndexTail(consumer_conf(bootstrap, 10), f"{topic}-none", stale_s=0.5)
+    assert not missing.follow(planner, 0.1)  # no such topic
+    producer.flush(1)

@@ -22,6 +22,16 @@ def feed(p, channel, start, kinds):
         p.observe(channel, Seen(start + i, 100, start + i if kind == "t" else None))
 
 
+def batch_ends(p, channel, batches):
+    """Plan and run ``batches`` batches; the end offset of each on ``channel``."""
+    ends = []
+    for _ in range(batches):
+        end = p.plan()
+        ends.append(end[channel])
+        p.rebase(end)
+    return ends
+
+
 def test_a_batch_covers_everything_seen_and_starts_where_the_last_ended():
     p, _ = planner()
     assert p.rebase({"a": 0, "b": 0}) == {}
@@ -38,12 +48,7 @@ def test_a_channel_with_more_records_than_the_cap_between_ticks_advances():
     p, _ = planner(max_records=100)
     p.rebase({"a": 0, "b": 0})
     feed(p, "a", 0, "d" * 250 + "t")  # no tick in the first 250 records
-    ends = []
-    for _ in range(3):
-        end = p.plan()
-        ends.append(end["a"])
-        p.rebase(end)
-    assert ends == [100, 200, 251]
+    assert batch_ends(p, "a", 3) == [100, 200, 251]
 
 
 def test_bytes_cap_the_batch_but_one_record_always_passes():
@@ -106,3 +111,52 @@ def test_a_range_read_by_the_driver_and_holding_only_ticks_needs_no_read():
     assert p.last_tick("a", 0, 4) is None  # beyond what the driver read
     assert p.last_tick("a", 3, 3) is None  # empty
     assert p.last_tick("unknown", 0, 3) is None
+
+
+# -- with the tick index: the driver knows the ticks only -----------------------------------
+
+
+def ticks_at(p, channel, offsets):
+    """Index entries: a tick at each offset, stamped with its offset."""
+    for offset in offsets:
+        p.observe(channel, Seen(offset, 0, offset))
+
+
+def test_index_ticks_cut_batches_after_a_tick_and_unknown_offsets_count_as_data():
+    p, clock = planner(idle=5.0)
+    p.rebase({"a": 0, "b": 0})
+    ticks_at(p, "a", [9, 19])  # data records in between, never seen by the driver
+    ticks_at(p, "b", [0, 1, 2])  # only ticks
+    assert p.plan() == {"a": 20, "b": 3}  # data on a: a batch runs at once
+    assert p.last_tick("a", 0, 20) is None  # unknown offsets: the executor reads them
+    assert p.last_tick("b", 0, 3) == (3, 2)  # every offset a tick: no read
+    p.rebase({"a": 20, "b": 3})
+    ticks_at(p, "a", [20, 21])
+    clock.now = 1.0
+    assert p.plan() == {"a": 20, "b": 3}  # ticks only: wait for the idle period
+    clock.now = 6.0
+    assert p.plan() == {"a": 22, "b": 3}
+
+
+def test_index_cap_falls_between_ticks_and_the_rest_follows():
+    p, _ = planner(max_records=100)
+    p.rebase({"a": 0, "b": 0})
+    ticks_at(p, "a", [249])  # 249 records before the first tick the index names
+    assert batch_ends(p, "a", 3) == [100, 200, 250]
+
+
+def test_index_entries_below_the_start_or_out_of_order_are_ignored():
+    p, _ = planner()
+    p.rebase({"a": 50, "b": 0})
+    ticks_at(p, "a", [10, 60, 55, 70])  # a stale entry, and one from a second rootcoord
+    ticks_at(p, "unknown", [5])  # a channel this job does not read
+    assert p.plan()["a"] == 71
+    assert p.rebase({"a": 71, "b": 0}) == {}  # the index needs no seek
+
+
+def test_a_restart_from_a_checkpoint_behind_the_index_cuts_at_the_first_known_tick():
+    p, _ = planner(max_records=1000)
+    p.rebase({"a": 0, "b": 0})
+    ticks_at(p, "a", [500])
+    assert p.rebase({"a": 300, "b": 0}) == {}  # Spark's start lies inside what is known
+    assert p.plan()["a"] == 501

@@ -208,3 +208,27 @@ def test_an_urgent_report_wakes_the_proxies_whose_promises_are_old():
     assert waker.woken == []  # a periodic report asks nobody
     root.report_timetick(1, {"t-dml_0": 20}, urgent=True)
     assert waker.woken == [[2]]
+
+
+class IndexRecorder:
+    def __init__(self):
+        self.entries = []
+
+    def publish(self, ticks):
+        self.entries.append(dict(ticks))
+
+
+def test_each_tick_round_publishes_where_its_ticks_landed():
+    from vectide.services.common.msgstream.tick_index import decode_entry, encode_entry
+
+    index = IndexRecorder()
+    rc = RootCoord(MemoryKV(), Recorder(), "t", 2, tick_index=index)
+    rc.start()
+    rc.create_collection(rc.alloc_timestamp(), schema(), 2, ConsistencyLevel.STRONG)  # 2 DDL
+    ticks = rc.broadcast_ticks()
+    assert index.entries == [{"t-dml_0": (2, ticks["t-dml_0"]), "t-dml_1": (3, ticks["t-dml_1"])}]
+    written = rc._writer.written
+    for channel, (offset, ts) in index.entries[0].items():
+        assert written[offset] == (channel, TimeTickMsg(written[offset][1].msg_id, ts, 0))
+    assert decode_entry(encode_entry(index.entries[0])) == index.entries[0]
+    assert decode_entry(b"{not json") == {} and decode_entry(None) == {}

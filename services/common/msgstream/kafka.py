@@ -167,6 +167,18 @@ class ChannelProducer:
             raise errors[0]
         return offsets
 
+    def produce_bytes(
+        self, channel: str, value: bytes, on_error: Callable[[Exception], None]
+    ) -> None:
+        """Queue bytes as they are without waiting; ``on_error`` runs (on the poller thread)
+        only if the write fails."""
+
+        def report(err: KafkaError | None, _record: object) -> None:
+            if err is not None:
+                on_error(ChannelError(f"write to {channel} failed: {err.str()}"))
+
+        self._produce_raw(channel, value, report)
+
     def send_raw(self, channel: str, value: bytes, timeout_s: float = 30.0) -> None:
         """Write bytes as they are (tests use it to put poison records on a channel)."""
         done = threading.Event()

@@ -10,10 +10,10 @@ from vectide.services.common.msgstream.message import Message
 
 class KafkaChannelWriter:
     def __init__(self, bootstrap: str) -> None:
-        self._producer = ChannelProducer(bootstrap)
+        self.producer = ChannelProducer(bootstrap)
 
     def write(self, messages: Sequence[tuple[str, Message]]) -> list[int]:
-        return self._producer.send(messages)
+        return self.producer.send(messages)
 
     def close(self) -> None:
-        self._producer.close()
+        self.producer.close()
