@@ -149,14 +149,15 @@ def set_autogroup_nice(pids: list[int], nice: int) -> None:
             log(f"pid {pid}: autogroup nice not set ({exc})")
 
 
-def insert_seconds(target: VectideTarget) -> float:
-    """Seconds the proxy spent inside Insert handlers so far (its latency histogram's sum)."""
+def insert_seconds(target: VectideTarget, method: str = "Insert") -> float:
+    """Seconds the proxy spent inside ``method``'s handlers so far (its latency histogram's
+    sum)."""
     url = f"http://{target.config.service.host}:{target.config.service.metrics_port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as reply:
         text = reply.read().decode()
     total = 0.0
     for line in text.splitlines():
-        if line.startswith("vectide_proxy_request_latency_seconds_sum") and '"Insert"' in line:
+        if line.startswith("vectide_proxy_request_latency_seconds_sum") and f'"{method}"' in line:
             total += float(line.rsplit(" ", 1)[1])
     return total
 

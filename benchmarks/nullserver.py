@@ -166,6 +166,10 @@ def serve(host: str, port: int, workers: int = 10) -> grpc.Server:
         options=[
             ("grpc.max_receive_message_length", 512 * 1024 * 1024),
             ("grpc.max_send_message_length", 512 * 1024 * 1024),
+            # pymilvus pings every 10 s, also between calls: an idle client (the ceiling
+            # waits while Vectide is measured) would get GOAWAY "too many pings" otherwise
+            ("grpc.http2.min_ping_interval_without_data_ms", 5000),
+            ("grpc.keepalive_permit_without_calls", 1),
         ],
     )
     milvus_pb2_grpc.add_MilvusServiceServicer_to_server(NullService(), server)

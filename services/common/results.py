@@ -59,8 +59,11 @@ def concat(parts: list[Any]) -> Any:
 def merge_hits(parts: list[SearchHits], topk: int) -> SearchHits:
     """Best ``topk`` per query over several shards' hits (ties keep shard order)."""
     parts = [p for p in parts if p.nq]
-    if len(parts) == 1:
-        return parts[0]
+    # parts without a hit (an empty growing store beside sealed segments) change nothing:
+    # one part left is the answer as it is, without the per-query merge
+    hit = [p for p in parts if len(p.scores)]
+    if len(hit) == 1 or (parts and not hit):
+        return (hit or parts)[0]
     return reduce_hits(parts, lambda scores, _groups: best_first(scores, parts[0])[:topk])
 
 

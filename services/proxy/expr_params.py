@@ -14,6 +14,8 @@ from vectide.services.proxy import convert
 
 def template_values(values: Any) -> dict[str, Any]:
     """pymilvus's expression template values (``expr_params``) as Python values."""
+    if not values:
+        return {}
     return {name: _template_value(v) for name, v in values.items()}
 
 

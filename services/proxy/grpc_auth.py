@@ -111,11 +111,12 @@ class AuthInterceptor(grpc.ServerInterceptor):
 
     def __init__(self, guard: Guard | None) -> None:
         self._guard = guard
+        self._wrapped: dict[str, Any] = {}
 
     def intercept_service(
         self, continuation: Callable[[Any], Any], handler_call_details: Any
     ) -> Any:
-        return wrap_milvus_rpcs(continuation, handler_call_details, self._guarded)
+        return wrap_milvus_rpcs(continuation, handler_call_details, self._guarded, self._wrapped)
 
     def _guarded(self, method: str, inner: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
         def guarded(request: Any, context: grpc.ServicerContext) -> Any:

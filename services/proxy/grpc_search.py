@@ -7,6 +7,7 @@ requests are; the request's own consistency, partitions and output fields apply 
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -98,7 +99,7 @@ class SearchRpcs:
     ) -> tuple[SearchSpec, IteratorPage | None]:
         """A Search request (or a hybrid search's sub-request) as a :class:`SearchSpec`, and
         the iterator page it asks for, if any."""
-        params = {kv.key: _loads(kv.value) for kv in request.search_params}
+        params = _search_params(tuple((kv.key, kv.value) for kv in request.search_params))
         info = self.proxy.meta.get(common["collection_name"])
         anns_field = params.get("anns_field") or ""
         field = info.schema.field(str(anns_field)) if anns_field else None
@@ -133,6 +134,14 @@ def _group_size(value: Any) -> int:
     if value in (None, ""):
         return 1
     return convert.int_param(value, "group_size")
+
+
+@functools.lru_cache(maxsize=256)
+def _search_params(pairs: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """A request's ``search_params`` decoded, each value JSON where it parses: the same few
+    combinations come again and again (a client's searches differ in their vectors), so the
+    decoded form is kept. Shared between requests: read it, never change it."""
+    return {key: _loads(value) for key, value in pairs}
 
 
 def _loads(text: str | None) -> Any:

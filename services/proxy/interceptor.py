@@ -48,30 +48,47 @@ def wrap_milvus_rpcs(
     continuation: Callable[[Any], Any],
     handler_call_details: Any,
     wrap: Callable[[str, Callable[[Any, Any], Any]], Callable[[Any, Any], Any]],
+    wrapped: dict[str, Any] | None = None,
 ) -> Any:
     """The handler of a Milvus API call (all unary) with its behaviour replaced by
-    ``wrap(method, inner)``; internal RPCs' and the health service's handlers as they are."""
+    ``wrap(method, inner)``; internal RPCs' and the health service's handlers as they are.
+
+    ``wrapped``: the interceptor's handlers by method path, built once each (a method's
+    handler never changes while the server runs; building it again cost every request)."""
+    path = handler_call_details.method
+    found = wrapped.get(path) if wrapped is not None else None
+    if found is not None:
+        return found
     handler = continuation(handler_call_details)
-    service, _, method = handler_call_details.method.lstrip("/").partition("/")
-    if handler is None or handler.unary_unary is None or service != MILVUS_SERVICE:
-        return handler
-    return grpc.unary_unary_rpc_method_handler(
-        wrap(method, handler.unary_unary),
-        request_deserializer=handler.request_deserializer,
-        response_serializer=handler.response_serializer,
-    )
+    service, _, method = path.lstrip("/").partition("/")
+    if handler is not None and handler.unary_unary is not None and service == MILVUS_SERVICE:
+        handler = grpc.unary_unary_rpc_method_handler(
+            wrap(method, handler.unary_unary),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    if handler is not None and wrapped is not None:
+        wrapped[path] = handler
+    return handler
 
 
 class MetricsInterceptor(grpc.ServerInterceptor):
     """Wraps the Milvus API's handlers; internal RPCs pass untouched."""
 
+    def __init__(self) -> None:
+        self._wrapped: dict[str, Any] = {}
+
     def intercept_service(
         self, continuation: Callable[[Any], Any], handler_call_details: Any
     ) -> Any:
-        return wrap_milvus_rpcs(continuation, handler_call_details, _observed)
+        return wrap_milvus_rpcs(continuation, handler_call_details, _observed, self._wrapped)
 
 
 def _observed(method: str, inner: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    #: status -> the method's request counter and latency histogram (``labels`` looks them
+    #: up under a lock on every call otherwise)
+    series: dict[str, tuple[Any, Any]] = {}
+
     def observed(request: Any, context: grpc.ServicerContext) -> Any:
         started = time.perf_counter()
         reply = None
@@ -80,8 +97,14 @@ def _observed(method: str, inner: Callable[[Any, Any], Any]) -> Callable[[Any, A
             return reply
         finally:
             status = call_status(reply, context)
-            PROXY_REQUESTS.labels(method, status).inc()
-            PROXY_LATENCY.labels(method, status).observe(time.perf_counter() - started)
+            found = series.get(status)
+            if found is None:
+                found = series[status] = (
+                    PROXY_REQUESTS.labels(method, status),
+                    PROXY_LATENCY.labels(method, status),
+                )
+            found[0].inc()
+            found[1].observe(time.perf_counter() - started)
             count_rows(reply)
 
     return observed

@@ -143,10 +143,11 @@ def read_queries(placeholder_group: Any, field: FieldSchema) -> np.ndarray | lis
                 raise errors.invalid(f"query vector: {exc}") from None
         return list(holder.values)
     dtype, width = FIXED_DTYPES[field.data_type], row_width(field.data_type, field.dim)
-    if any(len(v) != width * dtype.itemsize for v in holder.values):
+    values = list(holder.values)
+    if any(len(v) != width * dtype.itemsize for v in values):
         raise errors.invalid(f"query vector dim does not match the field's dim {field.dim}")
-    rows = [np.frombuffer(v, dtype=dtype) for v in holder.values]
-    vectors = np.vstack(rows) if rows else np.empty((0, width), dtype=dtype)
+    # every row in one read-only buffer (nothing writes to query vectors)
+    vectors = np.frombuffer(b"".join(values), dtype=dtype).reshape(len(values), width)
     if field.data_type in vector_types.FLOAT_TYPES:
         vectors = vector_types.as_float32(field.data_type, vectors)
         check_finite(vectors, "query vector")

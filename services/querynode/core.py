@@ -32,6 +32,7 @@ from vectide.services.common.segment import Deltalog, LoadPlan, SegmentInfo
 from vectide.services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
 from vectide.services.querynode.hosting import HostedSegments
 from vectide.services.querynode.reads import (
+    SealedVisibility,
     ensure_indexes,
     parse_filter,
     query_store,
@@ -95,6 +96,8 @@ class QueryNode:
         self._scatter = Scatter(peers)
         #: messages skipped because they could not be applied (poison), since start
         self.skipped_messages = 0
+        #: the rows of sealed segments the last snapshot read sees
+        self._sealed_seen = SealedVisibility()
 
     def set_subscriber(self, subscriber: ChannelSubscriber) -> None:
         self._subscriber = subscriber
@@ -497,23 +500,29 @@ class QueryNode:
     # -- reads ---------------------------------------------------------------------------------
 
     def search(self, req: ShardSearchRequest) -> SearchHits:
-        self._hurry(req.vchannels)
+        shards = self._hurry(req)
         tree = parse_filter(req.expr, req.expr_params)
         band = band_of(req.metric_type, req.search_params)
-        parts = [self._search_shard(self._shard(v), req, tree, band) for v in req.vchannels]
+        parts = [self._search_shard(shard, req, tree, band) for shard in shards]
         return reduce_hits(parts, req)
 
     def query(self, req: ShardQueryRequest) -> QueryRows:
-        self._hurry(req.vchannels)
+        shards = self._hurry(req)
         tree = parse_filter(req.expr, req.expr_params)
-        parts = [self._query_shard(self._shard(v), req, tree) for v in req.vchannels]
+        parts = [self._query_shard(shard, req, tree) for shard in shards]
         return merge_rows(parts, 0, req.limit)
 
-    def _hurry(self, vchannels: list[str]) -> None:
-        """Before waiting on any shard: its consumer may be reading slowly (idle)."""
+    def _hurry(self, req: ShardSearchRequest | ShardQueryRequest) -> list[Shard]:
+        """The read's shards; those whose tsafe is behind its guarantee are about to wait,
+        and their consumers may be reading slowly (idle): they read fast from now on. A read
+        that waits for nothing (Bounded, Eventually: tsafe is past) leaves the pace alone:
+        fast fetches cost this process and the broker CPU every search competes with."""
+        shards = [self._shard(v) for v in req.vchannels]
         if self._subscriber is not None:
-            for vchannel in vchannels:
-                self._subscriber.hurry(vchannel)
+            for shard in shards:
+                if shard.tsafe.get() < req.guarantee_ts:
+                    self._subscriber.hurry(shard.vchannel)
+        return shards
 
     def _shard(self, vchannel: str) -> Shard:
         shard = self._shards.get(vchannel)
@@ -570,7 +579,18 @@ class QueryNode:
 
             pending = self._scatter.start(shard, remote)
             ensure_indexes(shard.stores(), req.scalar_indexes)
-            parts = [search_store(s, req, tree, band, snapshot) for s in shard.stores()]
+            growing, sealed = shard.store, [s for s in shard.sealed.values() if s.num_rows]
+            # an empty growing store (everything sealed) adds no hit
+            parts = (
+                [search_store(growing, req, tree, band, snapshot)]
+                if growing.num_rows or not sealed
+                else []
+            )
+            # sealed rows change only by deletes (under this lock): which rows the read sees
+            # is fixed here, and faiss runs after the lock, beside ingest and other reads
+            seeing = self._sealed_seen.visible
+            seen = [(s, seeing(s, snapshot, req.partition_ids, tree)) for s in sealed]
+        parts += [search_store(s, req, tree, band, snapshot, mask) for s, mask in seen]
         parts += self._scatter.gather(shard, remote, pending)
         return reduce_hits(parts, req)
 

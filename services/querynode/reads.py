@@ -7,6 +7,8 @@ snapshot the leader chose. Plain functions of a store and a request: no locks, n
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -74,6 +76,41 @@ def visible(store: ShardStore, snapshot: int, partition_ids: list[int], tree: An
     return _scanned(store, snapshot, partition_ids, tree)
 
 
+class SealedVisibility:
+    """The rows of sealed segments an unfiltered read sees, kept per segment for the last
+    snapshot read: reads at the same snapshot (every Bounded read between two ticks) find
+    them without a pass over every row's stamps.
+
+    Sound because what a sealed segment shows at a snapshot never changes once a read was
+    served from it: its rows change only by deletes and partition drops applied from the
+    channel, stamped after the shard's tsafe and so after every snapshot read so far (a
+    segment gets its older deletes before it serves). Entries go with their segment.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._masks: weakref.WeakKeyDictionary[ShardStore, tuple[tuple, np.ndarray]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def visible(
+        self, store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any
+    ) -> np.ndarray:
+        """``visible``, read-only (shared between reads)."""
+        if tree is not None:
+            return visible(store, snapshot, partition_ids, tree)
+        key = (snapshot, tuple(partition_ids), store.num_rows)
+        with self._lock:
+            found = self._masks.get(store)
+        if found is not None and found[0] == key:
+            return found[1]
+        mask = visible(store, snapshot, partition_ids, None)
+        mask.flags.writeable = False
+        with self._lock:
+            self._masks[store] = (key, mask)
+        return mask
+
+
 def _scanned(store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any) -> np.ndarray:
     mask = store.candidates(snapshot, partition_ids or None).mask
     if tree is not None and mask.any():
@@ -120,8 +157,11 @@ def search_store(
     tree: Any,
     band: ScoreBand | None,
     snapshot: int,
+    mask: np.ndarray | None = None,
 ) -> SearchHits:
-    mask = visible(store, snapshot, req.partition_ids, tree)
+    """``mask``: the rows the read sees, when the caller found them already (``visible``)."""
+    if mask is None:
+        mask = visible(store, snapshot, req.partition_ids, tree)
     if req.group_by:
         scores, rows = search_groups(store, req, mask)
     else:
@@ -152,7 +192,7 @@ def _search_band(
     """The best ``topk`` hits per query, inside ``band`` when there is one: the search
     goes deeper (4x each round) while a query has too few hits inside the band and the
     store may hold more (a range's inner edge or an iterator's last page skips the best)."""
-    k, candidates = req.topk, int(mask.sum())
+    k, candidates = req.topk, int(np.count_nonzero(mask))
     while True:
         scores, rows = store.search(
             req.anns_field, req.vectors, req.metric_type, k, mask, req.search_params

@@ -466,6 +466,8 @@ class ShardStore:
             return self._exact(field, queries, metric, k, mask)
         covered = indexes.indexed_rows
         indexed = indexes.search(queries, k, mask[:covered], params or {})
+        if covered >= len(mask) and len(indexes.built()) == 1:  # a sealed segment's index
+            return indexed
         rest = mask.copy()
         rest[:covered] = False
         exact = self._exact(field, queries, metric, k, rest)

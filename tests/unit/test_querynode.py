@@ -241,6 +241,33 @@ def test_handoff_swaps_growing_rows_for_the_sealed_copy_without_gaps_or_duplicat
     assert np.asarray(hits.pks).reshape(3, 2)[:, 0].tolist() == [0, 1, 2]
 
 
+def test_sealed_search_sees_each_snapshot_while_deletes_arrive():
+    """Searches of a sealed segment reuse the rows a snapshot sees; a later delete hides
+    its row from later snapshots only, and the growing rows beside it are searched too."""
+    store = DictStore()
+    node = QueryNode(1, chunk_rows=256, binlogs=store)
+    node.watch(collection("HNSW"), VCH)
+    vectors = np.random.default_rng(3).standard_normal((60, DIM)).astype(np.float32)
+    sealed = insert(np.arange(40), 5, vectors[:40])
+    sealed.segment_id = 9
+    node.apply(VCH, pack(0, 10, sealed))
+    assert node.load_segment(VCH, persisted([sealed], store))
+
+    def nearest(ts: int, travel: int = 0) -> list[int]:
+        req = ShardSearchRequest(7, [VCH], "vec", vectors[:3], "L2", 1, ts, 0.1)
+        req.travel_ts = travel
+        return np.asarray(node.search(req).pks).tolist()
+
+    assert nearest(10) == nearest(10) == [0, 1, 2]
+    node.apply(VCH, pack(10, 20, delete([1], 15)))
+    after = nearest(20)
+    assert after == nearest(20) and after[0::2] == [0, 2] and after[1] != 1
+    assert nearest(20, travel=12) == [0, 1, 2]  # the older snapshot still has row 1
+    node.apply(VCH, pack(20, 30, insert([100], 25, vectors[2:3] + 1e-4)))
+    hits = node.search(ShardSearchRequest(7, [VCH], "vec", vectors[2:3], "L2", 2, 30, 0.1))
+    assert sorted(np.asarray(hits.pks).tolist()) == [2, 100]
+
+
 def test_loading_from_a_plan_uses_binlogs_deltalogs_and_replays_the_rest():
     from vectide.services.common import binlog
     from vectide.services.common.segment import Deltalog, LoadPlan
