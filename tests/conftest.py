@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
+# before faiss loads: one OpenMP thread per calling thread, as server processes run it
+# (services/cli.py); faiss's default spins a thread per core on every small search
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import pytest
 
 from tests.infra import running_infra

@@ -10,6 +10,7 @@ indexes and collections are recycled.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -80,6 +81,13 @@ def segment_vectors(
     return np.vstack(parts) if parts else np.empty((0, dim), np.float32)
 
 
+def build_threads() -> int:
+    """A sealed segment's index build uses every core: it runs once per segment, and the
+    sooner it ends the sooner reads leave the exact scan (server processes otherwise run
+    faiss on one thread, see ``cli.use_one_faiss_thread``)."""
+    return os.cpu_count() or 1
+
+
 def index_file(
     spec: IndexSpec, segment: SegmentInfo, field: FieldSchema, store: binlog.Store
 ) -> tuple[bytes, int]:
@@ -89,6 +97,7 @@ def index_file(
     vectors = segment_vectors(segment, field.field_id, field.dim, store, field.data_type)
     release_freed()  # the binlogs' decode buffers, before minutes of building
     rows = len(vectors)
+    faiss.omp_set_num_threads(build_threads())  # this thread only (OpenMP's per-thread ICV)
     built = spec.build(vectors)
     del vectors
     serialized = faiss.serialize_index(built)

@@ -53,7 +53,8 @@ class QueryNodeService:
         ]
 
     def start(self) -> QueryNodeService:
-        # index builds run beside ingest and reads: one core for faiss, not all of them
+        # interim builds and searches beside ingest: one core for faiss, not all of them (in
+        # this thread; server processes set OMP_NUM_THREADS=1 for every thread at start)
         faiss.omp_set_num_threads(1)
         if self._rpc_address:
             server = new_server()
