@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import bisect
 import json
+import os
+import signal
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -29,6 +31,7 @@ import numpy as np
 from pymilvus import DataType, MilvusClient
 
 from benchmarks.common import REPO, apply_set, log, rounded
+from benchmarks.idle import processes
 from benchmarks.targets import HOST, bench_config
 from vectide.services.infra.deployment import DeploymentManager
 from vectide.services.infra.manager import InfraManager
@@ -51,6 +54,11 @@ class Run:
     flush_100k_s: float = 0.0
     #: after the writers stopped, until every acknowledged row was on S3
     caught_up_after_s: float = 0.0
+    #: a backlog written while the data node's driver was stopped, persisted from its resume:
+    #: the data node's own rate, not bounded by the proxy's (the sustained run's is)
+    backlog_rows: int = 0
+    backlog_drain_s: float = 0.0
+    backlog_rows_per_s: float = 0.0
     samples: list[tuple[float, int, int]] = field(default_factory=list)
 
 
@@ -171,6 +179,30 @@ def flush_100k(uri: str, run: Run) -> None:
     client.drop_collection(name)
 
 
+def backlog(uri: str, run: Run, driver_pid: int, rows: int = 300_000) -> None:
+    """Rows written while the driver is stopped (SIGSTOP; a few seconds, well inside its
+    ZooKeeper session), then timed from SIGCONT until all are persisted: how fast the data
+    node persists with this many workers when the proxy is not the limit."""
+    client = MilvusClient(uri)
+    name = f"backlog_{run.workers}"
+    make_collection(client, name)
+    vectors = np.random.default_rng(11).standard_normal((5000, DIM)).astype(np.float32)
+    os.kill(driver_pid, signal.SIGSTOP)
+    try:
+        for b in range(0, rows, 5000):
+            client.insert(name, [{"id": b + i, "vec": vectors[i]} for i in range(5000)])
+    finally:
+        os.kill(driver_pid, signal.SIGCONT)
+    started = time.monotonic()
+    deadline = started + 300
+    while persisted(client, name) < rows and time.monotonic() < deadline:
+        time.sleep(0.1)
+    run.backlog_rows = persisted(client, name)
+    run.backlog_drain_s = time.monotonic() - started
+    run.backlog_rows_per_s = run.backlog_rows / run.backlog_drain_s
+    client.drop_collection(name)
+
+
 def measure(workers: int, args: argparse.Namespace) -> Run:
     config = configure(workers, args.trigger, args.set)
     progress = lambda line: log(f"datanode bench: {line}")  # noqa: E731
@@ -188,6 +220,8 @@ def measure(workers: int, args: argparse.Namespace) -> Run:
         sustained(uri, run, args.seconds, args.writers)
         log(f"datanode bench: flush of 100k rows ({workers} worker(s))")
         flush_100k(uri, run)
+        log("datanode bench: a backlog of 300k rows, persisted from the driver's resume")
+        backlog(uri, run, processes(config)["datanode"])
     finally:
         deployment.down(infra=False)
         spark.down()
@@ -207,17 +241,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result: dict[str, Any] = {"trigger_s": args.trigger, "runs": [asdict(r) for r in runs]}
     if len(runs) >= 2 and runs[0].persisted_rows_per_s:
         result["workers_ratio"] = runs[-1].persisted_rows_per_s / runs[0].persisted_rows_per_s
+    if len(runs) >= 2 and runs[0].backlog_rows_per_s:
+        result["backlog_workers_ratio"] = runs[-1].backlog_rows_per_s / runs[0].backlog_rows_per_s
     out = REPO / "benchmarks" / "results" / f"datanode-{args.workers.replace(',', '-')}.json"
     out.write_text(json.dumps(rounded(result), indent=2))
     print(
-        "| workers | acked rows/s | persisted rows/s | lag p50 | lag p99 | caught up | flush 100k |"
+        "| workers | acked rows/s | persisted rows/s | lag p50 | lag p99 | caught up | flush 100k "
+        "| backlog of 300k persisted, rows/s |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in runs:
         print(
             f"| {r.workers} | {r.acked_rows_per_s:,.0f} | {r.persisted_rows_per_s:,.0f} | "
             f"{r.lag_p50_s:.1f} s | {r.lag_p99_s:.1f} s | {r.caught_up_after_s:.1f} s | "
-            f"{r.flush_100k_s:.1f} s |"
+            f"{r.flush_100k_s:.1f} s | {r.backlog_rows_per_s:,.0f} ({r.backlog_drain_s:.1f} s) |"
         )
     if "workers_ratio" in result:
         print(
