@@ -284,13 +284,16 @@ class ShardStore:
 
     def _row_columns(self) -> list[Column]:
         """Every column with a value per row: what dropping or reserving rows touches."""
+        return [self._pks, *self._columns.values(), *self._bookkeeping_columns()]
+
+    def _bookkeeping_columns(self) -> list[FixedColumn]:
+        """The per-row columns that are not field values: stamps, partition, segment,
+        validity, norms."""
         return [
-            self._pks,
             self._insert_ts,
             self._deleted_at,
             self._partition,
             self._segment,
-            *self._columns.values(),
             *self._valid.values(),
             *self._sq_norms.values(),
         ]
@@ -342,14 +345,7 @@ class ShardStore:
         held = {"vectors": 0, "vector_index": 0, "fields": self._pks.nbytes, "rows": 0}
         for name, column in self._columns.items():
             held["vectors" if name in vectors else "fields"] += getattr(column, "nbytes", 0)
-        for column in (
-            self._insert_ts,
-            self._deleted_at,
-            self._partition,
-            self._segment,
-            *self._valid.values(),
-            *self._sq_norms.values(),
-        ):
+        for column in self._bookkeeping_columns():
             held["rows"] += column.nbytes
         for indexes in self.indexes.values():
             held["vector_index"] += sum(faiss_bytes(i) for i in indexes.built())
