@@ -356,7 +356,6 @@ class ChannelStreamReader(DataSourceStreamReader):
         self.fetch_wait_ms = int(options.get("fetch_wait_ms", "10"))
         self.scan_fetch_wait_ms = int(options.get("scan_fetch_wait_ms", "500"))
         self.wake_file = options.get("wake_file", "")
-        self.task_records = int(options.get("task_records", str(TASK_RECORDS)))
         self.limits = PlanLimits(
             max_records=int(options.get("max_records_per_channel", "2000")),
             max_bytes=int(options.get("max_bytes_per_channel", str(256 * 1024 * 1024))),
@@ -428,7 +427,7 @@ class ChannelStreamReader(DataSourceStreamReader):
     def partitions(
         self, start: dict[str, int], end: dict[str, int]
     ) -> list[ChannelRange | Checkpoints]:
-        """Tasks of at most ``task_records`` offsets per channel range with data (split the
+        """Tasks of at most ``TASK_RECORDS`` offsets per channel range with data (split the
         same way on a replay); one task for all tick-only ranges (an idle batch), so moving
         idle checkpoints reads nothing back from the broker."""
         ranges: list[ChannelRange | Checkpoints] = []
@@ -440,8 +439,8 @@ class ChannelStreamReader(DataSourceStreamReader):
             tick = self._planner.last_tick(channel, first, last) if self._planner else None
             if tick is None:
                 ranges.extend(
-                    ChannelRange(channel, a, min(a + self.task_records, last))
-                    for a in range(first, last, self.task_records)
+                    ChannelRange(channel, a, min(a + TASK_RECORDS, last))
+                    for a in range(first, last, TASK_RECORDS)
                 )
             else:
                 ticks.append((channel, *tick))

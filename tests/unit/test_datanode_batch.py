@@ -236,7 +236,7 @@ def test_parallel_puts_write_everything_before_join_returns_and_raise_failures()
 def test_a_busy_channel_is_split_into_tasks_the_same_way_on_a_replay():
     from vectide.streaming.source import ChannelRange, ChannelStreamReader
 
-    options = {"bootstrap": "unused:1", "channels": "a,b", "task_records": "64"}
+    options = {"bootstrap": "unused:1", "channels": "a,b"}
     first = ChannelStreamReader(options).partitions({"a": 10, "b": 5}, {"a": 200, "b": 6})
     assert first == [
         ChannelRange("a", 10, 74),
