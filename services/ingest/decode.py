@@ -27,6 +27,7 @@ from typing import Any
 import fastavro
 import numpy as np
 import orjson
+import simdjson
 
 from vectide.services.common import field_values, vector_types
 from vectide.services.common.msgstream.message import FIXED_DTYPES, DataType
@@ -163,24 +164,59 @@ class RecordDecoder:
         numpy's conversion of a 128-float list cost as much as parsing the record's JSON.
         """
         out: list[Decoded | RecordError] = []
+        parser = simdjson.Parser() if self._fmt == "json" and self._vectors else None
         for key, value in records:
             try:
-                out.append(self._one(key, value))
+                out.append(self._one(key, value, parser))
             except RecordError as exc:
                 out.append(exc)
         for field in self._vectors:
             _convert_vectors(field, out)
         return out
 
-    def _one(self, key: bytes | None, value: bytes | None) -> Decoded:
+    def _one(
+        self, key: bytes | None, value: bytes | None, parser: simdjson.Parser | None = None
+    ) -> Decoded:
         if value is None:
             if key is None:
                 raise RecordError("a tombstone (null value) needs a key: the primary key")
             return Tombstone(self._key_pk(key))
-        row = self._json(value) if self._fmt == "json" else self._avro(value)
+        if self._fmt != "json":
+            row = self._avro(value)
+        else:
+            row = (parser and self._json_vectors(parser, value)) or self._json(value)
         return self._row(row, key)
 
     # -- formats ---------------------------------------------------------------------------
+
+    def _json_vectors(self, parser: simdjson.Parser, value: bytes) -> dict[str, Any] | None:
+        """The common record, an object whose only arrays are its float vectors, with each
+        vector read straight into float64s: parsing it into 128 Python floats cost as much
+        as everything else the ingest role does per record. None for anything else, which
+        the general parser then reads and explains.
+
+        Only records with as many ``[`` as vector fields qualify: simdjson flattens nested
+        arrays into a buffer, so ``[[1.0], 2.0]`` must not get here."""
+        if value.count(b"[") != len(self._vectors):
+            return None
+        try:
+            doc = parser.parse(value)
+            if not isinstance(doc, simdjson.Object):
+                return None
+            row: dict[str, Any] = {}
+            for name in doc.keys():
+                got = doc[name]
+                if isinstance(got, simdjson.Array):
+                    got = np.frombuffer(got.as_buffer(of_type="d"), dtype=np.float64)
+                elif isinstance(got, simdjson.Object):
+                    got = got.as_dict()
+                row[name] = got
+            # a repeated key: simdjson finds its first value, JSON parsers keep the last
+            return row if len(row) == len(doc) else None
+        except (ValueError, TypeError):  # not JSON, or an array of non-numbers
+            return None
+        finally:
+            doc = got = None  # the parser refuses to parse while a view of its last one lives
 
     def _json(self, value: bytes) -> dict[str, Any]:
         try:
@@ -439,6 +475,8 @@ def _float32_matrix(vectors: list[Any], dim: int) -> np.ndarray:
     if all(isinstance(v, list) for v in vectors):
         flat = np.fromiter(itertools.chain.from_iterable(vectors), np.float32, len(vectors) * dim)
         return flat.reshape(len(vectors), dim)
+    if all(isinstance(v, np.ndarray) for v in vectors):
+        return np.stack(vectors).astype(np.float32, copy=False)
     return np.stack([np.asarray(v, dtype=np.float32) for v in vectors])
 
 

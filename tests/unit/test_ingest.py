@@ -11,6 +11,7 @@ import fastavro
 import numpy as np
 import orjson
 import pytest
+import simdjson
 
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.kv.memory import MemoryKV
@@ -103,6 +104,51 @@ def test_a_batch_converts_its_vectors_together_and_fails_only_the_bad_ones():
     # all good: one matrix, rows in record order
     good = decoder.decode_all([(b"7", row(vec=[7.0] * DIM)), (b"8", row(vec=[8.0] * DIM))])
     assert [g.values["vec"][0] for g in good] == [7.0, 8.0]
+
+
+def test_the_fast_json_path_reads_exactly_what_the_general_parser_reads(monkeypatch):
+    """Records the vector fast path (simdjson, floats straight into a buffer) takes or
+    leaves to orjson: with the fast path turned off each decodes to the same row or the
+    same error."""
+    decoder = RecordDecoder(schema(dynamic=True))
+    values = [
+        row(vec=[0.25, 1, -2.5e-3, 3]),  # integers among floats
+        row(vec=[[1.0], 2.0, 3.0, 4.0]),  # nested: simdjson would flatten it
+        row(vec=[1.0, None, 2.0, 3.0]),
+        row(vec=[True, 1.0, 2.0, 3.0]),
+        row(vec=[1e39, 0.0, 0.0, 0.0]),
+        row(vec=[1.0] * 5),
+        row(title="[x", n=2),  # a bracket inside a string
+        row(color={"deep": {"er": [1, 2]}}),  # an array elsewhere
+        row(color={"deep": None}),
+        b'{"vec": [1, 2, 3, 4], "title": "a", "n": 1, "n": 2}',  # a repeated key: the last
+        rb'{"vec": [1, 2, 3, 4], "title": "\u00e9\u4e2d", "n": 1}',
+        b'{"vec": [1e400, 2, 3, 4], "title": "a", "n": 1}',
+        b'{"vec": [1, 2, 3, 4], "title": "\xff", "n": 1}',
+        b'{"vec": [1, 2, 3, 4]}}',
+        b"[1, 2, 3, 4]",
+    ]
+    records = [(b"5", v) for v in values]
+    parser = simdjson.Parser()
+    taken = [decoder._json_vectors(parser, v) is not None for v in values]
+    expected = [True, False, False, False, True, True, False, False, True, False, True]
+    assert taken == expected + [False] * 4
+
+    def described(decoded):
+        if isinstance(decoded, RecordError):
+            return ("error", str(decoded))
+        values = {
+            k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in decoded.values.items()
+        }
+        return (decoded.pk, values)
+
+    fast = [described(d) for d in decoder.decode_all(records)]
+    monkeypatch.setattr(RecordDecoder, "_json_vectors", lambda self, parser, value: None)
+    general = [described(d) for d in decoder.decode_all(records)]
+    assert fast == general
+    assert fast[0][1]["vec"] == [0.25, 1.0, np.float32(-2.5e-3), 3.0]
+    assert fast[9][1]["n"] == 2
+    assert [f[0] for f in fast].count("error") == 8
 
 
 @pytest.mark.parametrize(
