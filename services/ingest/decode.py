@@ -204,7 +204,7 @@ class RecordDecoder:
             if not isinstance(doc, simdjson.Object):
                 return None
             row: dict[str, Any] = {}
-            for name in doc.keys():
+            for name in doc:
                 got = doc[name]
                 if isinstance(got, simdjson.Array):
                     got = np.frombuffer(got.as_buffer(of_type="d"), dtype=np.float64)
