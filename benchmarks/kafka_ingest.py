@@ -28,7 +28,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from pymilvus import MilvusClient
 
-from benchmarks.common import latency_summary, log
+from benchmarks.common import apply_set, latency_summary, log
 from benchmarks.idle import cpu_seconds, distinct
 from benchmarks.milvus_ops import connect, create_collection
 from vectide.services.cli import main as vectide
@@ -229,11 +229,13 @@ def main(argv: list[str] | None = None) -> None:
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=100_000)
+    p.add_argument("--set", action="append", default=[], help="section.key=value (repeatable)")
     args = p.parse_args(argv)
     target = vectide_target(f"bench-ingest-{int(time.time())}")
+    apply_set(target.config, args.set)
     data = synthetic(args.rows, 128, 10, 10)
-    target.start()
     try:
+        target.start()
         with tempfile.NamedTemporaryFile("w", suffix=".yaml") as config_file:
             config_file.write(yaml.safe_dump(target.config.to_dict()))
             config_file.flush()

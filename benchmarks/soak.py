@@ -67,9 +67,9 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     target = vectide_target(f"soak-{int(time.time())}")
     data = synthetic(20_000, 128, 10, 10)
-    target.start()
     results: list[dict[str, Any]] = []
     try:
+        target.start()
         client = connect(target.uri)
         create_collection(client, "soak", data.dim, data.metric, "FLAT")
         for rows in row_batches(data.vectors[:1000], 1000, False):
