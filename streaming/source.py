@@ -26,7 +26,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,6 +96,12 @@ def read_flush_wanted(path: str) -> int:
 # -- executor side --------------------------------------------------------------------------
 
 
+#: a read that got no record for this long while its range holds more fetches more patiently
+STALL_S = 1.0
+#: the longest fetch wait a stalled read goes up to
+MAX_FETCH_WAIT_MS = 1000
+
+
 @dataclass
 class CachedChannel:
     """An executor's consumer of one channel, kept across batches in its Python worker."""
@@ -105,6 +111,21 @@ class CachedChannel:
     next_offset: int = -1
     #: records it delivered past the last range's end, for the next range
     leftover: list[tuple[int, bytes]] = field(default_factory=list)
+    #: the consumer's fetch wait, and how to make one with another wait (None: never)
+    fetch_wait_ms: int = 0
+    reopen: Callable[[int], Any] | None = None
+
+    def more_patient(self) -> bool:
+        """Fetch with twice the wait from now on: a broker that must answer a fetch within
+        its wait (Tansu) answers nothing at all when finding an offset in a long log takes
+        longer, so a short wait never reads an old range again. False: as patient as it gets."""
+        if self.reopen is None or self.fetch_wait_ms >= MAX_FETCH_WAIT_MS:
+            return False
+        self.fetch_wait_ms = min(2 * max(self.fetch_wait_ms, 1), MAX_FETCH_WAIT_MS)
+        self.consumer.close()
+        self.consumer = self.reopen(self.fetch_wait_ms)
+        self.next_offset, self.leftover = -1, []
+        return True
 
 
 _CHANNELS: dict[tuple[str, str], CachedChannel] = {}
@@ -117,8 +138,11 @@ def cached_channel(
     if key not in _CHANNELS:
         from confluent_kafka import Consumer
 
-        conf = consumer_conf(bootstrap, fetch_wait_ms, security)
-        _CHANNELS[key] = CachedChannel(Consumer(conf))
+        def reopen(wait_ms: int) -> Any:
+            return Consumer(consumer_conf(bootstrap, wait_ms, security))
+
+        _CHANNELS[key] = CachedChannel(reopen(fetch_wait_ms), fetch_wait_ms=fetch_wait_ms)
+        _CHANNELS[key].reopen = reopen
     return _CHANNELS[key]
 
 
@@ -157,12 +181,27 @@ def consume_range(
     cached.consumer.assign([TopicPartition(channel, 0, cached.next_offset)])
     deadline = time.monotonic() + timeout_s
     reread = -1  # the offset of the last gap read again
+    progress = (next_offset, time.monotonic())
     try:
         while next_offset < end and not cached.leftover and not taken.full:
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 raise TimeoutError(
                     f"{channel}: read stuck at offset {next_offset} of [{start}, {end})"
                 )
+            if progress[0] != next_offset:
+                progress = (next_offset, now)
+            elif now - progress[1] > STALL_S and cached.more_patient():
+                log.warning(
+                    "channel read stalled; fetching with a longer wait",
+                    extra={
+                        "channel": channel,
+                        "offset": next_offset,
+                        "fetch_wait_ms": cached.fetch_wait_ms,
+                    },
+                )
+                cached.consumer.assign([TopicPartition(channel, 0, next_offset)])
+                cached.next_offset, progress = next_offset, (next_offset, now)
             first = cached.consumer.poll(0.1)  # then drain what is buffered
             for record in [first, *cached.consumer.consume(999, 0)] if first else []:
                 if record.error() is not None or record.offset() < next_offset:

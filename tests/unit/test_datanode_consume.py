@@ -7,11 +7,13 @@ import time
 import uuid
 
 import numpy as np
+import pytest
 from confluent_kafka import Consumer, Producer
 
 from vectide.services.common.msgstream import codec
 from vectide.services.common.msgstream.kafka import ChannelConsumer
 from vectide.services.common.msgstream.message import DeleteMsg, Position, TimeTickMsg
+from vectide.streaming import source
 from vectide.streaming.source import CachedChannel, consume_range, consumer_conf
 
 
@@ -75,6 +77,50 @@ def test_a_range_read_notices_a_skipped_record_and_reads_it_again():
     assert flaky.skipped == 1
     assert [o for o, _ in got] == list(range(100))
     flaky.close()
+    producer.flush(1)
+
+
+class NeedsPatience:
+    """A consumer of a broker that answers nothing to fetches waiting less than
+    ``needed_ms``, as Tansu does once finding an offset in a long log takes longer."""
+
+    def __init__(self, consumer: Consumer, wait_ms: int, needed_ms: int) -> None:
+        self._consumer, self._quiet = consumer, wait_ms < needed_ms
+
+    def poll(self, timeout):
+        if self._quiet:
+            time.sleep(timeout)
+            return None
+        return self._consumer.poll(timeout)
+
+    def consume(self, n, timeout):
+        return [] if self._quiet else self._consumer.consume(n, timeout)
+
+    def __getattr__(self, name):
+        return getattr(self._consumer, name)
+
+
+def test_a_stalled_range_read_fetches_with_longer_waits_until_it_reads(monkeypatch):
+    monkeypatch.setattr(source, "STALL_S", 0.2)
+    producer, bootstrap, topic = mock_channel(100)
+    opened = []
+
+    def reopen(wait_ms):
+        opened.append(wait_ms)
+        return NeedsPatience(Consumer(consumer_conf(bootstrap, wait_ms)), wait_ms, needed_ms=40)
+
+    cached = CachedChannel(reopen(10), fetch_wait_ms=10, reopen=reopen)
+    got = consume_range(cached, topic, 20, 60, timeout_s=10)
+    assert [o for o, _ in got] == list(range(20, 60))
+    assert opened == [10, 20, 40] and cached.fetch_wait_ms == 40
+    got = consume_range(cached, topic, 5, 10, timeout_s=10)  # patient from now on
+    assert [o for o, _ in got] == list(range(5, 10)) and opened == [10, 20, 40]
+    cached.consumer.close()
+    # without a way to reopen, the read still fails loudly
+    stuck = CachedChannel(NeedsPatience(Consumer(consumer_conf(bootstrap, 10)), 10, 40))
+    with pytest.raises(TimeoutError, match="read stuck at offset 0 of"):
+        consume_range(stuck, topic, 0, 10, timeout_s=1)
+    stuck.consumer.close()
     producer.flush(1)
 
 
