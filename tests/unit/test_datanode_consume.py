@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from vectide.services.common.msgstream import codec
+from vectide.services.common.msgstream import codec, kafka
 from vectide.services.common.msgstream.kafka import ChannelConsumer
 from vectide.services.common.msgstream.message import DeleteMsg, Position, TimeTickMsg
 from vectide.streaming import source
@@ -145,6 +145,31 @@ def test_a_channel_reader_notices_a_skipped_record_and_reads_it_again():
     reader.close()
     assert flaky.skipped == 1
     assert deleted == list(range(30))
+
+
+def test_a_channel_reader_whose_short_fetches_go_unanswered_reads_with_the_idle_wait(
+    monkeypatch,
+):
+    monkeypatch.setattr(kafka, "FAST_STALL_S", 0.3)
+    producer, bootstrap, topic = mock_channel(0)
+    for i in range(20):
+        producer.produce(topic, value=codec.encode(TimeTickMsg(i, 10 * i + 9, 0)), partition=0)
+    producer.flush(5)
+    reader = ChannelConsumer(
+        bootstrap, [topic], {topic: Position(topic, 0, 0)}, fetch_wait_idle_ms=50
+    )
+    reader._consumer.unassign()
+    quiet = NeedsPatience(reader._fast, 5, needed_ms=40)
+    reader._consumer = reader._fast = quiet
+    reader._consumer.assign(reader._assignment())
+    ticks = 0
+    deadline = time.monotonic() + 10
+    while ticks < 20 and time.monotonic() < deadline:
+        reader.hurry()  # a Strong read waits: without the fallback it stays fast forever
+        ticks += len(reader.poll(0.1))
+    assert ticks == 20 and not reader.fast
+    reader.close()
+    producer.flush(1)
 
 
 def test_an_idle_batch_is_one_task_that_reads_nothing():

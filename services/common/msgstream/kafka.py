@@ -218,6 +218,11 @@ def _reader(bootstrap: str, fetch_wait_ms: int, extra: Mapping[str, object] | No
 ACTIVE_HOLD_S = 2.0
 #: while slow, look at what the slow consumer fetched this often (a hurry() ends a wait at once)
 SLOW_CHECK_S = 0.1
+#: a reader waited this long and the fast consumer delivered nothing: it is not answered
+#: (Tansu answers no short-wait fetch once finding an offset in a long log takes longer),
+#: so the slow one reads for FAST_SUSPEND_S
+FAST_STALL_S = 1.0
+FAST_SUSPEND_S = 10.0
 
 
 class ChannelConsumer:
@@ -263,6 +268,9 @@ class ChannelConsumer:
         self._activity = Pacer(0.0, 0.0, hold_s=active_hold_s)
         self._activity.activity(time.monotonic())  # start fast: a new reader catches up
         self._hurried = threading.Event()
+        #: when a reader began to wait with no record since; until when fast is not used
+        self._waiting_since: float | None = None
+        self._fast_off_until = 0.0
         self._consumer = self._fast
         self._consumer.assign(self._assignment())
         self.poison_count = 0
@@ -277,7 +285,10 @@ class ChannelConsumer:
     def hurry(self) -> None:
         """A reader waits for this consumer's channels: read fast from now on (thread-safe;
         a reading thread waiting in slow mode switches at once)."""
-        self._activity.activity(time.monotonic())
+        now = time.monotonic()
+        self._activity.activity(now)
+        if self._waiting_since is None:
+            self._waiting_since = now
         self._hurried.set()
 
     def _assignment(self) -> list[TopicPartition]:
@@ -287,12 +298,15 @@ class ChannelConsumer:
         """Assign the consumer the activity calls for, at the next offsets."""
         if self._slow is None:
             return
-        wanted = self._fast if self._activity.active(now) else self._slow
+        fast = self._activity.active(now) and now >= self._fast_off_until
+        wanted = self._fast if fast else self._slow
         if wanted is self._consumer:
             return
         self._consumer.unassign()
         wanted.assign(self._assignment())
         self._consumer = wanted
+        if wanted is self._fast and self._waiting_since is not None:
+            self._waiting_since = now  # the fast one's own chance to answer
 
     @property
     def positions(self) -> dict[str, Position]:
@@ -312,7 +326,9 @@ class ChannelConsumer:
                 timeout_s = 0.0
         packs: list[MsgPack] = []
         gapped: set[str] = set()
-        for record in self._fetch(timeout_s, max_records):
+        records = self._fetch(timeout_s, max_records)
+        self._notice_stall(time.monotonic(), bool(records))
+        for record in records:
             err = record.error()
             if err is not None:
                 if err.fatal():
@@ -342,6 +358,23 @@ class ChannelConsumer:
             packs += self._aligner.feed(channel, offset, msg)
         self._switch(time.monotonic())  # data just came: the next fetch is already fast
         return packs
+
+    def _notice_stall(self, now: float, delivered: bool) -> None:
+        """A fast consumer that leaves a reader waiting is set aside for a while."""
+        if delivered:
+            self._waiting_since = None
+        elif (
+            self.fast
+            and self._slow is not None
+            and self._waiting_since is not None
+            and now - self._waiting_since > FAST_STALL_S
+        ):
+            log.warning(
+                "short fetches are not answered; reading with the idle fetch wait for a while",
+                extra={"channels": sorted(self._next), "for_s": FAST_SUSPEND_S},
+            )
+            self._fast_off_until, self._waiting_since = now + FAST_SUSPEND_S, None
+            self._switch(now)
 
     def _refetch(self, channel: str, expected: int, got: int) -> bool:
         """A record came after a gap in the channel's offsets: assign the consumer at the gap
