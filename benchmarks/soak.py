@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json", help="write the figures here")
     a = p.parse_args(argv)
     target = vectide_target(f"soak-{int(time.time())}")
+    target.config.infra.startup_timeout_s = 300  # Spark starts slowly on a busy box
     data = synthetic(20_000, 128, 10, 10)
     results: list[dict[str, Any]] = []
     try:
