@@ -141,7 +141,8 @@ def cached_channel(
         def reopen(wait_ms: int) -> Any:
             return Consumer(consumer_conf(bootstrap, wait_ms, security))
 
-        _CHANNELS[key] = CachedChannel(reopen(fetch_wait_ms), -1, [], fetch_wait_ms, reopen)
+        consumer = reopen(fetch_wait_ms)
+        _CHANNELS[key] = CachedChannel(consumer, fetch_wait_ms=fetch_wait_ms, reopen=reopen)
     return _CHANNELS[key]
 
 
