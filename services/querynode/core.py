@@ -29,7 +29,7 @@ from vectide.services.common.results import QueryRows, SearchHits, merge_rows
 from vectide.services.common.schema import CollectionInfo
 from vectide.services.common.search_range import ScoreBand, band_of
 from vectide.services.common.segment import Deltalog, LoadPlan, SegmentInfo
-from vectide.services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
+from vectide.services.querynode.chunk_index import DEFAULT_CHUNK_ROWS, ChunkIndexes
 from vectide.services.querynode.hosting import HostedSegments
 from vectide.services.querynode.reads import (
     SealedVisibility,
@@ -482,20 +482,40 @@ class QueryNode:
         for shard in list(self._shards.values()):
             store = shard.store
             for field_name, indexes in store.indexes.items():
-                with shard.lock:
-                    chunk = indexes.next_chunk(store.num_rows)
-                    if chunk is None:
-                        continue
-                    start = chunk * indexes.chunk_rows
-                    vectors = store.vectors(field_name, start, start + indexes.chunk_rows)
-                indexes.install(chunk, indexes.spec.build(vectors))
-                built += 1
+                built += self._build_chunk(shard, field_name, indexes)
+                built += self._merge_blocks(shard, field_name, indexes)
             for scalar, chunk in store.scalar.pending(store.num_rows):
                 with shard.lock:
                     values, valid = store.scalar_chunk(scalar, chunk)
                 scalar.install(chunk, scalar.spec.build(values, valid))
                 built += 1
         return built
+
+    @staticmethod
+    def _build_chunk(shard: Shard, field_name: str, indexes: ChunkIndexes) -> int:
+        """Index the next full chunk of a growing field, if any; returns how many (0, 1)."""
+        store = shard.store
+        with shard.lock:
+            chunk = indexes.next_chunk(store.num_rows)
+            if chunk is None:
+                return 0
+            start = chunk * indexes.chunk_rows
+            vectors = store.vectors(field_name, start, start + indexes.chunk_rows)
+        indexes.install(chunk, indexes.spec.build(vectors))
+        return 1
+
+    @staticmethod
+    def _merge_blocks(shard: Shard, field_name: str, indexes: ChunkIndexes) -> int:
+        """Merge the first run of interim blocks due (``ChunkIndexes.next_merge``) into one,
+        built from the rows (unchanging: full chunks) with no lock held; returns how many
+        merges were built (0, 1)."""
+        with shard.lock:
+            merge = indexes.next_merge()
+            if merge is None:
+                return 0
+            vectors = shard.store.vectors(field_name, *merge.rows(indexes.chunk_rows))
+        indexes.install_merge(merge, merge.spec.build(vectors))
+        return 1
 
     # -- reads ---------------------------------------------------------------------------------
 
