@@ -7,7 +7,7 @@ segment is one chunk holding its index file, of the collection's type. A search 
 index of each block with the visibility/filter mask as a faiss ID selector, brute-forces the
 rest exactly, and merges. FLAT is always exact.
 
-Interim IVF_FLAT blocks are merged as they accumulate: ``MERGE_FANOUT`` neighbouring blocks of
+Interim IVF_FLAT blocks are merged as they accumulate: ``merge_fanout`` (4) neighbouring blocks of
 one level become one block of the next (16k -> 64k -> 256k -> 1M rows), with more lists
 (``IndexSpec.merged``), built off the search path and swapped in atomically. A search costs a
 faiss call, a mask slice and some Python per block: 61 chunks of 1M rows made a search 61
@@ -27,8 +27,6 @@ import numpy as np
 from vectide.services.common.index_spec import IndexSpec, normalised
 
 DEFAULT_CHUNK_ROWS = 16_384
-#: neighbouring interim blocks of one level merged into one block of the next level
-MERGE_FANOUT = 4
 T = TypeVar("T")
 
 
@@ -103,7 +101,7 @@ class Block:
 
 @dataclass(frozen=True)
 class Merge:
-    """``MERGE_FANOUT`` neighbouring blocks of one level to build as one of the next level,
+    """``merge_fanout`` neighbouring blocks of one level to build as one of the next level,
     as issued at the ``drops``-th head drop (a later drop makes the result stale)."""
 
     blocks: tuple[Block, ...]
@@ -124,7 +122,7 @@ class ChunkIndexes(BuiltChunks[Block]):
         self.spec = spec
         #: interim IVF blocks merge (quick to build); other indexes (a collection's HNSW
         #: per chunk, a sealed segment's file) stay as built
-        self._merges = spec.quick_train and spec.index_type == "IVF_FLAT"
+        self._fanout = spec.merge_fanout if spec.index_type == "IVF_FLAT" else 0
 
     def built(self) -> list[faiss.Index]:  # type: ignore[override]
         with self._lock:
@@ -151,10 +149,10 @@ class ChunkIndexes(BuiltChunks[Block]):
     # -- merges ----------------------------------------------------------------------------
 
     def next_merge(self) -> Merge | None:
-        """The first ``MERGE_FANOUT`` neighbouring blocks of one level, if any (interim IVF
+        """The first ``merge_fanout`` neighbouring blocks of one level, if any (interim IVF
         only): blocks are in row order and their levels never rise along it, so equal
         levels sit together."""
-        if not self._merges:
+        if self._fanout < 2:
             return None
         with self._lock:
             run: list[Block] = []
@@ -163,7 +161,7 @@ class ChunkIndexes(BuiltChunks[Block]):
                     run = [] if block.first < 0 else [block]
                     continue
                 run.append(block)
-                if len(run) == MERGE_FANOUT:
+                if len(run) == self._fanout:
                     level = run[0].level + 1
                     return Merge(tuple(run), self.spec.merged(level), self._drops)
         return None
