@@ -155,6 +155,19 @@ class InterimIndex:
             merge_fanout=self.merge_fanout if self.merge_fanout > 1 else 0,
         )
 
+    def sealed_spec(self, spec: IndexSpec, rows: int, chunk_rows: int) -> IndexSpec | None:
+        """The interim index a sealed segment of ``rows`` rows gets until the index node's
+        file of ``spec`` arrives: one block of the level its rows fill (100k rows of 16k
+        chunks: the 256k level, 512 lists), as its growing rows had. None: kept exact
+        (an interim index of the collection's own type: HNSW would take minutes)."""
+        interim = self.spec_for(spec)
+        if not interim.quick_train or rows < chunk_rows:
+            return None
+        level = 0
+        while chunk_rows * max(self.merge_fanout, 2) ** level < rows:
+            level += 1
+        return interim.merged(level)
+
 
 def interim_index(query: QueryConfig) -> InterimIndex:
     """The interim index the configuration asks for (``query.interim_*``)."""

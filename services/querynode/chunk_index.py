@@ -135,6 +135,27 @@ class ChunkIndexes(BuiltChunks[Block]):
     def install(self, chunk: int, index: faiss.Index) -> None:  # type: ignore[override]
         super().install(chunk, Block(chunk, 1, 0, self.spec, index))
 
+    @property
+    def provisional(self) -> bool:
+        """Whether the index held is an interim one standing in for a sealed segment's index
+        file (``stand_in``): the file replaces it when it arrives."""
+        with self._lock:
+            return any(b.spec is not self.spec for b in self._built)
+
+    def stand_in(self, spec: IndexSpec, index: faiss.Index) -> bool:
+        """Take ``index`` (of ``spec``, over every row) until the index file is installed;
+        refused when the file came first. Returns whether it was taken."""
+        with self._lock:
+            if self._built:
+                return False
+            self._built.append(Block(0, 1, 0, spec, index))
+            return True
+
+    def replace(self, index: faiss.Index) -> None:
+        """Take the index file ``index`` (one chunk: every row), replacing a stand-in."""
+        with self._lock:
+            self._built = [Block(0, 1, 0, self.spec, index)]
+
     def _covered(self) -> int:
         last = self._built[-1] if self._built else None
         return last.first + last.chunks if last else 0
