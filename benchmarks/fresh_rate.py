@@ -40,30 +40,22 @@ from benchmarks.milvus_ops import (
     wait_settled,
 )
 from benchmarks.profiling import Profile
+from benchmarks.search_rate import BOUNDED_STALENESS_S, add_search_options
 from benchmarks.targets import RUN_DIR, vectide_target
 
 NAME = "fresh_rate"
-#: Bounded reads see what was written this long ago (Milvus's graceful time)
-BOUNDED_STALENESS_S = 5.5
 #: the searches answered in a phase at least, whatever ``--seconds`` says
 MIN_QUERIES = 30
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rows", type=int, default=100_000)
-    p.add_argument("--dim", type=int, default=128)
+    add_search_options(p)
     p.add_argument("--queries", type=int, default=3000, help="distinct queries (at most one each)")
-    p.add_argument("--ef", type=int, default=64)
-    p.add_argument("--k", type=int, default=10)
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--seconds", type=float, default=10.0, help="serial searches per phase")
     p.add_argument("--rounds", type=int, default=1, help="insert + fresh search, repeated")
     p.add_argument("--no-settle", action="store_true", help="skip flush + settled searches")
-    p.add_argument("--profile", action="store_true", help="py-spy the standalone process")
-    p.add_argument("--py-spy", default="", help="py-spy options, e.g. '--gil'")
-    p.add_argument("--no-datanode", action="store_true", help="Vectide without its data node")
-    p.add_argument("--set", action="append", default=[], help="section.key=value (repeatable)")
     return p.parse_args(argv)
 
 
