@@ -24,6 +24,10 @@ DEFAULT_NPROBE = 16
 #: little worse, which probing a few more of them makes up for
 SAMPLE_ROWS_PER_LIST = 64
 QUICK_TRAIN_ROUNDS = 10
+#: a sealed segment's interim stand-in has at most this level's lists (512): 1,024 lists learnt
+#: from 64k sampled rows cost ~4x the CPU (tens of seconds on a loaded 2-core box, beside the
+#: index node's own build), for an index the segment's file soon replaces
+STAND_IN_MAX_LEVEL = 2
 #: the kinds of interim index a query node may build for growing chunks
 INTERIM_KINDS = ("IVF_FLAT", "collection")
 
@@ -158,13 +162,13 @@ class InterimIndex:
     def sealed_spec(self, spec: IndexSpec, rows: int, chunk_rows: int) -> IndexSpec | None:
         """The interim index a sealed segment of ``rows`` rows gets until the index node's
         file of ``spec`` arrives: one block of the level its rows fill (100k rows of 16k
-        chunks: the 256k level, 512 lists), as its growing rows had. None: kept exact
-        (an interim index of the collection's own type: HNSW would take minutes)."""
+        chunks: the 256k level, 512 lists), at most ``STAND_IN_MAX_LEVEL``. None: kept
+        exact (an interim index of the collection's own type: HNSW would take minutes)."""
         interim = self.spec_for(spec)
         if not interim.quick_train or rows < chunk_rows:
             return None
         level = 0
-        while chunk_rows * max(self.merge_fanout, 2) ** level < rows:
+        while level < STAND_IN_MAX_LEVEL and chunk_rows * max(self.merge_fanout, 2) ** level < rows:
             level += 1
         return interim.merged(level)
 
