@@ -24,10 +24,12 @@ DEFAULT_NPROBE = 16
 #: little worse, which probing a few more of them makes up for
 SAMPLE_ROWS_PER_LIST = 64
 QUICK_TRAIN_ROUNDS = 10
-#: a sealed segment's interim stand-in has at most this level's lists (512): 1,024 lists learnt
-#: from 64k sampled rows cost ~4x the CPU (tens of seconds on a loaded 2-core box, beside the
-#: index node's own build), for an index the segment's file soon replaces
-STAND_IN_MAX_LEVEL = 2
+#: a sealed segment's interim stand-in has at most this level's lists (256): it is trained
+#: while the index node builds the segment's file on every core, and 1,024 lists learnt from
+#: 64k sampled rows took tens of seconds of a loaded 2-core box (512: still 16 % of the
+#: standalone's samples at 1M rows); 256 lists of a 500k-row segment scan ~31k rows a search
+#: (the exact scan: 500k), for an index the file soon replaces
+STAND_IN_MAX_LEVEL = 1
 #: the kinds of interim index a query node may build for growing chunks
 INTERIM_KINDS = ("IVF_FLAT", "collection")
 
@@ -161,8 +163,8 @@ class InterimIndex:
 
     def sealed_spec(self, spec: IndexSpec, rows: int, chunk_rows: int) -> IndexSpec | None:
         """The interim index a sealed segment of ``rows`` rows gets until the index node's
-        file of ``spec`` arrives: one block of the level its rows fill (100k rows of 16k
-        chunks: the 256k level, 512 lists), at most ``STAND_IN_MAX_LEVEL``. None: kept
+        file of ``spec`` arrives: one block of the level its rows fill (16k rows: 128 lists,
+        more: 256), at most ``STAND_IN_MAX_LEVEL``. None: kept
         exact (an interim index of the collection's own type: HNSW would take minutes)."""
         interim = self.spec_for(spec)
         if not interim.quick_train or rows < chunk_rows:

@@ -287,13 +287,13 @@ def test_a_cut_block_is_never_merged_and_a_merge_across_a_drop_is_refused():
     assert len(indexes.blocks()) == len(before)
 
 
-def test_a_sealed_segment_stand_in_has_the_level_its_rows_fill_up_to_512_lists():
+def test_a_sealed_segment_stand_in_has_the_level_its_rows_fill_up_to_256_lists():
     interim = InterimIndex()
     chunk = DEFAULT_CHUNK_ROWS
     assert interim.sealed_spec(HNSW_SPEC, chunk - 1, chunk) is None  # too small: exact
     assert interim.sealed_spec(HNSW_SPEC, chunk, chunk).params["nlist"] == "128"
-    assert interim.sealed_spec(HNSW_SPEC, 100_000, chunk).params["nlist"] == "512"
-    assert interim.sealed_spec(HNSW_SPEC, 500_000, chunk).params["nlist"] == "512"
+    assert interim.sealed_spec(HNSW_SPEC, 60_000, chunk).params["nlist"] == "256"
+    assert interim.sealed_spec(HNSW_SPEC, 500_000, chunk).params["nlist"] == "256"
     assert InterimIndex("collection").sealed_spec(HNSW_SPEC, 100_000, chunk) is None
 
 
