@@ -50,20 +50,25 @@ BOUNDED_STALENESS_S = 5.5
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rows", type=int, default=100_000)
-    p.add_argument("--dim", type=int, default=128)
+    add_search_options(p)
     p.add_argument("--queries", type=int, default=300, help="serial searches per round")
-    p.add_argument("--ef", type=int, default=64)
-    p.add_argument("--k", type=int, default=10)
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--seconds", type=float, default=5.0, help="concurrent phase per round")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--profile", action="store_true", help="py-spy the standalone process")
     p.add_argument("--label", default="search", help="names the profile files")
+    return p.parse_args(argv)
+
+
+def add_search_options(p: argparse.ArgumentParser) -> None:
+    """The data, search and deployment options of the search modules (``fresh_rate`` too)."""
+    p.add_argument("--rows", type=int, default=100_000)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--ef", type=int, default=64)
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--profile", action="store_true", help="py-spy the standalone process")
     p.add_argument("--py-spy", default="", help="py-spy options, e.g. '--gil'")
     p.add_argument("--no-datanode", action="store_true", help="Vectide without its data node")
     p.add_argument("--set", action="append", default=[], help="section.key=value (repeatable)")
-    return p.parse_args(argv)
 
 
 Rates = dict[str, list[float]]

@@ -195,6 +195,11 @@ class QueryConfig:
     #: Lists an interim IVF_FLAT search probes; an IVF_FLAT collection's larger ``nprobe``
     #: wins.
     interim_nprobe: int = 16
+    #: Interim IVF_FLAT blocks merge as chunks accumulate: this many neighbouring blocks of one
+    #: level become one of the next (16k -> 64k -> 256k -> 1M rows), with twice the lists per
+    #: level and twice the probes every third, built off the search path (a search costs a
+    #: faiss call per block: 1M growing rows were 61 of them). 0 or 1: one index per chunk.
+    interim_merge_fanout: int = 4
     #: Memory-based balancing of sealed segments over query nodes (the seeds' design, Milvus's
     #: queryCoord keys of the same names): services/querycoord/balance.py decides the moves,
     #: services/querycoord/distribution.py makes them. How often the coordinator reads every

@@ -29,7 +29,7 @@ from vectide.services.common.results import QueryRows, SearchHits, merge_rows
 from vectide.services.common.schema import CollectionInfo
 from vectide.services.common.search_range import ScoreBand, band_of
 from vectide.services.common.segment import Deltalog, LoadPlan, SegmentInfo
-from vectide.services.querynode.chunk_index import DEFAULT_CHUNK_ROWS
+from vectide.services.querynode.chunk_index import DEFAULT_CHUNK_ROWS, ChunkIndexes
 from vectide.services.querynode.hosting import HostedSegments
 from vectide.services.querynode.reads import (
     SealedVisibility,
@@ -40,7 +40,12 @@ from vectide.services.querynode.reads import (
     search_store,
 )
 from vectide.services.querynode.scatter import PeerNode, Peers, Scatter, by_node
-from vectide.services.querynode.sealed import install_index_files, load_sealed, read_deltalogs
+from vectide.services.querynode.sealed import (
+    build_stand_in,
+    install_index_files,
+    load_sealed,
+    read_deltalogs,
+)
 from vectide.services.querynode.segment import ShardStore
 from vectide.services.querynode.shard import (
     Removal,
@@ -171,7 +176,8 @@ class QueryNode:
         here since ``since_ts`` (the data node's checkpoint those deltalogs reach).
 
         Called again once the segment has index files, it installs them (until then the
-        sealed segment is searched exactly). Returns whether anything changed.
+        sealed segment is searched through an interim stand-in the builder makes, or exactly
+        before that). Returns whether anything changed.
         """
         shard = self._shard(vchannel)
         if segment.partition_id in shard.dropped:  # flushed after its partition was dropped
@@ -470,32 +476,60 @@ class QueryNode:
     # -- interim indexes -------------------------------------------------------------------
 
     def build_pending_indexes(self) -> int:
-        """Build one pending chunk index per shard and field; returns how many were built.
+        """Build one pending chunk index and one due merge of blocks per shard and field;
+        returns how many were built (the service calls it until none is).
 
         Runs off the ingest path (the service calls it periodically): building takes the
-        vectors of a full chunk, which never change, so no lock is held while faiss works.
-        Sealed segments are not built here: the index node writes their vector index files,
-        and their scalar indexes are built as they load. Scalar indexes of growing chunks are
-        built here too.
+        vectors of full chunks, which never change, so no lock is held while faiss works.
+        Sealed segments get their vector index files from the index node, and their scalar
+        indexes as they load; one still waiting for its file gets an interim stand-in here
+        (``build_stand_in``), so it is not scanned exactly meanwhile. Scalar indexes of
+        growing chunks are built here too.
         """
         built = 0
         for shard in list(self._shards.values()):
             store = shard.store
             for field_name, indexes in store.indexes.items():
-                with shard.lock:
-                    chunk = indexes.next_chunk(store.num_rows)
-                    if chunk is None:
-                        continue
-                    start = chunk * indexes.chunk_rows
-                    vectors = store.vectors(field_name, start, start + indexes.chunk_rows)
-                indexes.install(chunk, indexes.spec.build(vectors))
-                built += 1
+                built += self._build_chunk(shard, field_name, indexes)
+                built += self._merge_blocks(shard, field_name, indexes)
+            with shard.lock:
+                sealed = list(shard.sealed.values())
+            for segment in sealed:  # one stand-in a round: a growing chunk may be due
+                if stand_ins := build_stand_in(segment, self._interim, self._chunk_rows):
+                    built += stand_ins
+                    break
             for scalar, chunk in store.scalar.pending(store.num_rows):
                 with shard.lock:
                     values, valid = store.scalar_chunk(scalar, chunk)
                 scalar.install(chunk, scalar.spec.build(values, valid))
                 built += 1
         return built
+
+    @staticmethod
+    def _build_chunk(shard: Shard, field_name: str, indexes: ChunkIndexes) -> int:
+        """Index the next full chunk of a growing field, if any; returns how many (0, 1)."""
+        store = shard.store
+        with shard.lock:
+            chunk = indexes.next_chunk(store.num_rows)
+            if chunk is None:
+                return 0
+            start = chunk * indexes.chunk_rows
+            vectors = store.vectors(field_name, start, start + indexes.chunk_rows)
+        indexes.install(chunk, indexes.spec.build(vectors))
+        return 1
+
+    @staticmethod
+    def _merge_blocks(shard: Shard, field_name: str, indexes: ChunkIndexes) -> int:
+        """Merge the first run of interim blocks due (``ChunkIndexes.next_merge``) into one,
+        built from the rows (unchanging: full chunks) with no lock held; returns how many
+        merges were built (0, 1)."""
+        with shard.lock:
+            merge = indexes.next_merge()
+            if merge is None:
+                return 0
+            vectors = shard.store.vectors(field_name, *merge.rows(indexes.chunk_rows))
+        indexes.install_merge(merge, merge.spec.build(vectors))
+        return 1
 
     # -- reads ---------------------------------------------------------------------------------
 

@@ -314,7 +314,7 @@ class ShardStore:
         Returns whether the column went."""
         indexes = self.indexes[field]
         from_index = self._index_vectors(field, index)
-        indexes.install(0, index)
+        indexes.replace(index)  # an interim stand-in goes (``ChunkIndexes.stand_in``)
         if from_index is None or indexes.built() != [index]:
             return False
         self._columns[field] = from_index

@@ -142,3 +142,32 @@ def test_a_query_node_takes_index_files_that_arrive_after_the_handoff():
     assert node.load_segment(VCH, dc.segment(seg))
     assert sealed.indexes["v"].indexed_rows == 2000
     assert not node.load_segment(VCH, dc.segment(seg))
+
+
+def test_a_sealed_segment_waiting_for_its_file_is_searched_through_an_interim_stand_in():
+    import faiss
+
+    from vectide.services.common.msgstream.message import MsgPack
+    from vectide.services.common.requests import ShardSearchRequest
+    from vectide.services.querynode.core import QueryNode
+
+    store = DictStore()
+    dc, seg, _ = flushed_segment(store)
+    node = QueryNode(1, binlogs=store, chunk_rows=500)
+    node.watch(collection(), VCH)
+    assert node.load_segment(VCH, dc.segment(seg))
+    sealed = node._shards[VCH].sealed[seg]
+    assert node.build_pending_indexes() == 1  # the stand-in: one IVF over the 2,000 rows
+    [stand_in] = sealed.indexes["v"].built()
+    assert isinstance(stand_in, faiss.IndexIVFFlat) and sealed.indexes["v"].provisional
+    assert node.build_pending_indexes() == 0
+    node.apply(VCH, MsgPack(0, 2**62, [], {}))  # tsafe past every row
+    vectors = sealed.vectors("v", 0, 5)
+    hits = node.search(ShardSearchRequest(7, [VCH], "v", vectors, "L2", 1, 0, 0.1))
+    assert hits.pks.tolist() == sealed.pks()[:5].tolist()  # each row finds itself
+    IndexBuilder(dc, Collections(collection()), store).run_once()
+    assert node.load_segment(VCH, dc.segment(seg))  # the file replaces the stand-in
+    [file_index] = sealed.indexes["v"].built()
+    assert isinstance(file_index, faiss.IndexHNSWFlat) and not sealed.indexes["v"].provisional
+    hits = node.search(ShardSearchRequest(7, [VCH], "v", vectors, "L2", 1, 0, 0.1))
+    assert hits.pks.tolist() == sealed.pks()[:5].tolist()
