@@ -222,6 +222,8 @@ class _Names:
     field: FieldSchema
     metric: str
     outputs: Outputs
+    #: the collection's scalar indexes (``CollectionInfo.scalar_indexes``)
+    scalar_indexes: dict[str, str]
 
 
 #: (id of a CollectionInfo, anns_field, metric_type, output fields) -> (that info, its
@@ -264,7 +266,8 @@ def _resolve_names(
         raise errors.invalid(
             f"metric type not match: invalid parameter[expected={metric}][actual={metric_type}]"
         )
-    return _Names(field, metric, resolve_outputs(schema, output_fields))
+    outputs = resolve_outputs(schema, output_fields)
+    return _Names(field, metric, outputs, info.scalar_indexes())
 
 
 def _for_shards(request: _ShardRequest, vchannels: list[str]) -> _ShardRequest:
@@ -296,6 +299,7 @@ class SearchTask(_ReadTask):
         spec = self._spec
         names = _resolved_names(self.info, spec.anns_field, spec.metric_type, spec.output_fields)
         spec.anns_field, self.metric, self.outputs = names.field.name, names.metric, names.outputs
+        self.scalar_indexes = names.scalar_indexes
         _check_queries(names.field, spec.vectors)
         if spec.limit < 1 or spec.offset < 0:
             raise errors.invalid(
@@ -344,7 +348,7 @@ class SearchTask(_ReadTask):
             search_params=spec.params,
             group_by=spec.group_by_field,
             group_size=spec.group_size,
-            scalar_indexes=self.info.scalar_indexes(),
+            scalar_indexes=self.scalar_indexes,
         )
         if spec.group_by_field:
             self.hits = self._search_groups(request)
