@@ -7,6 +7,7 @@ querycoord and the proxy (whether an index is built by faiss at all: ``is_interi
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import faiss
@@ -109,9 +110,22 @@ class IndexSpec:
     ) -> faiss.SearchParameters:
         if self.index_type == "IVF_FLAT":
             nprobe = max(int(params.get("nprobe", 0)), self.min_nprobe) or DEFAULT_NPROBE
+            if selector is None:
+                return _shared_params("IVF", nprobe)
             return faiss.SearchParametersIVF(sel=selector, nprobe=nprobe)
         ef = max(int(params.get("ef", 64)), k)
+        if selector is None:
+            return _shared_params("HNSW", ef)
         return faiss.SearchParametersHNSW(sel=selector, efSearch=ef)
+
+
+@functools.lru_cache(maxsize=256)
+def _shared_params(kind: str, value: int) -> faiss.SearchParameters:
+    """Search parameters without an ID selector, made once per value: faiss only reads
+    them, so concurrent searches share one (a new SWIG object costs every search ~5 us)."""
+    if kind == "IVF":
+        return faiss.SearchParametersIVF(nprobe=value)
+    return faiss.SearchParametersHNSW(efSearch=value)
 
 
 @dataclass(frozen=True)

@@ -388,21 +388,29 @@ def search_results(
     key's when it was asked for (the Node SDK reads every listed name from ``fields_data``),
     and a grouping search's ``group_by_field_value``, one value per hit."""
     schema = info.schema
-    data = schema_pb2.SearchResultData(
-        num_queries=hits.nq,
-        top_k=limit,
-        ids=ids_proto(hits.pks),
-        topks=hits.counts,
-        output_fields=outputs.names,
-        primary_field_name=schema.primary.name,
-    )
+    # filled in place, each column in one call: no message built and then copied into its
+    # parent, no Python object per hit beyond ``tolist``'s
+    reply = milvus_pb2.SearchResults(collection_name=info.name)
+    reply.status.SetInParent()  # OK: every field at its default (ok_status)
+    data = reply.results
+    data.num_queries = hits.nq
+    data.top_k = limit
+    if isinstance(hits.pks, np.ndarray):  # the key's kind is set even without a hit
+        data.ids.int_id.SetInParent()
+        data.ids.int_id.data.extend(hits.pks.tolist())
+    else:
+        data.ids.str_id.SetInParent()
+        data.ids.str_id.data.extend(hits.pks)
+    data.topks.extend(hits.counts)
+    data.output_fields.extend(outputs.names)
+    data.primary_field_name = schema.primary.name
     data.scores.extend(np.asarray(hits.scores, dtype=np.float32).tolist())
     data.fields_data.extend(_columns(schema, outputs.fetch, hits.fields))
     if outputs.pk:
         data.fields_data.append(field_data(schema.primary, hits.pks))
     if hits.groups is not None and group_by:
         data.group_by_field_value.CopyFrom(field_data(schema.field(group_by), hits.groups))
-    return milvus_pb2.SearchResults(status=ok_status(), results=data, collection_name=info.name)
+    return reply
 
 
 def query_results(

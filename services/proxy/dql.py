@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from vectide.services.proxy.context import TaskContext
 
 COUNT_STAR = "count(*)"
+_ShardRequest = TypeVar("_ShardRequest", ShardSearchRequest, ShardQueryRequest)
 
 
 @dataclass
@@ -213,6 +214,70 @@ class _ReadTask(Task):
             return [f.result() for f in futures]
 
 
+@dataclass(frozen=True)
+class _Names:
+    """What a search's names resolve to against one version of a collection's meta: its
+    vector field, metric and output fields."""
+
+    field: FieldSchema
+    metric: str
+    outputs: Outputs
+    #: the collection's scalar indexes (``CollectionInfo.scalar_indexes``)
+    scalar_indexes: dict[str, str]
+
+
+#: (id of a CollectionInfo, anns_field, metric_type, output fields) -> (that info, its
+#: _Names): a client's searches name the same things again and again, and a DDL replaces
+#: the cached CollectionInfo (a new object), so entries of an older one are never found
+_NAMES: dict[tuple[Any, ...], tuple[CollectionInfo, _Names]] = {}
+_NAMES_KEPT = 256
+
+
+def _resolved_names(
+    info: CollectionInfo, anns_field: str, metric_type: str, output_fields: list[str]
+) -> _Names:
+    key = (id(info), anns_field, metric_type, *output_fields)
+    found = _NAMES.get(key)
+    if found is not None and found[0] is info:
+        return found[1]
+    names = _resolve_names(info, anns_field, metric_type, output_fields)
+    if len(_NAMES) >= _NAMES_KEPT:
+        _NAMES.clear()
+    _NAMES[key] = (info, names)
+    return names
+
+
+def _resolve_names(
+    info: CollectionInfo, anns_field: str, metric_type: str, output_fields: list[str]
+) -> _Names:
+    """The checks of a search that depend only on the collection and the names it uses."""
+    schema = info.schema
+    if not anns_field:
+        vector_fields = schema.vector_fields
+        if len(vector_fields) != 1:
+            raise errors.invalid("anns_field is required: the collection has several vectors")
+        anns_field = vector_fields[0].name
+    field = schema.field(anns_field)
+    if field is None or not field.is_vector:
+        raise errors.invalid(f"anns_field {anns_field} is not a vector field")
+    index = info.index_on(field.name)
+    metric = index.metric_type if index else vector_types.kind_of(field.data_type).default_metric
+    if metric_type and metric_type.upper() != metric:
+        raise errors.invalid(
+            f"metric type not match: invalid parameter[expected={metric}][actual={metric_type}]"
+        )
+    outputs = resolve_outputs(schema, output_fields)
+    return _Names(field, metric, outputs, info.scalar_indexes())
+
+
+def _for_shards(request: _ShardRequest, vchannels: list[str]) -> _ShardRequest:
+    """``request`` for the node leading ``vchannels``: itself when that node leads every
+    shard (one node: no copy of the request per read)."""
+    if vchannels == request.vchannels:
+        return request
+    return replace(request, vchannels=vchannels)
+
+
 def _check_queries(field: FieldSchema, vectors: np.ndarray | list[bytes]) -> None:
     """Query vectors must have the field's shape (sparse ones any number of entries)."""
     if field.data_type == DataType.SPARSE_FLOAT_VECTOR:
@@ -231,16 +296,11 @@ class SearchTask(_ReadTask):
 
     def pre_execute(self) -> None:
         self._resolve_common()
-        spec, schema = self._spec, self.info.schema
-        vector_fields = schema.vector_fields
-        if not spec.anns_field:
-            if len(vector_fields) != 1:
-                raise errors.invalid("anns_field is required: the collection has several vectors")
-            spec.anns_field = vector_fields[0].name
-        field = schema.field(spec.anns_field)
-        if field is None or not field.is_vector:
-            raise errors.invalid(f"anns_field {spec.anns_field} is not a vector field")
-        _check_queries(field, spec.vectors)
+        spec = self._spec
+        names = _resolved_names(self.info, spec.anns_field, spec.metric_type, spec.output_fields)
+        spec.anns_field, self.metric, self.outputs = names.field.name, names.metric, names.outputs
+        self.scalar_indexes = names.scalar_indexes
+        _check_queries(names.field, spec.vectors)
         if spec.limit < 1 or spec.offset < 0:
             raise errors.invalid(
                 f"limit must be 1 or more and offset 0 or more, got {spec.limit} and {spec.offset}"
@@ -251,25 +311,14 @@ class SearchTask(_ReadTask):
             len(spec.vectors),
             (spec.limit + spec.offset) * spec.group_size,
         )
-        index = self.info.index_on(field.name)
-        metric = (
-            index.metric_type if index else vector_types.kind_of(field.data_type).default_metric
-        )
-        if spec.metric_type and spec.metric_type.upper() != metric:
-            raise errors.invalid(
-                f"metric type not match: invalid parameter[expected={metric}]"
-                f"[actual={spec.metric_type}]"
-            )
-        self.metric = metric
-        band = band_of(metric, spec.params)  # a band that cannot hold a hit: client's error
+        band = band_of(self.metric, spec.params)  # a band that cannot hold a hit: client's error
         if band is not None and spec.group_by_field:
             raise errors.invalid("Not allowed to do range-search when doing search-group-by")
-        if field.data_type == DataType.SPARSE_FLOAT_VECTOR:
+        if names.field.data_type == DataType.SPARSE_FLOAT_VECTOR:
             try:
                 vector_types.drop_ratio(spec.params)
             except ValueError as exc:
                 raise errors.invalid(str(exc)) from None
-        self.outputs = resolve_outputs(schema, spec.output_fields)
 
     def _check_grouping(self) -> None:
         spec = self._spec
@@ -284,7 +333,7 @@ class SearchTask(_ReadTask):
         topk = spec.limit + spec.offset
         request = ShardSearchRequest(
             collection_id=self.info.collection_id,
-            vchannels=[],
+            vchannels=self.info.vchannels,
             anns_field=spec.anns_field,
             vectors=spec.vectors,
             metric_type=self.metric,
@@ -299,7 +348,7 @@ class SearchTask(_ReadTask):
             search_params=spec.params,
             group_by=spec.group_by_field,
             group_size=spec.group_size,
-            scalar_indexes=self.info.scalar_indexes(),
+            scalar_indexes=self.scalar_indexes,
         )
         if spec.group_by_field:
             self.hits = self._search_groups(request)
@@ -309,7 +358,7 @@ class SearchTask(_ReadTask):
             self.hits.scores = np.round(self.hits.scores, spec.round_decimal)
 
     def _search(self, request: ShardSearchRequest) -> list[SearchHits]:
-        return self._fan_out(lambda node, vchs: node.search(replace(request, vchannels=vchs)))
+        return self._fan_out(lambda node, vchs: node.search(_for_shards(request, vchs)))
 
     def _search_groups(self, request: ShardSearchRequest) -> SearchHits:
         """The best groups, then (``group_size > 1``) every shard's hits of those groups
@@ -371,7 +420,7 @@ class QueryTask(_ReadTask):
         per_shard = None if spec.limit is None else spec.limit + spec.offset
         request = ShardQueryRequest(
             collection_id=self.info.collection_id,
-            vchannels=[],
+            vchannels=self.info.vchannels,
             guarantee_ts=ts,
             wait_timeout_s=wait,
             travel_ts=travel,
@@ -383,7 +432,7 @@ class QueryTask(_ReadTask):
             count_only=self.count_only,
             scalar_indexes=self.info.scalar_indexes(),
         )
-        parts = self._fan_out(lambda node, vchs: node.query(replace(request, vchannels=vchs)))
+        parts = self._fan_out(lambda node, vchs: node.query(_for_shards(request, vchs)))
         self.rows = merge_rows(parts, spec.offset, spec.limit)
 
     def post_execute(self) -> tuple[CollectionInfo, QueryRows, Outputs]:

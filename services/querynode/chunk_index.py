@@ -233,9 +233,11 @@ class ChunkIndexes(BuiltChunks[Block]):
                 queries, min(k, live), params=block.spec.search_params(selector, k, params)
             )
             parts_scores.append(scores)
-            parts_rows.append(np.where(ids >= 0, ids + start, -1))
+            parts_rows.append(np.where(ids >= 0, ids + start, -1) if start else ids)
         if not parts_scores:
             return np.empty((nq, 0), np.float32), np.empty((nq, 0), np.int64)
+        if len(parts_scores) == 1:  # a sealed segment's one index: nothing to stack
+            return parts_scores[0], parts_rows[0]
         return np.hstack(parts_scores), np.hstack(parts_rows)
 
 

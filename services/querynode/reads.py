@@ -192,13 +192,16 @@ def _search_band(
     """The best ``topk`` hits per query, inside ``band`` when there is one: the search
     goes deeper (4x each round) while a query has too few hits inside the band and the
     store may hold more (a range's inner edge or an iterator's last page skips the best)."""
-    k, candidates = req.topk, int(np.count_nonzero(mask))
+    k = req.topk
+    if band is None:  # a plain top-k search: one pass
+        return store.search(
+            req.anns_field, req.vectors, req.metric_type, k, mask, req.search_params
+        )
+    candidates = int(np.count_nonzero(mask))
     while True:
         scores, rows = store.search(
             req.anns_field, req.vectors, req.metric_type, k, mask, req.search_params
         )
-        if band is None:
-            return scores, rows
         inside = (rows >= 0) & band.keep(distances(req.metric_type, scores))
         exhausted = (rows >= 0).sum(axis=1) < k
         if k >= candidates or ((inside.sum(axis=1) >= req.topk) | exhausted).all():
