@@ -26,6 +26,7 @@ import os
 import statistics
 import time
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -82,17 +83,58 @@ class ClientEncoding:
         Prepare.row_insert_param = classmethod(timed)  # type: ignore[method-assign]
 
 
-def insert_round(uri: str, name: str, opts: argparse.Namespace, vectors, label: str) -> float:
+@dataclass
+class Round:
+    """One fill: its rate, and CPU microseconds per row of each process, while the client
+    inserted and until the deployment was quiet again (the work inserts leave behind:
+    the query node's apply, interim index builds, persistence)."""
+
+    rows_per_s: float
+    insert_s: float
+    encoding_s: float
+    us_per_row: dict[str, float] = field(default_factory=dict)
+    settled_us_per_row: dict[str, float] = field(default_factory=dict)
+
+
+def insert_round(
+    uri: str,
+    name: str,
+    opts: argparse.Namespace,
+    vectors,
+    label: str,
+    pids: dict[str, int],
+) -> Round:
     """Rows/s of one fill of a fresh collection (time inside ``insert`` calls)."""
     client = connect(uri)
     create_collection(client, name, opts.dim, "L2", opts.index)
     encoding = ClientEncoding.seconds
+    before = cpu_seconds(pids)
     res = ingest(client, name, vectors, opts.batch, opts.lists, label)
+    inserted = cpu_seconds(pids)
     encoding = ClientEncoding.seconds - encoding
+    settle(pids, opts.settle)
+    settled = cpu_seconds(pids)
     log(f"{label}: {res.insert_s:.2f} s in insert calls, {encoding:.2f} s of it encoding")
     client.drop_collection(name)
     client.close()
-    return res.rows_per_s
+    return Round(
+        res.rows_per_s,
+        res.insert_s,
+        encoding,
+        per_row(before, inserted, res.rows),
+        per_row(before, settled, res.rows),
+    )
+
+
+def per_row(before: dict[str, float], after: dict[str, float], rows: int) -> dict[str, float]:
+    return {n: (after[n] - before[n]) * 1e6 / rows for n in after if n in before}
+
+
+def us_line(used: dict[str, float]) -> str:
+    top = sorted(used.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{n} {v:.1f}" for n, v in top if v >= 0.1) + (
+        f"; total {sum(used.values()):.1f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -102,6 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     ceiling, vectide = null_target(), vectide_target("insertrate")
     apply_set(vectide.config, opts.set)
     rates: dict[str, list[float]] = {"ceiling": [], "vectide": []}
+    cpu: dict[str, list[dict[str, float]]] = {"inserting": [], "settled": []}
     ceiling.start()
     try:
         vectide.start_infra()
@@ -112,29 +155,34 @@ def main(argv: list[str] | None = None) -> None:
         by_pid[pid] = "standalone"  # the roles it runs share its pid
         pids = {**{name: p for p, name in by_pid.items()}, "client": os.getpid()}
         niced = [pids[name] for name in filter(None, opts.nice.split(","))]
+        ceiling_pids = {**ceiling.processes(), "client": os.getpid()}
         for r in range(opts.rounds):
             set_autogroup_nice(niced, 0 if opts.alternate and r % 2 else 19)
             settle(pids, opts.settle)
-            rates["ceiling"].append(insert_round(ceiling.uri, f"c{r}", opts, data.vectors, "ceil"))
+            ceil = insert_round(ceiling.uri, f"c{r}", opts, data.vectors, "ceil", ceiling_pids)
+            rates["ceiling"].append(ceil.rows_per_s)
             path = RUN_DIR / "profiles" / f"{opts.label}-{r}.txt"
-            before, t0, served = cpu_seconds(pids), time.monotonic(), insert_seconds(vectide)
+            served = insert_seconds(vectide)
             with Profile(pid, path, opts.profile, opts.py_spy.split()):
-                rate = insert_round(vectide.uri, f"v{r}", opts, data.vectors, "vectide")
-            used = cpu_share(before, cpu_seconds(pids), time.monotonic() - t0)
-            rates["vectide"].append(rate)
+                vect = insert_round(vectide.uri, f"v{r}", opts, data.vectors, "vectide", pids)
+            rates["vectide"].append(vect.rows_per_s)
             served = insert_seconds(vectide) - served
             log(
                 f"round {r}: inside the proxy's Insert handler {served:.2f} s, "
-                f"{opts.rows / rate:.2f} s in the client's insert calls"
+                f"{vect.insert_s:.2f} s in the client's insert calls"
             )
-            log(f"round {r}: ceiling {rates['ceiling'][-1]:,.0f} vectide {rate:,.0f} rows/s")
-            log(f"round {r}: % of one core while inserting: {used}")
+            log(f"round {r}: ceiling {ceil.rows_per_s:,.0f} vectide {vect.rows_per_s:,.0f} rows/s")
+            log(f"round {r}: ceiling CPU us/row while inserting: {us_line(ceil.us_per_row)}")
+            log(f"round {r}: vectide CPU us/row while inserting: {us_line(vect.us_per_row)}")
+            log(f"round {r}: vectide CPU us/row until quiet: {us_line(vect.settled_us_per_row)}")
+            cpu["inserting"].append(vect.us_per_row)
+            cpu["settled"].append(vect.settled_us_per_row)
             if opts.profile:
                 print_profile(path)
     finally:
         vectide.stop()
         ceiling.stop()
-    report(rates)
+    report(rates, cpu)
 
 
 def set_autogroup_nice(pids: list[int], nice: int) -> None:
@@ -175,12 +223,6 @@ def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
     return out
 
 
-def cpu_share(before: dict[str, float], after: dict[str, float], seconds: float) -> str:
-    used = {n: (after[n] - before[n]) / seconds * 100 for n in after if n in before}
-    top = sorted(used.items(), key=lambda kv: -kv[1])
-    return ", ".join(f"{n} {v:.0f}" for n, v in top if v >= 1) + f"; total {sum(used.values()):.0f}"
-
-
 def settle(pids: dict[str, int], timeout_s: float) -> None:
     """Wait until the deployment's processes use under 30 % of one core (the previous
     round's persistence and index builds done), so both systems start from quiet."""
@@ -202,7 +244,7 @@ def print_profile(path: Path) -> None:
             print(f"    {item['share']:6.1%}  {item['function']}")
 
 
-def report(rates: dict[str, list[float]]) -> None:
+def report(rates: dict[str, list[float]], cpu: dict[str, list[dict[str, float]]]) -> None:
     ceil, vect = statistics.median(rates["ceiling"]), statistics.median(rates["vectide"])
     each = ", ".join(
         f"{v / c:.0%}" for c, v in zip(rates["ceiling"], rates["vectide"], strict=True)
@@ -210,6 +252,10 @@ def report(rates: dict[str, list[float]]) -> None:
     print(f"ceiling rows/s: {', '.join(f'{x:,.0f}' for x in rates['ceiling'])}")
     print(f"vectide rows/s: {', '.join(f'{x:,.0f}' for x in rates['vectide'])}")
     print(f"medians: ceiling {ceil:,.0f}, vectide {vect:,.0f}: {vect / ceil:.0%} ({each})")
+    for phase, rounds in cpu.items():
+        names = sorted({n for r in rounds for n in r})
+        med = {n: statistics.median(r.get(n, 0.0) for r in rounds) for n in names}
+        print(f"vectide CPU us/row ({phase}, medians): {us_line(med)}")
 
 
 if __name__ == "__main__":
