@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
+import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -35,7 +37,7 @@ from pymilvus.client.prepare import Prepare
 from benchmarks import datasets
 from benchmarks.common import apply_set, log, own_tree
 from benchmarks.milvus_ops import connect, create_collection, ingest
-from benchmarks.profiling import Profile, summarise
+from benchmarks.profiling import Profile, py_spy, summarise
 from benchmarks.targets import RUN_DIR, VectideTarget, null_target, vectide_target
 
 
@@ -59,6 +61,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-datanode", action="store_true", help="Vectide without its data node")
     p.add_argument("--set", action="append", default=[], help="section.key=value (repeatable)")
     p.add_argument("--alternate", action="store_true", help="--nice in even rounds only")
+    p.add_argument(
+        "--thread-cpu", action="store_true", help="CPU per row of each standalone thread"
+    )
     p.add_argument("--settle", type=float, default=60.0, help="max s to wait for quiet")
     return p.parse_args(argv)
 
@@ -162,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
             ceil = insert_round(ceiling.uri, f"c{r}", opts, data.vectors, "ceil", ceiling_pids)
             rates["ceiling"].append(ceil.rows_per_s)
             path = RUN_DIR / "profiles" / f"{opts.label}-{r}.txt"
-            served = insert_seconds(vectide)
+            served, threads = insert_seconds(vectide), thread_cpu(pid, opts.thread_cpu)
             with Profile(pid, path, opts.profile, opts.py_spy.split()):
                 vect = insert_round(vectide.uri, f"v{r}", opts, data.vectors, "vectide", pids)
             rates["vectide"].append(vect.rows_per_s)
@@ -175,6 +180,8 @@ def main(argv: list[str] | None = None) -> None:
             log(f"round {r}: ceiling CPU us/row while inserting: {us_line(ceil.us_per_row)}")
             log(f"round {r}: vectide CPU us/row while inserting: {us_line(vect.us_per_row)}")
             log(f"round {r}: vectide CPU us/row until quiet: {us_line(vect.settled_us_per_row)}")
+            if opts.thread_cpu:
+                log_threads(pid, threads, thread_cpu(pid, True), opts.rows)
             cpu["inserting"].append(vect.us_per_row)
             cpu["settled"].append(vect.settled_us_per_row)
             if opts.profile:
@@ -221,6 +228,52 @@ def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
         except psutil.Error:
             continue
     return out
+
+
+def thread_cpu(pid: int, enabled: bool) -> dict[int, float]:
+    """CPU seconds of each thread of ``pid`` (Linux ``/proc``), by native thread id."""
+    out: dict[int, float] = {}
+    if not enabled:
+        return out
+    ticks = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / ticks
+    return out
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """Python thread names by native id, from ``py-spy dump`` (threads Python did not start,
+    gRPC's and librdkafka's, keep their kernel name)."""
+    names: dict[int, str] = {}
+    spy = py_spy()
+    if spy is not None:
+        dump = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True)
+        for match in re.finditer(
+            r'^Thread (0x[0-9A-Fa-f]+|\d+) \(\w+\): "([^"]*)"', dump.stdout, re.M
+        ):
+            ident = match.group(1)
+            names[int(ident, 16) if ident.startswith("0x") else int(ident)] = match.group(2)
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        if int(task.name) not in names:
+            try:
+                names[int(task.name)] = (task / "comm").read_text().strip()
+            except OSError:
+                continue
+    return names
+
+
+def log_threads(pid: int, before: dict[int, float], after: dict[int, float], rows: int) -> None:
+    """The standalone's CPU microseconds per row by thread name (same names summed)."""
+    names = thread_names(pid)
+    used: dict[str, float] = {}
+    for tid, seconds in after.items():
+        name = re.sub(r"[_-]?\d+$", "", names.get(tid, str(tid)))
+        used[name] = used.get(name, 0.0) + (seconds - before.get(tid, 0.0)) * 1e6 / rows
+    log(f"standalone threads, CPU us/row: {us_line(used)}")
 
 
 def settle(pids: dict[str, int], timeout_s: float) -> None:
