@@ -9,7 +9,11 @@ into the ceiling and then into Vectide, back to back, so both see the same machi
 medians, and the ratio; per round also where the time went: the client's encoding
 (pymilvus's ``row_insert_param``, the same work for both servers: it takes longer when the
 server's processes compete for the cores), the proxy's Insert handler (its latency
-histogram), and each process's CPU while Vectide was filled.
+histogram), and each process's CPU in microseconds per inserted row, while the client
+inserted and until the deployment was quiet again (what the rows cost after their
+acknowledgement: the query node's apply, interim index builds, persistence). CPU per row is
+the figure to compare on a shared box: rows/s moves with whatever else runs, CPU per row
+much less. ``--thread-cpu`` splits the standalone's by thread (names from ``py-spy dump``).
 
 ``--profile`` samples the standalone process with py-spy during Vectide's inserts
 (``--py-spy`` options: ``--threads``, ``--idle``, ``--gil``) and prints the top functions;
