@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,8 +113,10 @@ def insert_round(
     vectors,
     label: str,
     pids: dict[str, int],
+    when_settled: Callable[[], None] = lambda: None,
 ) -> Round:
-    """Rows/s of one fill of a fresh collection (time inside ``insert`` calls)."""
+    """Rows/s of one fill of a fresh collection (time inside ``insert`` calls).
+    ``when_settled`` runs before the collection is dropped (its shard threads still live)."""
     client = connect(uri)
     create_collection(client, name, opts.dim, "L2", opts.index)
     encoding = ClientEncoding.seconds
@@ -123,6 +126,7 @@ def insert_round(
     encoding = ClientEncoding.seconds - encoding
     settle(pids, opts.settle)
     settled = cpu_seconds(pids)
+    when_settled()
     log(f"{label}: {res.insert_s:.2f} s in insert calls, {encoding:.2f} s of it encoding")
     client.drop_collection(name)
     client.close()
@@ -172,8 +176,15 @@ def main(argv: list[str] | None = None) -> None:
             rates["ceiling"].append(ceil.rows_per_s)
             path = RUN_DIR / "profiles" / f"{opts.label}-{r}.txt"
             served, threads = insert_seconds(vectide), thread_cpu(pid, opts.thread_cpu)
+
+            def by_thread(threads: dict[int, float] = threads) -> None:
+                if opts.thread_cpu:
+                    log_threads(pid, threads, thread_cpu(pid, True), opts.rows)
+
             with Profile(pid, path, opts.profile, opts.py_spy.split()):
-                vect = insert_round(vectide.uri, f"v{r}", opts, data.vectors, "vectide", pids)
+                vect = insert_round(
+                    vectide.uri, f"v{r}", opts, data.vectors, "vectide", pids, by_thread
+                )
             rates["vectide"].append(vect.rows_per_s)
             served = insert_seconds(vectide) - served
             log(
@@ -184,8 +195,6 @@ def main(argv: list[str] | None = None) -> None:
             log(f"round {r}: ceiling CPU us/row while inserting: {us_line(ceil.us_per_row)}")
             log(f"round {r}: vectide CPU us/row while inserting: {us_line(vect.us_per_row)}")
             log(f"round {r}: vectide CPU us/row until quiet: {us_line(vect.settled_us_per_row)}")
-            if opts.thread_cpu:
-                log_threads(pid, threads, thread_cpu(pid, True), opts.rows)
             cpu["inserting"].append(vect.us_per_row)
             cpu["settled"].append(vect.settled_us_per_row)
             if opts.profile:
