@@ -9,7 +9,11 @@ into the ceiling and then into Vectide, back to back, so both see the same machi
 medians, and the ratio; per round also where the time went: the client's encoding
 (pymilvus's ``row_insert_param``, the same work for both servers: it takes longer when the
 server's processes compete for the cores), the proxy's Insert handler (its latency
-histogram), and each process's CPU while Vectide was filled.
+histogram), and each process's CPU in microseconds per inserted row, while the client
+inserted and until the deployment was quiet again (what the rows cost after their
+acknowledgement: the query node's apply, interim index builds, persistence). CPU per row is
+the figure to compare on a shared box: rows/s moves with whatever else runs, CPU per row
+much less. ``--thread-cpu`` splits the standalone's by thread (names from ``py-spy dump``).
 
 ``--profile`` samples the standalone process with py-spy during Vectide's inserts
 (``--py-spy`` options: ``--threads``, ``--idle``, ``--gil``) and prints the top functions;
@@ -23,9 +27,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
+import subprocess
 import time
 import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -34,7 +42,7 @@ from pymilvus.client.prepare import Prepare
 from benchmarks import datasets
 from benchmarks.common import apply_set, log, own_tree
 from benchmarks.milvus_ops import connect, create_collection, ingest
-from benchmarks.profiling import Profile, summarise
+from benchmarks.profiling import Profile, py_spy, summarise
 from benchmarks.targets import RUN_DIR, VectideTarget, null_target, vectide_target
 
 
@@ -58,6 +66,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-datanode", action="store_true", help="Vectide without its data node")
     p.add_argument("--set", action="append", default=[], help="section.key=value (repeatable)")
     p.add_argument("--alternate", action="store_true", help="--nice in even rounds only")
+    p.add_argument(
+        "--thread-cpu", action="store_true", help="CPU per row of each standalone thread"
+    )
     p.add_argument("--settle", type=float, default=60.0, help="max s to wait for quiet")
     return p.parse_args(argv)
 
@@ -82,17 +93,61 @@ class ClientEncoding:
         Prepare.row_insert_param = classmethod(timed)  # type: ignore[method-assign]
 
 
-def insert_round(uri: str, name: str, opts: argparse.Namespace, vectors, label: str) -> float:
-    """Rows/s of one fill of a fresh collection (time inside ``insert`` calls)."""
+@dataclass
+class Round:
+    """One fill: its rate, and CPU microseconds per row of each process, while the client
+    inserted and until the deployment was quiet again (the work inserts leave behind:
+    the query node's apply, interim index builds, persistence)."""
+
+    rows_per_s: float
+    insert_s: float
+    encoding_s: float
+    us_per_row: dict[str, float] = field(default_factory=dict)
+    settled_us_per_row: dict[str, float] = field(default_factory=dict)
+
+
+def insert_round(
+    uri: str,
+    name: str,
+    opts: argparse.Namespace,
+    vectors,
+    label: str,
+    pids: dict[str, int],
+    when_settled: Callable[[], None] = lambda: None,
+) -> Round:
+    """Rows/s of one fill of a fresh collection (time inside ``insert`` calls).
+    ``when_settled`` runs before the collection is dropped (its shard threads still live)."""
     client = connect(uri)
     create_collection(client, name, opts.dim, "L2", opts.index)
     encoding = ClientEncoding.seconds
+    before = cpu_seconds(pids)
     res = ingest(client, name, vectors, opts.batch, opts.lists, label)
+    inserted = cpu_seconds(pids)
     encoding = ClientEncoding.seconds - encoding
+    settle(pids, opts.settle)
+    settled = cpu_seconds(pids)
+    when_settled()
     log(f"{label}: {res.insert_s:.2f} s in insert calls, {encoding:.2f} s of it encoding")
     client.drop_collection(name)
     client.close()
-    return res.rows_per_s
+    return Round(
+        res.rows_per_s,
+        res.insert_s,
+        encoding,
+        per_row(before, inserted, res.rows),
+        per_row(before, settled, res.rows),
+    )
+
+
+def per_row(before: dict[str, float], after: dict[str, float], rows: int) -> dict[str, float]:
+    return {n: (after[n] - before[n]) * 1e6 / rows for n in after if n in before}
+
+
+def us_line(used: dict[str, float]) -> str:
+    top = sorted(used.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{n} {v:.1f}" for n, v in top if v >= 0.1) + (
+        f"; total {sum(used.values()):.1f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -102,6 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     ceiling, vectide = null_target(), vectide_target("insertrate")
     apply_set(vectide.config, opts.set)
     rates: dict[str, list[float]] = {"ceiling": [], "vectide": []}
+    cpu: dict[str, list[dict[str, float]]] = {"inserting": [], "settled": []}
     ceiling.start()
     try:
         vectide.start_infra()
@@ -112,29 +168,41 @@ def main(argv: list[str] | None = None) -> None:
         by_pid[pid] = "standalone"  # the roles it runs share its pid
         pids = {**{name: p for p, name in by_pid.items()}, "client": os.getpid()}
         niced = [pids[name] for name in filter(None, opts.nice.split(","))]
+        ceiling_pids = {**ceiling.processes(), "client": os.getpid()}
         for r in range(opts.rounds):
             set_autogroup_nice(niced, 0 if opts.alternate and r % 2 else 19)
             settle(pids, opts.settle)
-            rates["ceiling"].append(insert_round(ceiling.uri, f"c{r}", opts, data.vectors, "ceil"))
+            ceil = insert_round(ceiling.uri, f"c{r}", opts, data.vectors, "ceil", ceiling_pids)
+            rates["ceiling"].append(ceil.rows_per_s)
             path = RUN_DIR / "profiles" / f"{opts.label}-{r}.txt"
-            before, t0, served = cpu_seconds(pids), time.monotonic(), insert_seconds(vectide)
+            served, threads = insert_seconds(vectide), thread_cpu(pid, opts.thread_cpu)
+
+            def by_thread(threads: dict[int, float] = threads) -> None:
+                if opts.thread_cpu:
+                    log_threads(pid, threads, thread_cpu(pid, True), opts.rows)
+
             with Profile(pid, path, opts.profile, opts.py_spy.split()):
-                rate = insert_round(vectide.uri, f"v{r}", opts, data.vectors, "vectide")
-            used = cpu_share(before, cpu_seconds(pids), time.monotonic() - t0)
-            rates["vectide"].append(rate)
+                vect = insert_round(
+                    vectide.uri, f"v{r}", opts, data.vectors, "vectide", pids, by_thread
+                )
+            rates["vectide"].append(vect.rows_per_s)
             served = insert_seconds(vectide) - served
             log(
                 f"round {r}: inside the proxy's Insert handler {served:.2f} s, "
-                f"{opts.rows / rate:.2f} s in the client's insert calls"
+                f"{vect.insert_s:.2f} s in the client's insert calls"
             )
-            log(f"round {r}: ceiling {rates['ceiling'][-1]:,.0f} vectide {rate:,.0f} rows/s")
-            log(f"round {r}: % of one core while inserting: {used}")
+            log(f"round {r}: ceiling {ceil.rows_per_s:,.0f} vectide {vect.rows_per_s:,.0f} rows/s")
+            log(f"round {r}: ceiling CPU us/row while inserting: {us_line(ceil.us_per_row)}")
+            log(f"round {r}: vectide CPU us/row while inserting: {us_line(vect.us_per_row)}")
+            log(f"round {r}: vectide CPU us/row until quiet: {us_line(vect.settled_us_per_row)}")
+            cpu["inserting"].append(vect.us_per_row)
+            cpu["settled"].append(vect.settled_us_per_row)
             if opts.profile:
                 print_profile(path)
     finally:
         vectide.stop()
         ceiling.stop()
-    report(rates)
+    report(rates, cpu)
 
 
 def set_autogroup_nice(pids: list[int], nice: int) -> None:
@@ -175,10 +243,50 @@ def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
     return out
 
 
-def cpu_share(before: dict[str, float], after: dict[str, float], seconds: float) -> str:
-    used = {n: (after[n] - before[n]) / seconds * 100 for n in after if n in before}
-    top = sorted(used.items(), key=lambda kv: -kv[1])
-    return ", ".join(f"{n} {v:.0f}" for n, v in top if v >= 1) + f"; total {sum(used.values()):.0f}"
+def thread_cpu(pid: int, enabled: bool) -> dict[int, float]:
+    """CPU seconds of each thread of ``pid`` (Linux ``/proc``), by native thread id."""
+    out: dict[int, float] = {}
+    if not enabled:
+        return out
+    ticks = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / ticks
+    return out
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """Python thread names by native id, from ``py-spy dump`` (threads Python did not start,
+    gRPC's and librdkafka's, keep their kernel name)."""
+    names: dict[int, str] = {}
+    spy = py_spy()
+    if spy is not None:
+        dump = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True)
+        for match in re.finditer(
+            r'^Thread (0x[0-9A-Fa-f]+|\d+) \(\w+\): "([^"]*)"', dump.stdout, re.M
+        ):
+            ident = match.group(1)
+            names[int(ident, 16) if ident.startswith("0x") else int(ident)] = match.group(2)
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        if int(task.name) not in names:
+            try:
+                names[int(task.name)] = (task / "comm").read_text().strip()
+            except OSError:
+                continue
+    return names
+
+
+def log_threads(pid: int, before: dict[int, float], after: dict[int, float], rows: int) -> None:
+    """The standalone's CPU microseconds per row by thread name (same names summed)."""
+    names = thread_names(pid)
+    used: dict[str, float] = {}
+    for tid, seconds in after.items():
+        name = re.sub(r"[_-]?\d+$", "", names.get(tid, str(tid)))
+        used[name] = used.get(name, 0.0) + (seconds - before.get(tid, 0.0)) * 1e6 / rows
+    log(f"standalone threads, CPU us/row: {us_line(used)}")
 
 
 def settle(pids: dict[str, int], timeout_s: float) -> None:
@@ -202,7 +310,7 @@ def print_profile(path: Path) -> None:
             print(f"    {item['share']:6.1%}  {item['function']}")
 
 
-def report(rates: dict[str, list[float]]) -> None:
+def report(rates: dict[str, list[float]], cpu: dict[str, list[dict[str, float]]]) -> None:
     ceil, vect = statistics.median(rates["ceiling"]), statistics.median(rates["vectide"])
     each = ", ".join(
         f"{v / c:.0%}" for c, v in zip(rates["ceiling"], rates["vectide"], strict=True)
@@ -210,6 +318,10 @@ def report(rates: dict[str, list[float]]) -> None:
     print(f"ceiling rows/s: {', '.join(f'{x:,.0f}' for x in rates['ceiling'])}")
     print(f"vectide rows/s: {', '.join(f'{x:,.0f}' for x in rates['vectide'])}")
     print(f"medians: ceiling {ceil:,.0f}, vectide {vect:,.0f}: {vect / ceil:.0%} ({each})")
+    for phase, rounds in cpu.items():
+        names = sorted({n for r in rounds for n in r})
+        med = {n: statistics.median(r.get(n, 0.0) for r in rounds) for n in names}
+        print(f"vectide CPU us/row ({phase}, medians): {us_line(med)}")
 
 
 if __name__ == "__main__":

@@ -41,14 +41,33 @@ def next_msg_id(server_id: int) -> int:
         return (server_id << 40) | next(_msg_ids)
 
 
-def _by_shard(pks: PrimaryKeys, info: CollectionInfo) -> dict[int, np.ndarray]:
+#: a shard's rows of a request: their offsets, or a range of them (a one-shard collection's
+#: rows, taken as views of the request's columns instead of copies)
+Rows = np.ndarray | slice
+
+
+def _by_shard(pks: PrimaryKeys, info: CollectionInfo) -> dict[int, Rows]:
+    if info.shards_num == 1:  # every key hashes to shard 0
+        return {0: slice(0, len(pks))}
     shards = shard_of(pks, info.shards_num)
     return {int(s): np.flatnonzero(shards == s) for s in np.unique(shards)}
 
 
-def _chunks(rows: np.ndarray, row_bytes: int) -> list[np.ndarray]:
+def _chunks(rows: Rows, row_bytes: int) -> list[Rows]:
     per_msg = max(1, MAX_MSG_BYTES // max(row_bytes, 1))
+    if isinstance(rows, slice):
+        return [
+            slice(i, min(i + per_msg, rows.stop)) for i in range(rows.start, rows.stop, per_msg)
+        ]
     return [rows[i : i + per_msg] for i in range(0, len(rows), per_msg)]
+
+
+def _count(rows: Rows) -> int:
+    return rows.stop - rows.start if isinstance(rows, slice) else len(rows)
+
+
+def _take(values: Any, rows: Rows) -> Any:
+    return values[rows] if isinstance(rows, slice) else take(values, rows)
 
 
 def _pk_array(values: Any, is_str: bool) -> PrimaryKeys:
@@ -74,7 +93,7 @@ class InsertTask(Task):
         self._num_rows = num_rows
         self._upsert = upsert
         self._pks: PrimaryKeys = []
-        self._groups: dict[int, np.ndarray] = {}
+        self._groups: dict[int, Rows] = {}
 
     def pre_execute(self) -> None:
         info, schema = self._info, self._info.schema
@@ -130,7 +149,7 @@ class InsertTask(Task):
             segment_id = 0
             if proxy.datacoord is not None:  # after the stamp: see DataCoord.assign_segment
                 segment_id = proxy.datacoord.assign_segment(
-                    info.collection_id, self._partition_id, vchannel, len(rows)
+                    info.collection_id, self._partition_id, vchannel, _count(rows)
                 )
             if self._upsert:
                 messages.append(
@@ -143,8 +162,8 @@ class InsertTask(Task):
                             info.collection_id,
                             -1,
                             vchannel,
-                            take(self._pks, rows),
-                            np.full(len(rows), ts, dtype=np.int64),
+                            _take(self._pks, rows),
+                            np.full(_count(rows), ts, dtype=np.int64),
                         ),
                     )
                 )
@@ -160,9 +179,9 @@ class InsertTask(Task):
                             partition_id=self._partition_id,
                             segment_id=segment_id,
                             shard=vchannel,
-                            pks=take(self._pks, chunk),
-                            row_ids=np.zeros(len(chunk), dtype=np.int64),
-                            timestamps=np.full(len(chunk), ts, dtype=np.int64),
+                            pks=_take(self._pks, chunk),
+                            row_ids=np.zeros(_count(chunk), dtype=np.int64),
+                            timestamps=np.full(_count(chunk), ts, dtype=np.int64),
                             fields=[c.rows(chunk) for c in self._columns.values()],
                         ),
                     )
@@ -186,7 +205,7 @@ class DeleteTask(Task):
         self._info = info
         self._partition_name = partition_name
         self._pks = pks
-        self._groups: dict[int, np.ndarray] = {}
+        self._groups: dict[int, Rows] = {}
 
     def pre_execute(self) -> None:
         self._partition_id = (
@@ -215,8 +234,8 @@ class DeleteTask(Task):
                             info.collection_id,
                             self._partition_id,
                             vchannel,
-                            take(self._pks, chunk),
-                            np.full(len(chunk), self.ts, dtype=np.int64),
+                            _take(self._pks, chunk),
+                            np.full(_count(chunk), self.ts, dtype=np.int64),
                         ),
                     )
                 )

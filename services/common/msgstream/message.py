@@ -89,11 +89,12 @@ class FieldColumn:
     def __len__(self) -> int:
         return len(self.data)
 
-    def rows(self, index: np.ndarray) -> FieldColumn:
-        """The column restricted to ``index`` (row offsets), validity included."""
+    def rows(self, index: np.ndarray | slice) -> FieldColumn:
+        """The column restricted to ``index`` (row offsets, or a range: then a view, no
+        copy), validity included."""
         data = (
             self.data[index]
-            if isinstance(self.data, np.ndarray)
+            if isinstance(self.data, np.ndarray) or isinstance(index, slice)
             else [self.data[i] for i in index.tolist()]
         )
         valid = None if self.valid is None else self.valid[index]
