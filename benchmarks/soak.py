@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from benchmarks import measure
-from benchmarks.common import log, rounded
+from benchmarks.common import apply_set, log, rounded
 from benchmarks.datasets import synthetic
 from benchmarks.idle import measure as cpu_window
 from benchmarks.milvus_ops import connect, create_collection, row_batches
@@ -63,10 +63,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--minutes", type=float, default=30.0)
     p.add_argument("--window", type=float, default=300.0, help="seconds per measured window")
     p.add_argument("--rate", type=float, default=1000.0, help="rows/s of the steady writer")
+    p.add_argument("--set", action="append", default=[], help="section.key=value (repeatable)")
     p.add_argument("--json", help="write the figures here")
     a = p.parse_args(argv)
     target = vectide_target(f"soak-{int(time.time())}")
     target.config.infra.startup_timeout_s = 300  # Spark starts slowly on a busy box
+    apply_set(target.config, a.set)
     data = synthetic(20_000, 128, 10, 10)
     results: list[dict[str, Any]] = []
     try:
