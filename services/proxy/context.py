@@ -134,7 +134,7 @@ class ProxyConfig:
     max_concurrent_reads: int = 16
     default_shards: int = 1
     #: report period while writes flow or the rootcoord says the cluster is active
-    timetick_interval_ms: int = 50
+    timetick_interval_ms: int = 200
     #: report period when nothing happened for a while (see services/common/pacer.py)
     idle_timetick_interval_ms: int = 1000
     #: resource limits of requests (nq, topk, dim, filters, collections)
