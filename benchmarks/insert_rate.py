@@ -143,6 +143,13 @@ def per_row(before: dict[str, float], after: dict[str, float], rows: int) -> dic
     return {n: (after[n] - before[n]) * 1e6 / rows for n in after if n in before}
 
 
+def cpu_share(before: dict[str, float], after: dict[str, float], seconds: float) -> str:
+    """Each process's CPU between two readings, as % of one core over ``seconds``."""
+    used = {n: (after[n] - before[n]) / seconds * 100 for n in after if n in before}
+    top = sorted(used.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{n} {v:.0f}" for n, v in top if v >= 1) + f"; total {sum(used.values()):.0f}"
+
+
 def us_line(used: dict[str, float]) -> str:
     top = sorted(used.items(), key=lambda kv: -kv[1])
     return ", ".join(f"{n} {v:.1f}" for n, v in top if v >= 0.1) + (
