@@ -365,13 +365,15 @@ def start_datanode(
     from pyspark.sql import SparkSession
 
     from vectide.services.common.periodic import Periodic
+    from vectide.services.common.priority import lower_process
     from vectide.streaming.compaction import CompactionWorker, SparkCompactions
     from vectide.streaming.job import default_checkpoint_dir, run, stop, ui_url
     from vectide.streaming.source import s3_options
     from vectide.streaming.wake import FlushWake
 
     state = state or DataNodeState()
-
+    # before Spark's JVM and threads start, so that they inherit it
+    lower_process(config.service.background_nice)
     data = config.data
     # one data node per cluster: two would persist the same channels in different batches
     root = cluster_root(config.zookeeper, config.cluster.name)

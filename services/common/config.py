@@ -333,6 +333,13 @@ class ServiceConfig:
     #: insert message's acknowledged write measured 12.1 ms against 2.8 ms quiet, and 6.0 ms
     #: at 1 ms. 0 keeps Python's default.
     gil_switch_interval_ms: float = 1.0
+    #: Nice value (0-19) of background work: the data node process (Spark persistence and
+    #: compaction) and the index-build threads (sealed segments' indexes, query nodes'
+    #: interim ones). Serving (requests, timeticks, applying inserts) keeps 0, so where roles
+    #: share cores a build or a flush takes what serving leaves instead of slowing it; the
+    #: work still runs at full speed on idle cores. 0 = no lowering. Linux only (see
+    #: services/common/priority.py); on Kubernetes the pods' CPU requests divide the cores.
+    background_nice: int = 10
     #: Address the servers listen on; empty = ``host``. Pods listen on 0.0.0.0 (probes,
     #: ``kubectl port-forward``) and advertise their pod IP as ``host``.
     bind_host: str = ""

@@ -15,6 +15,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from vectide.services.common.priority import lower_thread
+
 log = logging.getLogger(__name__)
 
 
@@ -25,6 +27,7 @@ class Periodic:
         interval_s: float | Callable[[], float],
         fn: Callable[[], object],
         min_gap_s: float = 0.0,
+        nice: int = 0,
     ) -> None:
         self._name = name
         self._interval_s: Callable[[], float] = (
@@ -32,6 +35,8 @@ class Periodic:
         )
         #: a wake-up never runs it sooner than this after the previous run started
         self._min_gap_s = min_gap_s
+        #: background work (index builds) lowers its thread's priority (``priority.py``)
+        self._nice = nice
         self._fn = fn
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -47,6 +52,7 @@ class Periodic:
         self._wake.set()
 
     def _run(self) -> None:
+        lower_thread(self._nice)
         while True:
             self._wake.wait(self._interval_s())
             self._wake.clear()

@@ -82,7 +82,12 @@ class QueryNodeService:
             kafka.broker_long_polls,
         )
         self.node.set_subscriber(self.subscriber)
-        self._builder = Periodic("index-builder", 0.5, self._build_indexes).start()
+        self._builder = Periodic(
+            "index-builder",
+            0.5,
+            self._build_indexes,
+            nice=self.config.service.background_nice,
+        ).start()
         if self._server is not None:
             self._server.add_generic_rpc_handlers(
                 (generic_handler("QueryNode", self.node, rpc_types.QUERYNODE_METHODS),)

@@ -149,6 +149,7 @@ class CoordinatorService:
         # paced (fast while active, backing off when idle); woken by urgent proxy reports and
         # own DDL, at most one broadcast per 5 ms under a burst of them
         pacer = self.rootcoord.tick_pacer
+        background = self.config.service.background_nice
         ticker = Periodic(
             "timetick",
             lambda: pacer.interval(time.monotonic()),
@@ -162,7 +163,7 @@ class CoordinatorService:
             Periodic("handoff", 0.5, self.querycoord.handoff),
             Periodic("rebalance", 5.0, self.querycoord.rebalance),
             Periodic("balance", self.config.query.balance_interval_s, self.querycoord.balance),
-            Periodic("index-build", 1.0, self.indexes.run_once),
+            Periodic("index-build", 1.0, self.indexes.run_once, nice=background),
             Periodic("index-recycle", 30.0, self.indexes.recycle),
         ]
         data = self.config.data
