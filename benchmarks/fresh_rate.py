@@ -26,6 +26,8 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from benchmarks import datasets
 from benchmarks.common import apply_set, latency_summary, log
 from benchmarks.insert_rate import cpu_seconds, cpu_share, print_profile
@@ -56,6 +58,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=10.0, help="serial searches per phase")
     p.add_argument("--rounds", type=int, default=1, help="insert + fresh search, repeated")
     p.add_argument("--no-settle", action="store_true", help="skip flush + settled searches")
+    p.add_argument(
+        "--like-bench",
+        action="store_true",
+        help="first fill a FLAT (list vectors) and an IVF_FLAT collection as make bench does, "
+        "so their persistence and interim builds run beside the fresh searches",
+    )
     return p.parse_args(argv)
 
 
@@ -69,6 +77,9 @@ class Phase:
     cpu_ms: float
     all_cpu_ms: float
     shares: str = ""
+    #: mean latency (ms) of each tenth of the searches, in order: whether the first ones,
+    #: right after the last insert, pay for work still pending
+    tenths: list[float] = field(default_factory=list)
 
     def line(self) -> str:
         s = self.summary
@@ -76,7 +87,7 @@ class Phase:
             f"{self.name}: {s['qps']:,.0f}/s (n={s['n']}), p50 {s['p50_ms']:.2f} ms, p99 "
             f"{s['p99_ms']:.2f} ms, recall {self.recall:.3f}; CPU ms a search: standalone "
             f"{self.cpu_ms:.2f}, every process {self.all_cpu_ms:.2f}; CPU % meanwhile: "
-            f"{self.shares}"
+            f"{self.shares}; mean ms by tenth: {' '.join(f'{t:.1f}' for t in self.tenths)}"
         )
 
 
@@ -119,6 +130,7 @@ def searches(
         (after[server] - before[server]) / n * 1000,
         every / n * 1000,
         cpu_share(before, after, took),
+        [float(np.mean(part)) * 1000 for part in np.array_split(latencies, 10) if len(part)],
     )
 
 
@@ -143,6 +155,11 @@ def fresh_round(
     pids: dict[str, int],
 ) -> Phase:
     """A new collection filled with every row, then searched at once."""
+    if opts.like_bench:  # make bench's order: FLAT with list vectors, IVF_FLAT, then HNSW
+        for index_type in ("FLAT", "IVF_FLAT"):
+            name = f"{NAME}_{r}_{index_type.lower()}"
+            create_collection(client, name, data.dim, data.metric, index_type)
+            ingest(client, name, data.vectors, opts.batch, index_type == "FLAT", "vectide")
     create_collection(client, NAME, data.dim, data.metric, "HNSW")
     res = ingest(client, NAME, data.vectors, opts.batch, False, "vectide")
     visible = visible_after(client, data.rows)

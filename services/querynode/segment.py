@@ -85,6 +85,11 @@ class ShardStore:
         self._str_rows: dict[str, list[int]] = {}
         self._insert_ts = FixedColumn(np.dtype("<i8"))
         self._deleted_at = FixedColumn(np.dtype("<i8"))
+        #: the newest insert stamp (NEVER while hidden rows stay) and the oldest delete
+        #: stamp, kept as rows change: a read between the two sees every row without a
+        #: pass over the stamps (most reads; ~40 us per 100k rows otherwise)
+        self._newest_insert = -1
+        self._first_delete = NEVER
         self._partition = FixedColumn(np.dtype("<i8"))
         self._segment = FixedColumn(np.dtype("<i8"))
         #: deletes known before the rows they may hit arrive (a replay after loading)
@@ -140,6 +145,8 @@ class ShardStore:
                 self._str_rows.setdefault(key, []).append(start + i)
         self._pks.append(pks)
         self._insert_ts.append(stamps)
+        if n:
+            self._newest_insert = max(self._newest_insert, int(np.max(stamps)))
         self._deleted_at.append(np.full(n, NEVER, dtype=np.int64))
         self._partition.append(np.full(n, msg.partition_id, dtype=np.int64))
         self._segment.append(np.full(n, msg.segment_id, dtype=np.int64))
@@ -202,6 +209,8 @@ class ShardStore:
         if partition_id >= 0:
             hit &= self._partition.view()[rows] == partition_id
         deleted_at[rows[hit]] = stamps[hit]
+        if hit.any():
+            self._first_delete = min(self._first_delete, int(stamps[hit].min()))
         return int(hit.sum())
 
     def _rows_of(
@@ -236,6 +245,8 @@ class ShardStore:
         deleted_at = self._deleted_at.view()
         hit = (self._partition.view() == partition_id) & (deleted_at > ts)
         deleted_at[hit] = ts
+        if hit.any():
+            self._first_delete = min(self._first_delete, ts)
         return int(hit.sum())
 
     def partitions(self) -> set[int]:
@@ -256,6 +267,8 @@ class ShardStore:
     def hide(self, rows: np.ndarray) -> None:
         """Make rows invisible to every read (a sealed copy now serves them)."""
         self._insert_ts.view()[rows] = NEVER
+        if len(rows):
+            self._newest_insert = NEVER
 
     def free_hidden_head(self) -> int:
         """Free the leading whole chunks of rows that are all hidden (handed off: a sealed
@@ -276,11 +289,18 @@ class ShardStore:
         for indexes in self.indexes.values():
             indexes.drop_head(chunks)
         self.scalar.drop_head(chunks)
+        self._measure_stamps()
         if self._pk_is_str:
             self._str_rows = {}
             for row, key in enumerate(self._pks.view()):
                 self._str_rows.setdefault(key, []).append(row)
         return rows
+
+    def _measure_stamps(self) -> None:
+        """The stamp bounds again from the rows that stay."""
+        inserted, deleted = self._insert_ts.view(), self._deleted_at.view()
+        self._newest_insert = int(inserted.max()) if len(inserted) else -1
+        self._first_delete = int(deleted.min()) if len(deleted) else NEVER
 
     def _row_columns(self) -> list[Column]:
         """Every column with a value per row: what dropping or reserving rows touches."""
@@ -391,6 +411,11 @@ class ShardStore:
     # -- reads -----------------------------------------------------------------------------
 
     def candidates(self, snapshot_ts: int, partition_ids: list[int] | None = None) -> Candidates:
+        if self._newest_insert <= snapshot_ts < self._first_delete:
+            mask = np.ones(self.num_rows, dtype=bool)
+            if partition_ids:
+                mask &= np.isin(self._partition.view(), partition_ids, kind="sort")
+            return Candidates(mask, snapshot_ts)
         mask = _seen(
             self._insert_ts.view(),
             self._deleted_at.view(),
@@ -464,24 +489,33 @@ class ShardStore:
         indexed = indexes.search(queries, k, mask[:covered], params or {})
         if covered >= len(mask) and len(indexes.built()) == 1:  # a sealed segment's index
             return indexed
-        rest = mask.copy()
-        rest[:covered] = False
-        exact = self._exact(field, queries, metric, k, rest)
+        exact = self._exact(field, queries, metric, k, mask, start=covered)
         return _merge(metric, k, indexed, exact)
 
     def _exact(
-        self, field: str, queries: np.ndarray, metric: str, k: int, mask: np.ndarray
+        self,
+        field: str,
+        queries: np.ndarray,
+        metric: str,
+        k: int,
+        mask: np.ndarray,
+        start: int = 0,
     ) -> tuple[np.ndarray, np.ndarray]:
+        """Exact search over the rows from ``start`` on where ``mask`` holds. When they are
+        all visible (the usual tail of a growing shard) the vectors are read in place."""
         nq = len(queries)
-        rows = np.flatnonzero(mask)
-        if not len(rows) or k <= 0:
+        seen = mask[start:]
+        visible = int(np.count_nonzero(seen))
+        if not visible or k <= 0:
             return np.empty((nq, 0), np.float32), np.empty((nq, 0), np.int64)
-        base = self._columns[field].view()
-        vectors = vector_types.as_float32(
-            self._types[field], base[rows] if len(rows) < len(base) else base
-        )
-        sq_norms = self._sq_norms[field].view()
-        sq_norms = sq_norms[rows] if len(rows) < len(base) else sq_norms
+        base = self._columns[field].view()[start : start + len(seen)]
+        sq_norms = self._sq_norms[field].view()[start : start + len(seen)]
+        if visible == len(seen):
+            rows = np.arange(start, start + len(seen))
+        else:
+            local = np.flatnonzero(seen)
+            base, sq_norms, rows = base[local], sq_norms[local], local + start
+        vectors = vector_types.as_float32(self._types[field], base)
         scores = _scores(vectors, sq_norms, queries.astype(np.float32, copy=False), metric)
         return _top_k(scores, rows, k, metric)
 
