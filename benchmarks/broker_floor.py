@@ -25,7 +25,7 @@ import numpy as np
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from benchmarks.common import log, rounded
+from benchmarks.common import log, rounded, stop_on_sigterm
 from benchmarks.idle import cpu_seconds
 from benchmarks.kafka_ingest import PARTITIONS, _produce_all, json_records
 from benchmarks.targets import vectide_target
@@ -128,6 +128,7 @@ def bound(steps: dict[str, dict[str, float]]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    stop_on_sigterm()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=200_000)
     a = p.parse_args(argv)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from benchmarks import datasets
-from benchmarks.common import apply_set, latency_summary, log
+from benchmarks.common import apply_set, latency_summary, log, stop_on_sigterm
 from benchmarks.insert_rate import cpu_seconds, cpu_share, print_profile
 from benchmarks.milvus_ops import (
     connect,
@@ -196,6 +196,7 @@ def settled(
 
 
 def main(argv: list[str] | None = None) -> None:
+    stop_on_sigterm()
     opts = parse_args(argv)
     data = datasets.synthetic(opts.rows, opts.dim, opts.queries, opts.k)
     vectide = vectide_target("freshrate")

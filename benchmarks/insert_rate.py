@@ -40,7 +40,7 @@ import psutil
 from pymilvus.client.prepare import Prepare
 
 from benchmarks import datasets
-from benchmarks.common import apply_set, log, own_tree
+from benchmarks.common import apply_set, log, own_tree, stop_on_sigterm
 from benchmarks.milvus_ops import connect, create_collection, ingest
 from benchmarks.profiling import Profile, py_spy, summarise
 from benchmarks.targets import RUN_DIR, VectideTarget, null_target, vectide_target
@@ -158,6 +158,7 @@ def us_line(used: dict[str, float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    stop_on_sigterm()
     opts = parse_args(argv)
     ClientEncoding.install()
     data = datasets.synthetic(opts.rows, opts.dim, 10, 10)

@@ -28,7 +28,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from pymilvus import MilvusClient
 
-from benchmarks.common import apply_set, latency_summary, log
+from benchmarks.common import apply_set, latency_summary, log, stop_on_sigterm
 from benchmarks.idle import cpu_seconds, distinct
 from benchmarks.milvus_ops import connect, create_collection
 from vectide.services.cli import main as vectide
@@ -220,6 +220,7 @@ def _freshness(
 
 
 def main(argv: list[str] | None = None) -> None:
+    stop_on_sigterm()
     import tempfile
 
     import yaml

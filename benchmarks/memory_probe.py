@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from benchmarks.common import REPO, log
+from benchmarks.common import REPO, log, stop_on_sigterm
 from benchmarks.milvus_ops import connect, create_collection, ingest, wait_settled
 from benchmarks.targets import vectide_target
 
@@ -101,6 +101,7 @@ def mappings(pid: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    stop_on_sigterm()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--dim", type=int, default=128)

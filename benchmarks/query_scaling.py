@@ -22,7 +22,7 @@ import numpy as np
 from pymilvus import DataType, MilvusClient
 
 from benchmarks import measure
-from benchmarks.common import log
+from benchmarks.common import log, stop_on_sigterm
 from benchmarks.targets import VectideTarget, bench_config
 from vectide.services.infra.query_status import query_status
 from vectide.services.infra.spark import master_url
@@ -119,6 +119,7 @@ def nodes(target: VectideTarget) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    stop_on_sigterm()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=50_000)
     parser.add_argument("--dim", type=int, default=128)

@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import platform
-import signal
 import subprocess
 import sys
 import threading
@@ -28,7 +27,7 @@ import psutil
 import yaml
 
 from benchmarks import datasets, idle, kafka_ingest, measure, report
-from benchmarks.common import REPO, latency_summary, log, rounded
+from benchmarks.common import REPO, latency_summary, log, rounded, stop_on_sigterm
 from benchmarks.datasets import Dataset
 from benchmarks.milvus_ops import (
     INDEX_PARAMS,
@@ -672,7 +671,7 @@ def main(argv: list[str] | None = None) -> None:
         datanode.main(argv[2:])
         return
     opts = parse_args(argv)
-    signal.signal(signal.SIGTERM, _interrupt)  # run the finally blocks that stop servers
+    stop_on_sigterm()
     results = run(opts)
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -680,10 +679,6 @@ def main(argv: list[str] | None = None) -> None:
     report.plot(results, out / "latest.png")
     print(report.table(results))
     log(f"results: {out / 'latest.json'}, {out / 'latest.png'} ({results['elapsed_s']:.0f}s)")
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from benchmarks import datasets
-from benchmarks.common import apply_set, log
+from benchmarks.common import apply_set, log, stop_on_sigterm
 from benchmarks.insert_rate import cpu_seconds, insert_seconds, print_profile
 from benchmarks.measure import concurrent_throughput, milvus_searcher
 from benchmarks.milvus_ops import (
@@ -206,6 +206,7 @@ def measure_round(
 
 
 def main(argv: list[str] | None = None) -> None:
+    stop_on_sigterm()
     opts = parse_args(argv)
     data = datasets.synthetic(opts.rows, opts.dim, max(opts.queries, 200), opts.k)
     ceiling, vectide = null_target(), vectide_target("searchrate")

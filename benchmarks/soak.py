@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from benchmarks import measure
-from benchmarks.common import apply_set, log, rounded
+from benchmarks.common import apply_set, log, rounded, stop_on_sigterm
 from benchmarks.datasets import synthetic
 from benchmarks.idle import measure as cpu_window
 from benchmarks.milvus_ops import connect, create_collection, row_batches
@@ -59,6 +59,7 @@ def _median(values: list[float]) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    stop_on_sigterm()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--minutes", type=float, default=30.0)
     p.add_argument("--window", type=float, default=300.0, help="seconds per measured window")
