@@ -373,7 +373,7 @@ def start_datanode(
 
     state = state or DataNodeState()
     # before Spark's JVM and threads start, so that they inherit it
-    lower_process(config.service.background_nice)
+    lower_process(config.data.nice)
     data = config.data
     # one data node per cluster: two would persist the same channels in different batches
     root = cluster_root(config.zookeeper, config.cluster.name)

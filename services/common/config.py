@@ -236,6 +236,14 @@ class DataConfig:
     spark_master: str = "local[2]"
     #: Micro-batch trigger of the data node's streaming query.
     trigger_s: float = 1.0
+    #: Nice value (0-19) of the data node process and its scheduling group (Spark's JVM
+    #: included), like ``service.background_nice``. Not lowered by default: persistence
+    #: that yields falls behind ingest on a busy shared box, and rows not yet flushed stay
+    #: in the query nodes' memory. Measured here (``benchmarks/insert_rate --nice``, 100k
+    #: rows): at 19, pymilvus inserts 52.9-57.4k against 40.0-52.7k rows/s at 0; with a
+    #: FLAT and an IVF_FLAT collection filled first (``fresh_rate --like-bench``), a flush
+    #: right after the inserts took 9-11 s at 10 against 0.5-1 s at 0.
+    nice: int = 0
     #: Port of the data node driver's Spark UI and monitoring REST API (/api/v1); 0 = off.
     spark_ui_port: int = 4040
     #: Cores the data node takes from a Spark cluster (0: every core offered).
@@ -333,12 +341,12 @@ class ServiceConfig:
     #: insert message's acknowledged write measured 12.1 ms against 2.8 ms quiet, and 6.0 ms
     #: at 1 ms. 0 keeps Python's default.
     gil_switch_interval_ms: float = 1.0
-    #: Nice value (0-19) of background work: the data node process (Spark persistence and
-    #: compaction) and the index-build threads (sealed segments' indexes, query nodes'
+    #: Nice value (0-19) of the index-build threads (sealed segments' indexes, query nodes'
     #: interim ones). Serving (requests, timeticks, applying inserts) keeps 0, so where roles
-    #: share cores a build or a flush takes what serving leaves instead of slowing it; the
-    #: work still runs at full speed on idle cores. 0 = no lowering. Linux only (see
-    #: services/common/priority.py); on Kubernetes the pods' CPU requests divide the cores.
+    #: share cores a build takes what serving leaves instead of slowing it, and still runs at
+    #: full speed on idle cores; a search meanwhile uses the interim index. 0 = no lowering.
+    #: Linux only (services/common/priority.py); on Kubernetes pods' CPU requests divide the
+    #: cores. The data node's own value is ``data.nice``.
     background_nice: int = 10
     #: Address the servers listen on; empty = ``host``. Pods listen on 0.0.0.0 (probes,
     #: ``kubectl port-forward``) and advertise their pod IP as ``host``.
