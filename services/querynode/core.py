@@ -521,14 +521,15 @@ class QueryNode:
     @staticmethod
     def _merge_blocks(shard: Shard, field_name: str, indexes: ChunkIndexes) -> int:
         """Merge the first run of interim blocks due (``ChunkIndexes.next_merge``) into one,
-        built from the rows (unchanging: full chunks) with no lock held; returns how many
-        merges were built (0, 1)."""
+        built from the rows (unchanging: full chunks) and the blocks' lists with no lock
+        held; returns how many merges were built (0, 1)."""
         with shard.lock:
             merge = indexes.next_merge()
             if merge is None:
                 return 0
             vectors = shard.store.vectors(field_name, *merge.rows(indexes.chunk_rows))
-        indexes.install_merge(merge, merge.spec.build(vectors))
+        parts = [block.index for block in merge.blocks]
+        indexes.install_merge(merge, merge.spec.merge_of(vectors, parts))
         return 1
 
     # -- reads ---------------------------------------------------------------------------------

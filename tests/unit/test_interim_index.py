@@ -19,6 +19,7 @@ from vectide.services.common.index_spec import (
     InterimIndex,
     chunk_spec,
     interim_index,
+    normalised,
 )
 from vectide.services.common.msgstream.message import DataType, FieldColumn, MsgPack
 from vectide.services.common.requests import ShardSearchRequest
@@ -298,3 +299,43 @@ def test_a_sealed_segment_stand_in_has_the_level_its_rows_fill_up_to_256_lists()
 
 
 HNSW_SPEC = IndexSpec.of(HNSW)
+
+
+@pytest.fixture(scope="module")
+def four_chunks() -> datasets.Dataset:
+    """Four full 16k chunks of the bench's clustered set: one level-1 merge."""
+    return datasets.synthetic(4 * DEFAULT_CHUNK_ROWS, DIM, 100, 10)
+
+
+@pytest.mark.parametrize("metric", ["L2", "COSINE"])
+def test_a_merge_learns_its_lists_from_the_blocks_lists(four_chunks, one_core, metric):
+    """k-means over the blocks' centroids weighted by their lists' lengths, not over rows:
+    as many lists as a merge trained on rows, every row in one, and the same recall."""
+    spec = chunk_spec(replace(HNSW, metric_type=metric), InterimIndex())
+    rows = four_chunks.vectors
+    parts = [
+        spec.build(rows[i * DEFAULT_CHUNK_ROWS : (i + 1) * DEFAULT_CHUNK_ROWS]) for i in range(4)
+    ]
+    merged_spec = spec.merged(1)
+    merged = merged_spec.merge_of(rows, parts)
+    assert (merged.nlist, merged.ntotal) == (256, len(rows))
+    assert merged.metric_type == parts[0].metric_type
+    queries = four_chunks.queries
+    if metric == "COSINE":  # searched as inner product of unit vectors
+        queries = normalised(queries)
+        truth = datasets.exact_neighbours(normalised(rows), queries, 10, metric)
+    else:
+        truth = datasets.exact_neighbours(rows, queries, 10, metric)
+    params = merged_spec.search_params(None, 10, {})
+    _, found = merged.search(queries, 10, params=params)
+    _, by_rows = merged_spec.build(rows).search(queries, 10, params=params)
+    assert recall_at_10(found, truth) >= max(0.95, recall_at_10(by_rows, truth) - 0.02)
+
+
+def test_a_merge_of_blocks_with_too_few_lists_trains_on_rows(nine_chunks, one_core):
+    """Blocks of 2,048 rows have 52 lists each: 4 x 52 centroids cannot make 210 lists."""
+    spec = chunk_spec(HNSW, InterimIndex())
+    rows = nine_chunks.vectors[: 4 * SMALL_CHUNK]
+    parts = [spec.build(rows[i * SMALL_CHUNK : (i + 1) * SMALL_CHUNK]) for i in range(4)]
+    merged = spec.merged(1).merge_of(rows, parts)
+    assert (merged.nlist, merged.ntotal) == (210, len(rows))
