@@ -30,7 +30,7 @@ import numpy as np
 
 from benchmarks import datasets
 from benchmarks.common import apply_set, latency_summary, log, stop_on_sigterm
-from benchmarks.insert_rate import cpu_seconds, cpu_share, print_profile
+from benchmarks.insert_rate import cpu_seconds, cpu_share, print_profile, set_autogroup_nice
 from benchmarks.milvus_ops import (
     connect,
     cpu_percent,
@@ -58,6 +58,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=10.0, help="serial searches per phase")
     p.add_argument("--rounds", type=int, default=1, help="insert + fresh search, repeated")
     p.add_argument("--no-settle", action="store_true", help="skip flush + settled searches")
+    p.add_argument(
+        "--nice",
+        default="",
+        help="experiment: comma-separated processes (datanode, ...) whose scheduler "
+        "autogroup gets --nice-value during the rounds (with --alternate: even rounds only)",
+    )
+    p.add_argument("--nice-value", type=int, default=10)
+    p.add_argument("--alternate", action="store_true", help="--nice in even rounds only")
     p.add_argument(
         "--like-bench",
         action="store_true",
@@ -213,7 +221,10 @@ def main(argv: list[str] | None = None) -> None:
         servers = [p for n, p in pids.items() if not n.startswith("infra:")]
         idle = cpu_percent(servers, 3.0)
         log(f"idle CPU of the Vectide processes before the rows: {idle:.0f} %")
+        niced = [pids[name] for name in filter(None, opts.nice.split(","))]
         for r in range(opts.rounds):
+            if niced:
+                set_autogroup_nice(niced, 0 if opts.alternate and r % 2 else opts.nice_value)
             figures.fresh.append(fresh_round(r, client, data, opts, pids))
         if not opts.no_settle:
             figures.settled = settled(client, data, opts, pids, idle)

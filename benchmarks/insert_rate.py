@@ -215,7 +215,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def set_autogroup_nice(pids: list[int], nice: int) -> None:
     """Linux with autogroup scheduling (each session a group): a process's own nice value
-    only orders its session's threads, so the experiment sets its group's nice instead."""
+    only orders its session's threads, so the experiment sets its group's nice instead
+    (``data.nice`` sets both in the data node itself)."""
     for pid in pids:
         group = Path(f"/proc/{pid}/autogroup")
         try:
