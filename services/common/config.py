@@ -341,12 +341,16 @@ class ServiceConfig:
     #: insert message's acknowledged write measured 12.1 ms against 2.8 ms quiet, and 6.0 ms
     #: at 1 ms. 0 keeps Python's default.
     gil_switch_interval_ms: float = 1.0
-    #: Nice value (0-19) of the index-build threads (sealed segments' indexes, query nodes'
-    #: interim ones). Serving (requests, timeticks, applying inserts) keeps 0, so where roles
-    #: share cores a build takes what serving leaves instead of slowing it, and still runs at
-    #: full speed on idle cores; a search meanwhile uses the interim index. 0 = no lowering.
-    #: Linux only (services/common/priority.py); on Kubernetes pods' CPU requests divide the
-    #: cores. The data node's own value is ``data.nice``.
+    #: Nice value (0-19) of the sealed segments' index builds (the coordinator's builder,
+    #: on every core for minutes at 1M rows). Serving (requests, timeticks, applying
+    #: inserts) keeps 0, so where roles share cores a build takes what serving leaves
+    #: instead of slowing it, and still runs at full speed on idle cores; a sealed segment
+    #: is searched through an interim stand-in meanwhile. 0 = no lowering. Linux only
+    #: (services/common/priority.py); on Kubernetes pods' CPU requests divide the cores.
+    #: The query nodes' interim indexes are not lowered: they are how growing rows are
+    #: searched (lowered, in alternating runs of ``fresh_rate --like-bench --no-datanode``:
+    #: inserts 51.6k against 49.2k rows/s, searches right after them 386 against 438/s,
+    #: medians of 4). The data node's own value is ``data.nice``.
     background_nice: int = 10
     #: Address the servers listen on; empty = ``host``. Pods listen on 0.0.0.0 (probes,
     #: ``kubectl port-forward``) and advertise their pod IP as ``host``.

@@ -82,12 +82,10 @@ class QueryNodeService:
             kafka.broker_long_polls,
         )
         self.node.set_subscriber(self.subscriber)
-        self._builder = Periodic(
-            "index-builder",
-            0.5,
-            self._build_indexes,
-            nice=self.config.service.background_nice,
-        ).start()
+        # not lowered (service.background_nice): the interim indexes are how growing rows
+        # are searched; a builder that yields to inserts leaves chunks for the first
+        # searches after them to scan exactly (config.py has the measurement)
+        self._builder = Periodic("index-builder", 0.5, self._build_indexes).start()
         if self._server is not None:
             self._server.add_generic_rpc_handlers(
                 (generic_handler("QueryNode", self.node, rpc_types.QUERYNODE_METHODS),)
