@@ -1,9 +1,10 @@
 """Background work runs at a lower CPU priority than serving.
 
 Where roles share cores (standalone, ``vectide up``, a small node), a search or an insert
-call waits while an index build, an interim index or the Spark data node's persistence
-holds them; that work loses nothing by running a little later, a user's call does. RocksDB
-lowers its compaction threads for the same reason. The setting is ``service.background_nice``.
+call waits while a sealed segment's index build holds them on every core; that work loses
+nothing by running a little later, a user's call does. RocksDB lowers its compaction
+threads for the same reason. The settings are ``service.background_nice`` (index builds)
+and ``data.nice`` (the data node process, not lowered by default: config.py says why).
 
 Linux shares CPU by nice value among the threads of one scheduling *autogroup* (a session:
 every role process here starts its own) and among autogroups by the group's nice
