@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import inspect
-import os
 import pstats
 import statistics
 import time
@@ -32,31 +31,29 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")  # as server processes run faiss (services/cli.py)
+import faiss
+import grpc
+import numpy as np
+from grpc import _interceptor
+from pymilvus.client import ts_utils
+from pymilvus.client.prepare import Prepare
+from pymilvus.grpc_gen import milvus_pb2
 
-import faiss  # noqa: E402
-import grpc  # noqa: E402
-from grpc import _interceptor  # noqa: E402
-import numpy as np  # noqa: E402
-from pymilvus.client import ts_utils  # noqa: E402
-from pymilvus.client.prepare import Prepare  # noqa: E402
-from pymilvus.grpc_gen import milvus_pb2  # noqa: E402
-
-from benchmarks import datasets  # noqa: E402
-from vectide.services.common.msgstream.message import DataType, FieldColumn  # noqa: E402
-from vectide.services.common.schema import (  # noqa: E402
+from benchmarks import datasets
+from vectide.services.common.msgstream.message import DataType, FieldColumn
+from vectide.services.common.schema import (
     CollectionSchema,
     ConsistencyLevel,
     FieldSchema,
 )
-from vectide.services.proxy import dql, grpc_search, task_scheduler  # noqa: E402
-from vectide.services.proxy.grpc_auth import AuthInterceptor  # noqa: E402
-from vectide.services.proxy.grpc_service import MilvusService  # noqa: E402
-from vectide.services.proxy.interceptor import MILVUS_SERVICE, MetricsInterceptor  # noqa: E402
-from vectide.services.querynode import core as querynode_core  # noqa: E402
-from vectide.services.querynode import reads  # noqa: E402
-from vectide.services.querynode.core import QueryNode  # noqa: E402
-from vectide.services.testing import Harness  # noqa: E402
+from vectide.services.proxy import dql, grpc_search, task_scheduler
+from vectide.services.proxy.grpc_auth import AuthInterceptor
+from vectide.services.proxy.grpc_service import MilvusService
+from vectide.services.proxy.interceptor import MILVUS_SERVICE, MetricsInterceptor
+from vectide.services.querynode import core as querynode_core
+from vectide.services.querynode import reads
+from vectide.services.querynode.core import QueryNode
+from vectide.services.testing import Harness
 
 NAME = "search_path"
 SEARCH = f"/{MILVUS_SERVICE}/Search"
@@ -175,7 +172,9 @@ class ServerHandlers:
             search, request_deserializer=decode, response_serializer=encode
         )
         self._base = lambda _details: base
-        self._pipeline = _interceptor.service_pipeline([MetricsInterceptor(), AuthInterceptor(None)])
+        self._pipeline = _interceptor.service_pipeline(
+            [MetricsInterceptor(), AuthInterceptor(None)]
+        )
         self._find = self._pipeline.execute
         self._stages = stages
         #: the handler the pipeline finds -> the same with its interceptors timed
@@ -201,9 +200,16 @@ class ServerHandlers:
 
 @dataclass
 class Stages:
-    """Thread CPU by stage, self time: a stage's clock stops while a stage inside it runs."""
+    """Thread CPU by stage, self time: a stage's clock stops while a stage inside it runs.
+
+    The timers cost CPU themselves (``thread_time`` is a system call): :meth:`corrected`
+    takes off what :meth:`calibrate` measured a timed call to charge to its own stage and to
+    the stage around it."""
 
     seconds: dict[str, float] = field(default_factory=dict)
+    #: stage -> times entered, and times a stage was entered inside it
+    entries: dict[str, int] = field(default_factory=dict)
+    nested: dict[str, int] = field(default_factory=dict)
     _stack: list[str] = field(default_factory=list)
     _mark: float = 0.0
 
@@ -212,7 +218,9 @@ class Stages:
         if self._stack:
             top = self._stack[-1]
             self.seconds[top] = self.seconds.get(top, 0.0) + now - self._mark
+            self.nested[top] = self.nested.get(top, 0) + 1
         self._stack.append(name)
+        self.entries[name] = self.entries.get(name, 0) + 1
         self._mark = now
 
     def leave(self) -> None:
@@ -230,6 +238,34 @@ class Stages:
                 self.leave()
 
         return run
+
+    def clear(self) -> None:
+        self.seconds.clear()
+        self.entries.clear()
+        self.nested.clear()
+
+    @staticmethod
+    def calibrate(calls: int = 20_000) -> tuple[float, float]:
+        """Seconds a timed call of a function doing nothing adds to its own stage and to
+        the stage around it."""
+        probe = Stages()
+        inner = probe.timed("inner", lambda: None)
+
+        def outer() -> None:
+            for _ in range(calls):
+                inner()
+
+        probe.timed("outer", outer)()
+        return probe.seconds["inner"] / calls, probe.seconds["outer"] / calls
+
+    def corrected(self, own: float, around: float) -> dict[str, float]:
+        return {
+            name: max(
+                seconds - own * self.entries.get(name, 0) - around * self.nested.get(name, 0),
+                0.0,
+            )
+            for name, seconds in self.seconds.items()
+        }
 
 
 #: (where, attribute, stage): the functions timed, each charged to its stage; the order is the
@@ -321,7 +357,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--profile", action="store_true", help="cProfile a round")
     p.add_argument("--top", type=int, default=30, help="functions the profile prints")
     opts = p.parse_args(argv)
-    faiss.omp_set_num_threads(1)
+    faiss.omp_set_num_threads(1)  # one thread a search, as server processes run faiss
     data = datasets.synthetic(opts.rows, opts.dim, 100, opts.k)
     h = settled_harness(data)
     service = MilvusService(h.proxy)
@@ -345,7 +381,7 @@ def main(argv: list[str] | None = None) -> None:
     with timed_stages(stages, index_types(h)):
         for _ in range(50):
             one(timed)
-        stages.seconds.clear()
+        stages.clear()
         cpu = cpu_per_call(lambda: one(timed), opts.calls)
     print_stages(stages, cpu, opts.calls)
     if opts.profile:
@@ -358,7 +394,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def print_stages(stages: Stages, cpu: float, calls: int) -> None:
-    """Each stage's self time, CPU microseconds a search."""
+    """Each stage's self time, CPU microseconds a search, less what its timers cost."""
+    own, around = Stages.calibrate()
+    seconds = stages.corrected(own, around)
+    timers = sum(stages.seconds.values()) - sum(seconds.values())
     order = [
         "request decoding",
         "interceptors",
@@ -367,9 +406,12 @@ def print_stages(stages: Stages, cpu: float, calls: int) -> None:
         "faiss",
         "reply serialization",
     ]
-    print(f"by stage (the timed round: {cpu * 1e6:.0f} us a search; self times):")
+    print(
+        f"by stage (the timed round: {cpu * 1e6:.0f} us a search, of which the timers "
+        f"{timers / calls * 1e6:.0f} us; self times without them):"
+    )
     for name in order:
-        print(f"  {name:28s} {stages.seconds.get(name, 0.0) / calls * 1e6:7.1f} us")
+        print(f"  {name:28s} {seconds.get(name, 0.0) / calls * 1e6:7.1f} us")
     rest = cpu - sum(stages.seconds.values()) / calls
     print(f"  {'(outside every stage)':28s} {rest * 1e6:7.1f} us")
 
