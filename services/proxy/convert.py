@@ -462,12 +462,17 @@ def read_vectors(placeholder_group: bytes, field: FieldSchema) -> np.ndarray | l
     return typed_fields.read_queries(group, field)
 
 
+#: every consistency level by its number (a dict lookup: ``ConsistencyLevel(value)`` goes
+#: through the enum's Python machinery on every request)
+_LEVELS = {int(level.value): level for level in ConsistencyLevel}
+
+
 def consistency_level(value: int) -> ConsistencyLevel:
     """A request's consistency level; an unknown value is the client's error."""
-    try:
-        return ConsistencyLevel(value)
-    except ValueError:
-        raise errors.invalid(f"unknown consistency level {value}") from None
+    level = _LEVELS.get(value)
+    if level is None:
+        raise errors.invalid(f"unknown consistency level {value}")
+    return level
 
 
 def _enum_name(enum: Any, value: int) -> str:
