@@ -401,11 +401,13 @@ def search_results(
     data.top_k = limit
     primary = schema.primary
     if isinstance(hits.pks, np.ndarray):  # the key's kind is set even without a hit
-        data.ids.int_id.SetInParent()
-        data.ids.int_id.data.extend(hits.pks.tolist())
+        ids = data.ids.int_id
+        ids.SetInParent()
+        ids.data.extend(hits.pks.tolist())
     else:
-        data.ids.str_id.SetInParent()
-        data.ids.str_id.data.extend(hits.pks)
+        ids = data.ids.str_id
+        ids.SetInParent()
+        ids.data.extend(hits.pks)
     data.topks.extend(hits.counts)
     data.output_fields.extend(outputs.names)
     data.primary_field_name = primary.name
