@@ -12,7 +12,9 @@ medians, and Vectide's share of the ceiling.
 
 ``--profile`` samples the standalone process with py-spy during Vectide's searches (``--py-spy``
 options, e.g. ``--gil`` for only the thread holding the interpreter lock) and prints the top
-functions; raw files stay under ``.vectide/bench/profiles``.
+functions; raw files stay under ``.vectide/bench/profiles``. ``--thread-cpu`` splits each
+server process's CPU a search by thread (names from ``py-spy dump``): gRPC's workers, its
+poll thread, its C event engine, the standalone's background loops.
 """
 
 from __future__ import annotations
