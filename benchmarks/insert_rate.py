@@ -288,14 +288,22 @@ def thread_names(pid: int) -> dict[int, str]:
     return names
 
 
-def log_threads(pid: int, before: dict[int, float], after: dict[int, float], rows: int) -> None:
-    """The standalone's CPU microseconds per row by thread name (same names summed)."""
+def log_threads(
+    pid: int,
+    before: dict[int, float],
+    after: dict[int, float],
+    rows: int,
+    unit: str = "row",
+    process: str = "standalone",
+) -> None:
+    """The standalone's CPU microseconds per row (``unit``) by thread name (same names
+    summed)."""
     names = thread_names(pid)
     used: dict[str, float] = {}
     for tid, seconds in after.items():
         name = re.sub(r"[_-]?\d+$", "", names.get(tid, str(tid)))
         used[name] = used.get(name, 0.0) + (seconds - before.get(tid, 0.0)) * 1e6 / rows
-    log(f"standalone threads, CPU us/row: {us_line(used)}")
+    log(f"{process} threads, CPU us/{unit}: {us_line(used)}")
 
 
 def settle(pids: dict[str, int], timeout_s: float) -> None:

@@ -12,7 +12,9 @@ medians, and Vectide's share of the ceiling.
 
 ``--profile`` samples the standalone process with py-spy during Vectide's searches (``--py-spy``
 options, e.g. ``--gil`` for only the thread holding the interpreter lock) and prints the top
-functions; raw files stay under ``.vectide/bench/profiles``.
+functions; raw files stay under ``.vectide/bench/profiles``. ``--thread-cpu`` splits each
+server process's CPU a search by thread (names from ``py-spy dump``): gRPC's workers, its
+poll thread, its C event engine, the standalone's background loops.
 """
 
 from __future__ import annotations
@@ -28,7 +30,13 @@ import numpy as np
 
 from benchmarks import datasets
 from benchmarks.common import apply_set, log, stop_on_sigterm
-from benchmarks.insert_rate import cpu_seconds, insert_seconds, print_profile
+from benchmarks.insert_rate import (
+    cpu_seconds,
+    insert_seconds,
+    log_threads,
+    print_profile,
+    thread_cpu,
+)
 from benchmarks.measure import concurrent_throughput, milvus_searcher
 from benchmarks.milvus_ops import (
     connect,
@@ -56,6 +64,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=5.0, help="concurrent phase per round")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--label", default="search", help="names the profile files")
+    p.add_argument(
+        "--thread-cpu", action="store_true", help="CPU per search of each standalone thread"
+    )
     return p.parse_args(argv)
 
 
@@ -152,15 +163,26 @@ class Figures:
 
 
 def measure_phase(
-    kind: str, system: System, run: Callable[[], Phase], profiled: Callable[[], Profile]
+    kind: str,
+    system: System,
+    run: Callable[[], Phase],
+    profiled: Callable[[], Profile],
+    by_thread: bool = False,
 ) -> Phase:
-    """Run one phase on ``system``, profiled when it is Vectide; log what it cost."""
+    """Run one phase on ``system``, profiled when it is Vectide; log what it cost
+    (``by_thread``: the server process's CPU split by thread too)."""
     server = next(iter(system.pids))
+    threads = thread_cpu(system.pids[server], by_thread)
     before = cpu_seconds(system.pids)
     served = insert_seconds(system.target, "Search") if system.target else 0.0
     with profiled() if system.target else nullcontext():
         phase = run()
     after = cpu_seconds(system.pids)
+    if by_thread:
+        after_threads = thread_cpu(system.pids[server], True)
+        log_threads(
+            system.pids[server], threads, after_threads, phase.searches, "search", system.name
+        )
     phase.cpu_ms = (after[server] - before[server]) / phase.searches * 1000
     phase.all_cpu_ms = sum(after[n] - before[n] for n in after if n in before) / phase.searches
     phase.all_cpu_ms *= 1000
@@ -196,6 +218,7 @@ def measure_round(
                 system,
                 lambda run=run, system=system: run(system.uri),
                 lambda kind=kind: profiled(f"{opts.label}-{kind}-{r}"),
+                opts.thread_cpu,
             )
             figures.add(kind, system.name, phase.rate, phase.cpu_ms, phase.all_cpu_ms)
             if phase.hits and system.target:

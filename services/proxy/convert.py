@@ -330,12 +330,17 @@ def _field_values(
 
 
 def field_data(field: FieldSchema, values: Any) -> schema_pb2.FieldData:
-    fd = schema_pb2.FieldData(
-        type=int(field.data_type),
-        field_name=field.name,
-        field_id=field.field_id,
-        is_dynamic=field.is_dynamic,
-    )
+    fd = schema_pb2.FieldData()
+    fill_field_data(fd, field, values)
+    return fd
+
+
+def fill_field_data(fd: schema_pb2.FieldData, field: FieldSchema, values: Any) -> None:
+    """Fill an empty ``fd`` (e.g. a reply's ``fields_data.add()``, no copy) with a column."""
+    fd.type = int(field.data_type)
+    fd.field_name = field.name
+    fd.field_id = field.field_id
+    fd.is_dynamic = field.is_dynamic
     if field.nullable:
         values = _valid_data(fd, field, values)
     t = field.data_type
@@ -357,7 +362,6 @@ def field_data(field: FieldSchema, values: Any) -> schema_pb2.FieldData:
         fd.scalars.string_data.data.extend(values)
     elif t == DataType.JSON:
         fd.scalars.json_data.data.extend(v.encode() for v in values)
-    return fd
 
 
 def _valid_data(fd: schema_pb2.FieldData, field: FieldSchema, values: Any) -> Any:
@@ -395,19 +399,23 @@ def search_results(
     data = reply.results
     data.num_queries = hits.nq
     data.top_k = limit
+    primary = schema.primary
     if isinstance(hits.pks, np.ndarray):  # the key's kind is set even without a hit
-        data.ids.int_id.SetInParent()
-        data.ids.int_id.data.extend(hits.pks.tolist())
+        ids = data.ids.int_id
+        ids.SetInParent()
+        ids.data.extend(hits.pks.tolist())
     else:
-        data.ids.str_id.SetInParent()
-        data.ids.str_id.data.extend(hits.pks)
+        ids = data.ids.str_id
+        ids.SetInParent()
+        ids.data.extend(hits.pks)
     data.topks.extend(hits.counts)
     data.output_fields.extend(outputs.names)
-    data.primary_field_name = schema.primary.name
+    data.primary_field_name = primary.name
     data.scores.extend(np.asarray(hits.scores, dtype=np.float32).tolist())
-    data.fields_data.extend(_columns(schema, outputs.fetch, hits.fields))
+    for name in outputs.fetch:
+        fill_field_data(data.fields_data.add(), *_column(schema, name, hits.fields))
     if outputs.pk:
-        data.fields_data.append(field_data(schema.primary, hits.pks))
+        fill_field_data(data.fields_data.add(), primary, hits.pks)
     if hits.groups is not None and group_by:
         data.group_by_field_value.CopyFrom(field_data(schema.field(group_by), hits.groups))
     return reply
@@ -440,13 +448,14 @@ def _columns(
 ) -> list[schema_pb2.FieldData]:
     """``names``' columns in that order; one the query nodes did not send is an error, not
     a silent gap a client would trip over."""
-    out = []
-    for name in names:
-        field = schema.field(name)
-        if field is None or name not in values:
-            raise MilvusError(errors.Code.SERVICE_INTERNAL, f"output field {name} was not fetched")
-        out.append(field_data(field, values[name]))
-    return out
+    return [field_data(*_column(schema, name, values)) for name in names]
+
+
+def _column(schema: CollectionSchema, name: str, values: dict[str, Any]) -> tuple[FieldSchema, Any]:
+    field = schema.field(name)
+    if field is None or name not in values:
+        raise MilvusError(errors.Code.SERVICE_INTERNAL, f"output field {name} was not fetched")
+    return field, values[name]
 
 
 def read_vectors(placeholder_group: bytes, field: FieldSchema) -> np.ndarray | list[bytes]:
@@ -455,12 +464,17 @@ def read_vectors(placeholder_group: bytes, field: FieldSchema) -> np.ndarray | l
     return typed_fields.read_queries(group, field)
 
 
+#: every consistency level by its number (a dict lookup: ``ConsistencyLevel(value)`` goes
+#: through the enum's Python machinery on every request)
+_LEVELS = {int(level.value): level for level in ConsistencyLevel}
+
+
 def consistency_level(value: int) -> ConsistencyLevel:
     """A request's consistency level; an unknown value is the client's error."""
-    try:
-        return ConsistencyLevel(value)
-    except ValueError:
-        raise errors.invalid(f"unknown consistency level {value}") from None
+    level = _LEVELS.get(value)
+    if level is None:
+        raise errors.invalid(f"unknown consistency level {value}")
+    return level
 
 
 def _enum_name(enum: Any, value: int) -> str:

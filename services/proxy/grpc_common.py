@@ -52,7 +52,10 @@ def db_of(request: Any, context: grpc.ServicerContext | None) -> str:
     ``default``."""
     name = getattr(request, "db_name", "")
     if not name and context is not None:
-        name = dict(context.invocation_metadata() or ()).get("dbname", "")
+        # the last ``dbname`` header wins, as a dict of the metadata would have it
+        for key, value in context.invocation_metadata() or ():
+            if key == "dbname":
+                name = value
     return name or DEFAULT_DB
 
 

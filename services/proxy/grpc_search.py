@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -99,26 +99,27 @@ class SearchRpcs:
     ) -> tuple[SearchSpec, IteratorPage | None]:
         """A Search request (or a hybrid search's sub-request) as a :class:`SearchSpec`, and
         the iterator page it asks for, if any."""
-        params = _search_params(tuple((kv.key, kv.value) for kv in request.search_params))
+        decoded = _decoded_params(tuple([(kv.key, kv.value) for kv in request.search_params]))
+        params = decoded.params
         info = self.proxy.meta.get(common["collection_name"])
-        anns_field = params.get("anns_field") or ""
-        field = info.schema.field(str(anns_field)) if anns_field else None
+        anns_field = decoded.anns_field
+        field = info.schema.field(anns_field) if anns_field else None
         if field is None:
             vectors = info.schema.vector_fields
             field = vectors[0] if len(vectors) == 1 else None
         if field is None:
             raise errors.invalid("anns_field is required")
-        group_by = str(params.get("group_by_field") or "")
+        group_by = decoded.group_by
         spec = SearchSpec(
             vectors=convert.read_vectors(request.placeholder_group, field),
             anns_field=field.name,
-            metric_type=str(params.get("metric_type") or ""),
-            limit=convert.int_param(params.get("topk", 10), "topk"),
-            offset=convert.int_param(params.get("offset") or 0, "offset"),
-            round_decimal=convert.int_param(params.get("round_decimal", -1), "round_decimal"),
-            params=params["params"] if isinstance(params.get("params"), dict) else {},
+            metric_type=decoded.metric_type,
+            limit=decoded.limit,
+            offset=decoded.offset,
+            round_decimal=decoded.round_decimal,
+            params=decoded.search_params,
             group_by_field=group_by,
-            group_size=_group_size(params.get("group_size")) if group_by else 1,
+            group_size=decoded.group_size,
             **common,
         )
         page = iterator_page(params)
@@ -134,6 +135,43 @@ def _group_size(value: Any) -> int:
     if value in (None, ""):
         return 1
     return convert.int_param(value, "group_size")
+
+
+@dataclass(frozen=True)
+class _Decoded:
+    """A request's ``search_params`` decoded, and what a search reads of them: kept per
+    distinct set (``_decoded_params``), so read them, never change them."""
+
+    params: dict[str, Any]
+    anns_field: str
+    metric_type: str
+    limit: int
+    offset: int
+    round_decimal: int
+    #: the index's own parameters (``params``' ``params``)
+    search_params: dict[str, Any]
+    group_by: str
+    group_size: int
+
+
+@functools.lru_cache(maxsize=256)
+def _decoded_params(pairs: tuple[tuple[str, str], ...]) -> _Decoded:
+    """``pairs`` decoded and checked once per distinct set (a client's searches differ in
+    their vectors); a set that fails a check raises every time (nothing is kept then)."""
+    params = _search_params(pairs)
+    group_by = str(params.get("group_by_field") or "")
+    inner = params.get("params")
+    return _Decoded(
+        params=params,
+        anns_field=str(params.get("anns_field") or ""),
+        metric_type=str(params.get("metric_type") or ""),
+        limit=convert.int_param(params.get("topk", 10), "topk"),
+        offset=convert.int_param(params.get("offset") or 0, "offset"),
+        round_decimal=convert.int_param(params.get("round_decimal", -1), "round_decimal"),
+        search_params=inner if isinstance(inner, dict) else {},
+        group_by=group_by,
+        group_size=_group_size(params.get("group_size")) if group_by else 1,
+    )
 
 
 @functools.lru_cache(maxsize=256)

@@ -16,6 +16,7 @@ request never holds a channel's timetick back.
 
 from __future__ import annotations
 
+import queue
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -72,7 +73,12 @@ class TaskScheduler:
         self._alloc_ts = alloc_ts
         self._ticker = ticker
         self._dd_lock = threading.Lock()
-        self._dq_slots = threading.BoundedSemaphore(max_reads)
+        #: a token per read that may run at once: a read takes one and gives it back (a C
+        #: queue: ``threading.BoundedSemaphore`` is Python code around a Condition, paid by
+        #: every read)
+        self._dq_slots: queue.SimpleQueue[None] = queue.SimpleQueue()
+        for _ in range(max_reads):
+            self._dq_slots.put(None)
 
     def run(self, task: Task) -> Any:
         task.pre_execute()
@@ -87,8 +93,11 @@ class TaskScheduler:
             finally:
                 self._ticker.done(channels, task.ts)
         else:
-            with self._dq_slots:
+            self._dq_slots.get()
+            try:
                 task.execute()
+            finally:
+                self._dq_slots.put(None)
         return task.post_execute()
 
     def _run_ddl(self, task: Task) -> None:

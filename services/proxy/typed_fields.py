@@ -143,11 +143,19 @@ def read_queries(placeholder_group: Any, field: FieldSchema) -> np.ndarray | lis
                 raise errors.invalid(f"query vector: {exc}") from None
         return list(holder.values)
     dtype, width = FIXED_DTYPES[field.data_type], row_width(field.data_type, field.dim)
-    values = list(holder.values)
-    if any(len(v) != width * dtype.itemsize for v in values):
-        raise errors.invalid(f"query vector dim does not match the field's dim {field.dim}")
+    values = holder.values
+    size = width * dtype.itemsize
+    if len(values) == 1:  # one query (most searches): its bytes are the buffer
+        raw = values[0]
+        if len(raw) != size:
+            raise errors.invalid(f"query vector dim does not match the field's dim {field.dim}")
+    else:
+        rows = list(values)
+        if any(len(v) != size for v in rows):
+            raise errors.invalid(f"query vector dim does not match the field's dim {field.dim}")
+        raw = b"".join(rows)
     # every row in one read-only buffer (nothing writes to query vectors)
-    vectors = np.frombuffer(b"".join(values), dtype=dtype).reshape(len(values), width)
+    vectors = np.frombuffer(raw, dtype=dtype).reshape(len(values), width)
     if field.data_type in vector_types.FLOAT_TYPES:
         vectors = vector_types.as_float32(field.data_type, vectors)
         check_finite(vectors, "query vector")

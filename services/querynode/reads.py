@@ -50,6 +50,8 @@ class StoreColumns:
 def ensure_indexes(stores: list[ShardStore], wanted: dict[str, str]) -> None:
     """Index the fields a read says are indexed (an index created after these stores
     were loaded), building their full chunks now: once, on the first read that names it."""
+    if not wanted:
+        return
     for store in stores:
         added = [store.scalar.add(name, index_type) for name, index_type in wanted.items()]
         if any(added):
@@ -167,12 +169,17 @@ def search_store(
     else:
         scores, rows = _search_band(store, req, mask, band)
     valid = rows >= 0  # -1 rows (fewer matches than topk) sort last in each query
-    flat = rows[valid]
+    if valid.all():  # every query found topk rows: the hits are the arrays, flattened
+        flat, kept = rows.ravel(), scores.ravel()
+        counts = [rows.shape[1]] * len(rows)
+    else:
+        flat, kept = rows[valid], scores[valid]
+        counts = valid.sum(axis=1).tolist()
     return SearchHits(
         req.metric_type,
-        valid.sum(axis=1).tolist() if len(req.vectors) else [],
+        counts if len(req.vectors) else [],
         take(store.pks(), flat),
-        scores[valid].astype(np.float32),
+        kept.astype(np.float32, copy=False),
         {name: store.output(name, flat) for name in req.output_fields},
         as_values(store.output(req.group_by, flat)) if req.group_by else None,
     )

@@ -81,6 +81,8 @@ class Scatter:
                 f"segments {sorted(shard.lost)} of shard {shard.vchannel} are being placed "
                 "again (their query node stopped answering); retry",
             )
+        if not shard.remote:  # every segment is the leader's own (one node): nothing to send
+            return {}
         return self._submit(read, by_node(shard.remote))
 
     def gather(self, shard: Shard, read: RemoteRead, pending: dict[int, Future]) -> list[Any]:
