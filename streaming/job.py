@@ -186,7 +186,7 @@ def run(
     config: Config,
     datacoord: Any,
     settings: SparkSettings | None = None,
-    trigger_s: float = 1.0,
+    trigger_s: float = 3.0,
     checkpoint_dir: Path | None = None,
     wake_file: Path | None = None,
 ) -> Any:
