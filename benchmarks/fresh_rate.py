@@ -30,7 +30,13 @@ import numpy as np
 
 from benchmarks import datasets
 from benchmarks.common import apply_set, latency_summary, log, stop_on_sigterm
-from benchmarks.insert_rate import cpu_seconds, cpu_share, print_profile, set_autogroup_nice
+from benchmarks.insert_rate import (
+    add_nice_options,
+    cpu_seconds,
+    cpu_share,
+    print_profile,
+    set_autogroup_nice,
+)
 from benchmarks.milvus_ops import (
     connect,
     cpu_percent,
@@ -58,14 +64,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=10.0, help="serial searches per phase")
     p.add_argument("--rounds", type=int, default=1, help="insert + fresh search, repeated")
     p.add_argument("--no-settle", action="store_true", help="skip flush + settled searches")
-    p.add_argument(
-        "--nice",
-        default="",
-        help="experiment: comma-separated processes (datanode, ...) whose scheduler "
-        "autogroup gets --nice-value during the rounds (with --alternate: even rounds only)",
-    )
-    p.add_argument("--nice-value", type=int, default=10)
-    p.add_argument("--alternate", action="store_true", help="--nice in even rounds only")
+    add_nice_options(p, 10)
     p.add_argument(
         "--like-bench",
         action="store_true",

@@ -19,8 +19,9 @@ much less. ``--thread-cpu`` splits the standalone's by thread (names from ``py-s
 (``--py-spy`` options: ``--threads``, ``--idle``, ``--gil``) and prints the top functions;
 raw files stay under ``.vectide/bench/profiles``. ``--nice datanode[,infra:kafka,...]``
 (with ``--alternate``: in every other round only) is an experiment: those processes'
-scheduler group gets nice 19, so they run on what the others leave. ``--index FLAT`` (no
-interim index builds) and ``--no-datanode`` take those parts out of the comparison.
+scheduler group gets ``--nice-value`` (19), so they run on what the others leave.
+``--index FLAT`` (no interim index builds) and ``--no-datanode`` take those parts out of the
+comparison.
 """
 
 from __future__ import annotations
@@ -57,15 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profile", action="store_true", help="py-spy the standalone process")
     p.add_argument("--label", default="insert", help="names the profile file")
     p.add_argument("--py-spy", default="--threads", help="py-spy options, e.g. '--threads --gil'")
-    p.add_argument(
-        "--nice",
-        default="",
-        help="experiment: comma-separated processes (datanode, infra:kafka, ...) whose "
-        "scheduler autogroup gets nice 19, so they take only the CPU the others leave",
-    )
+    add_nice_options(p, 19)
     p.add_argument("--no-datanode", action="store_true", help="Vectide without its data node")
     p.add_argument("--set", action="append", default=[], help="section.key=value (repeatable)")
-    p.add_argument("--alternate", action="store_true", help="--nice in even rounds only")
     p.add_argument(
         "--thread-cpu", action="store_true", help="CPU per row of each standalone thread"
     )
@@ -178,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
         niced = [pids[name] for name in filter(None, opts.nice.split(","))]
         ceiling_pids = {**ceiling.processes(), "client": os.getpid()}
         for r in range(opts.rounds):
-            set_autogroup_nice(niced, 0 if opts.alternate and r % 2 else 19)
+            set_autogroup_nice(niced, 0 if opts.alternate and r % 2 else opts.nice_value)
             settle(pids, opts.settle)
             ceil = insert_round(ceiling.uri, f"c{r}", opts, data.vectors, "ceil", ceiling_pids)
             rates["ceiling"].append(ceil.rows_per_s)
@@ -211,6 +206,19 @@ def main(argv: list[str] | None = None) -> None:
         vectide.stop()
         ceiling.stop()
     report(rates, cpu)
+
+
+def add_nice_options(p: argparse.ArgumentParser, default: int) -> None:
+    """``--nice NAMES`` (``--nice-value``, ``--alternate``): the experiment that lowers some
+    processes' scheduling groups for the rounds (``set_autogroup_nice``)."""
+    p.add_argument(
+        "--nice",
+        default="",
+        help="experiment: comma-separated processes (datanode, infra:kafka, ...) whose "
+        "scheduler autogroup gets --nice-value, so they take only the CPU the others leave",
+    )
+    p.add_argument("--nice-value", type=int, default=default)
+    p.add_argument("--alternate", action="store_true", help="--nice in even rounds only")
 
 
 def set_autogroup_nice(pids: list[int], nice: int) -> None:
