@@ -174,11 +174,9 @@ def _decoded_params(pairs: tuple[tuple[str, str], ...]) -> _Decoded:
     )
 
 
-@functools.lru_cache(maxsize=256)
 def _search_params(pairs: tuple[tuple[str, str], ...]) -> dict[str, Any]:
-    """A request's ``search_params`` decoded, each value JSON where it parses: the same few
-    combinations come again and again (a client's searches differ in their vectors), so the
-    decoded form is kept. Shared between requests: read it, never change it."""
+    """A request's ``search_params`` decoded, each value JSON where it parses (kept with
+    the rest of the set by ``_decoded_params``: read it, never change it)."""
     return {key: _loads(value) for key, value in pairs}
 
 
