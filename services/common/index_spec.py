@@ -66,18 +66,29 @@ class IndexSpec:
 
     def build(self, vectors: np.ndarray) -> faiss.Index:
         """An index over ``vectors`` (COSINE: over their normalised copies, searched by IP)."""
-        dim = vectors.shape[1]
-        metric = faiss.METRIC_L2 if self.metric == "L2" else faiss.METRIC_INNER_PRODUCT
-        data = normalised(vectors) if self.metric == "COSINE" else np.ascontiguousarray(vectors)
+        data = self._rows(vectors)
         if self.index_type == "IVF_FLAT":
-            nlist = max(1, min(self._int("nlist", 128), len(data) // 39))
-            index = faiss.IndexIVFFlat(faiss.IndexFlat(dim, metric), dim, nlist, metric)
-            index.train(self._training_rows(data, nlist, index))
+            index = self._empty_ivf(data)
+            index.train(self._training_rows(data, index.nlist, index))
         else:
-            index = faiss.IndexHNSWFlat(dim, self._int("M", 16), metric)
+            index = faiss.IndexHNSWFlat(data.shape[1], self._int("M", 16), self._faiss_metric)
             index.hnsw.efConstruction = self._int("efConstruction", 200)
         index.add(data)
         return index
+
+    @property
+    def _faiss_metric(self) -> int:
+        return faiss.METRIC_L2 if self.metric == "L2" else faiss.METRIC_INNER_PRODUCT
+
+    def _rows(self, vectors: np.ndarray) -> np.ndarray:
+        """The rows as faiss indexes them: COSINE's normalised, the others contiguous."""
+        return normalised(vectors) if self.metric == "COSINE" else np.ascontiguousarray(vectors)
+
+    def _empty_ivf(self, data: np.ndarray) -> faiss.IndexIVFFlat:
+        """An untrained IVF_FLAT for ``data``: ``nlist`` lists, at most one per 39 rows."""
+        dim, metric = data.shape[1], self._faiss_metric
+        nlist = max(1, min(self._int("nlist", 128), len(data) // 39))
+        return faiss.IndexIVFFlat(faiss.IndexFlat(dim, metric), dim, nlist, metric)
 
     def merge_of(self, vectors: np.ndarray, parts: list[faiss.Index]) -> faiss.Index:
         """An IVF index over ``vectors``, the rows of ``parts`` (IVF indexes, in order),
@@ -86,22 +97,22 @@ class IndexSpec:
         the rows as well (recall@10 at 16 probes on 64k rows: clustered 0.988 against 0.987,
         sorted by a coordinate 0.989 against 0.985, uniform 0.268 against 0.275) and a 4 x
         16k merge costs 76-98 ms of a core instead of 233-249 (training was 60 % of it)."""
-        ivfs = [faiss.extract_index_ivf(p) for p in parts] if self.index_type == "IVF_FLAT" else []
-        nlist = max(1, min(self._int("nlist", 128), len(vectors) // 39))
-        centroids = np.vstack([i.quantizer.reconstruct_n(0, i.nlist) for i in ivfs]) if ivfs else []
-        if len(centroids) < nlist:  # too few lists to learn from (or not IVF): as usual
+        if self.index_type != "IVF_FLAT":
             return self.build(vectors)
+        data = self._rows(vectors)
+        index = self._empty_ivf(data)
+        ivfs = [faiss.extract_index_ivf(p) for p in parts]
+        if sum(i.nlist for i in ivfs) < index.nlist:  # too few lists to learn from: rows
+            return self.build(vectors)
+        centroids = np.vstack([i.quantizer.reconstruct_n(0, i.nlist) for i in ivfs])
         weights = np.concatenate(
             [[i.invlists.list_size(j) for j in range(i.nlist)] for i in ivfs]
         ).astype(np.float32)
-        dim = vectors.shape[1]
-        metric = faiss.METRIC_L2 if self.metric == "L2" else faiss.METRIC_INNER_PRODUCT
-        index = faiss.IndexIVFFlat(faiss.IndexFlat(dim, metric), dim, nlist, metric)
-        clustering = faiss.Clustering(dim, nlist, index.cp)
+        clustering = faiss.Clustering(index.d, index.nlist, index.cp)
         clustering.min_points_per_centroid = 1  # few points by design: no faiss warning
         clustering.train(np.ascontiguousarray(centroids), index.quantizer, weights)
         index.is_trained = True
-        index.add(normalised(vectors) if self.metric == "COSINE" else np.ascontiguousarray(vectors))
+        index.add(data)
         return index
 
     def _training_rows(self, data: np.ndarray, nlist: int, index: faiss.IndexIVF) -> np.ndarray:
