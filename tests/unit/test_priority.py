@@ -7,12 +7,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from vectide.services.common.periodic import Periodic
 from vectide.services.common.priority import lower_process, lower_thread
-
-pytestmark = pytest.mark.skipif(not hasattr(os, "setpriority"), reason="POSIX priorities")
 
 
 def own_nice() -> int:
