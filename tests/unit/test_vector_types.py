@@ -2,10 +2,12 @@
 scores, the channel codec and binlogs, the shard store's search, and the proxy's checks."""
 
 import base64
+import io
 import json
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pymilvus.grpc_gen import common_pb2, schema_pb2
 
@@ -136,6 +138,33 @@ def test_new_columns_cross_the_channel_and_binlogs_unchanged():
         values, _ = binlog.read_column(binlog.encode_arrow(merged), sent.data_type, sent.dim)
         want = [sent.data[i] for i in (0, 2, 3, 0, 1, 2, 3)]
         assert np.array_equal(np.asarray(values), np.asarray(want))
+
+
+def _list_binlog(values: np.ndarray) -> bytes:
+    """A vector binlog as earlier versions wrote it: a fixed-size list of the elements."""
+    flat = pa.array(values.reshape(-1))
+    column = pa.FixedSizeListArray.from_arrays(flat, values.shape[1])
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"v": column}), buf, compression="none", use_dictionary=False)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("n", [0, 5])
+def test_vector_binlogs_written_as_lists_read_and_merge_with_new_ones(n: int):
+    """Segments persisted before vectors became fixed-size binary still load and compact."""
+    rng = np.random.default_rng(n)
+    floats = FieldColumn(106, "f", DataType.FLOAT_VECTOR, rng.random((n, 3), np.float32), 3)
+    dense = [*_columns(n)[:3], floats]
+    for sent in dense:
+        old = _list_binlog(sent.data)
+        values, _ = binlog.read_column(old, sent.data_type, sent.dim)
+        assert values.dtype == sent.data.dtype and np.array_equal(values, sent.data)
+        new = binlog.decode_arrow(binlog.encode_column(sent.data, sent.data_type, sent.dim))
+        assert binlog.decode_arrow(old).equals(new)
+        # the rows of an old file from its second on (an offset into its buffer), then a new one
+        merged = pa.concat_arrays([binlog.decode_arrow(old)[1:], new])
+        values, _ = binlog.read_column(binlog.encode_arrow(merged), sent.data_type, sent.dim)
+        assert np.array_equal(values, np.concatenate([sent.data[1:], sent.data]))
 
 
 def test_shard_store_searches_each_vector_type():
