@@ -45,6 +45,10 @@ class Dataset:
     metric: str  # Milvus metric: L2 or COSINE
     ground_truth: np.ndarray  # nq x k exact neighbours (row numbers = primary keys)
     description: str
+    #: more queries and their exact neighbours, for a phase that searches for a time rather
+    #: than a count (each query is asked once, as in the other phases)
+    timed_queries: np.ndarray | None = None
+    timed_truth: np.ndarray | None = None
 
     @property
     def dim(self) -> int:
@@ -65,8 +69,11 @@ class Dataset:
         }
 
 
-def synthetic(rows: int, dim: int, queries: int, k: int, seed: int = 42) -> Dataset:
-    """A clustered set of ``rows`` vectors, seeded: the same data on every run."""
+def synthetic(
+    rows: int, dim: int, queries: int, k: int, seed: int = 42, timed_queries: int = 0
+) -> Dataset:
+    """A clustered set of ``rows`` vectors, seeded: the same data on every run (the timed
+    queries are drawn last, so they change neither the rows nor the queries)."""
     clusters = max(8, rows // ROWS_PER_CLUSTER)
     rng = np.random.default_rng(seed)
     centers = rng.normal(0.0, CENTER_SCALE, (clusters, dim)).astype(np.float32)
@@ -74,7 +81,7 @@ def synthetic(rows: int, dim: int, queries: int, k: int, seed: int = 42) -> Data
     bases = bases.astype(np.float32)
     base = np.concatenate(list(_draw(rng, centers, bases, rows)))
     query = np.concatenate(list(_draw(rng, centers, bases, queries)))
-    return Dataset(
+    data = Dataset(
         "synthetic",
         base,
         query,
@@ -82,6 +89,10 @@ def synthetic(rows: int, dim: int, queries: int, k: int, seed: int = 42) -> Data
         exact_neighbours(base, query, k, "L2"),
         f"Gaussian mixture, {clusters} clusters on {SUBSPACE_DIM}-d subspaces, seed {seed}",
     )
+    if timed_queries:
+        data.timed_queries = np.concatenate(list(_draw(rng, centers, bases, timed_queries)))
+        data.timed_truth = exact_neighbours(base, data.timed_queries, k, "L2")
+    return data
 
 
 def _draw(
