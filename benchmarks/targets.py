@@ -12,7 +12,8 @@ SeaweedFS also listens on each of its ports + 10000 (gRPC). The test suite's Sea
 (28333, 29333, 28380, 28888) therefore holds 38333, 39333, 38380 and 38888, so the bench's
 SeaweedFS takes 22433-22436 (S3, master, volume, filer; gRPC on 32433-32436): below Linux's
 ephemeral range (32768-60999), where a client connection's local port can also take a port
-for a while. The other ports are in that range; a start that loses such a race is retried.
+for a while. The other ports are in that range; a start that loses such a race (the
+infrastructure's or the standalone's) is retried.
 """
 
 from __future__ import annotations
@@ -116,9 +117,21 @@ class VectideTarget(Target):
         self._infra_up = True
 
     def start(self) -> None:
-        if not self._infra_up:
-            self.start_infra()
-        self.deployment.up("standalone")
+        """Infrastructure, then the standalone, whose ports also lie in the ephemeral range:
+        a start that fails (a port taken for a moment) is tried again on fresh
+        infrastructure, twice."""
+        for attempt in range(3):
+            if not self._infra_up:
+                self.start_infra()
+            try:
+                self.deployment.up("standalone")
+                return
+            except InfraError as exc:
+                if attempt == 2:
+                    raise
+                log(f"vectide: start failed ({str(exc).splitlines()[0]}); retrying")
+                self.stop()
+                time.sleep(5)
 
     def stop(self) -> None:
         self.deployment.down()
