@@ -73,9 +73,9 @@ def fresh_ratio(results: dict[str, Any], system: str) -> float | None:
 def ceilings(results: dict[str, Any]) -> tuple[float | None, float | None]:
     """The no-op server's numpy insert and serial search rates: the fastest of the run's
     measurements (first, and again before each system). The ceiling is the most the client
-    gets through; one measured slow (twice in four runs, right after milvus-lite's phase:
-    72,107 and 72,624 inserts/s against 84,541-91,198 in the same runs) would make every
-    ratio to it look better than it is."""
+    gets through; one measured slow (in three of five runs, right after milvus-lite's phase:
+    72,107, 72,624 and 77,454 inserts/s against 84,541-93,562 in the same runs) would make
+    every ratio to it look better than it is."""
     probes = [system.get("ceiling_probe") or {} for system in results.get("systems", {}).values()]
     inserts = [insert_rate(results, "ceiling", "numpy")]
     inserts += [p.get("insert_numpy_rows_per_s") for p in probes]
