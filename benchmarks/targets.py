@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,6 +71,25 @@ def bench_config(cluster_name: str, dml_channels: int = 4) -> Config:
     return config
 
 
+def _retried(
+    what: str, start: Callable[[], None], reset: Callable[[], None] | None = None, attempts: int = 3
+) -> None:
+    """``start`` until it succeeds, ``attempts`` times at most, 5 s apart and after
+    ``reset``: a port of the ephemeral range can be held for a moment by a client
+    connection's local end."""
+    for attempt in range(attempts):
+        try:
+            start()
+            return
+        except InfraError as exc:
+            if attempt == attempts - 1:
+                raise
+            log(f"{what}: start failed ({str(exc).splitlines()[0]}); retrying")
+            time.sleep(5)
+            if reset is not None:
+                reset()
+
+
 @dataclass
 class Target:
     """A server the bench talks to through pymilvus."""
@@ -103,35 +123,22 @@ class VectideTarget(Target):
     def start_infra(self) -> None:
         """ZooKeeper, S3 and the broker, fresh: leftovers of an interrupted bench run (in the
         bench's own run dir only) are stopped and their data removed first."""
-        for attempt in range(3):
+
+        def fresh() -> None:
             self.stop()
             remove_data()
-            try:
-                InfraManager(self.config, progress=lambda line: log(f"infra: {line}")).up()
-                break
-            except InfraError as exc:
-                if attempt == 2:
-                    raise
-                log(f"infra: start failed ({str(exc).splitlines()[-1]}); retrying")
-                time.sleep(5)
+            InfraManager(self.config, progress=lambda line: log(f"infra: {line}")).up()
+
+        _retried("infra", fresh)
         self._infra_up = True
 
     def start(self) -> None:
         """Infrastructure, then the standalone, whose ports also lie in the ephemeral range:
-        a start that fails (a port taken for a moment) is tried again on fresh
-        infrastructure, twice."""
-        for attempt in range(3):
-            if not self._infra_up:
-                self.start_infra()
-            try:
-                self.deployment.up("standalone")
-                return
-            except InfraError as exc:
-                if attempt == 2:
-                    raise
-                log(f"vectide: start failed ({str(exc).splitlines()[0]}); retrying")
-                self.stop()
-                time.sleep(5)
+        a standalone that fails to start is started again on fresh infrastructure."""
+        if not self._infra_up:
+            self.start_infra()
+        # start_infra stops what ran (the failed standalone too) before starting afresh
+        _retried("vectide", lambda: self.deployment.up("standalone"), reset=self.start_infra)
 
     def stop(self) -> None:
         self.deployment.down()
