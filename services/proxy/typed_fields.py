@@ -143,19 +143,13 @@ def read_queries(placeholder_group: Any, field: FieldSchema) -> np.ndarray | lis
                 raise errors.invalid(f"query vector: {exc}") from None
         return list(holder.values)
     dtype, width = FIXED_DTYPES[field.data_type], row_width(field.data_type, field.dim)
-    values = holder.values
-    size = width * dtype.itemsize
-    if len(values) == 1:  # one query (most searches): its bytes are the buffer
-        raw = values[0]
-        if len(raw) != size:
-            raise errors.invalid(f"query vector dim does not match the field's dim {field.dim}")
-    else:
-        rows = list(values)
-        if any(len(v) != size for v in rows):
-            raise errors.invalid(f"query vector dim does not match the field's dim {field.dim}")
-        raw = b"".join(rows)
-    # every row in one read-only buffer (nothing writes to query vectors)
-    vectors = np.frombuffer(raw, dtype=dtype).reshape(len(values), width)
+    rows = list(holder.values)
+    if any(len(v) != width * dtype.itemsize for v in rows):
+        raise errors.invalid(f"query vector dim does not match the field's dim {field.dim}")
+    # every row in one read-only buffer (nothing writes to query vectors); one query (most
+    # searches) is its own buffer, without a join's copy
+    raw = rows[0] if len(rows) == 1 else b"".join(rows)
+    vectors = np.frombuffer(raw, dtype=dtype).reshape(len(rows), width)
     if field.data_type in vector_types.FLOAT_TYPES:
         vectors = vector_types.as_float32(field.data_type, vectors)
         check_finite(vectors, "query vector")
