@@ -390,7 +390,6 @@ def start_datanode(
     query = run(
         config,
         datacoord,
-        trigger_s=data.trigger_s,
         checkpoint_dir=checkpoint_dir,
         wake_file=wake.wake_file,
     )

@@ -186,7 +186,6 @@ def run(
     config: Config,
     datacoord: Any,
     settings: SparkSettings | None = None,
-    trigger_s: float = 3.0,
     checkpoint_dir: Path | None = None,
     wake_file: Path | None = None,
 ) -> Any:
@@ -200,6 +199,7 @@ def run(
     checkpoint_dir = checkpoint_dir or default_checkpoint_dir(config)
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     options = {"wake_file": str(wake_file)} if wake_file else {}
+    trigger_s = config.data.trigger_s
     return start_query(spark, config, BatchSink(datacoord), checkpoint_dir, trigger_s, options)
 
 
