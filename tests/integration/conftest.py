@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from pymilvus import MilvusClient
+from pymilvus.client.connection_manager import ConnectionManager
 
 from tests.infra import REPO, TEST_PORTS
 from vectide.services.common.config import Config
@@ -28,6 +29,16 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/integration" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_connection_outlives_its_module():
+    """pymilvus shares one connection per address and token across the process and keeps it
+    after its clients close. A later module whose deployment drew the same free port would
+    reach it through the old connection, without the Connect handshake (a refused login then
+    "succeeds"): drop them all once a module's deployments are gone."""
+    yield
+    ConnectionManager.get_instance().close_all()
 
 
 @pytest.fixture

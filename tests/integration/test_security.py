@@ -70,7 +70,9 @@ def _user(root: MilvusClient, password: str = "password1") -> tuple[str, str]:
 
 
 def _connect(uri: str, **credentials: str) -> MilvusClient:
-    return MilvusClient(uri, **credentials)
+    """A connection of its own, so that every client here logs in (pymilvus would otherwise
+    hand out an open connection with the same address and token)."""
+    return MilvusClient(uri, dedicated=True, **credentials)
 
 
 @contextmanager
