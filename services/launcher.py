@@ -302,7 +302,7 @@ def start_role(
                     "rootcoord",
                     "RootCoord",
                     fail_fast=dict.fromkeys(
-                        ("alloc_timestamp", "alloc_ids", "report_timetick"), fast
+                        ("alloc_timestamp", "alloc_ids", "report_timetick", "read_fence"), fast
                     ),
                 ),
                 ActiveClient(registry, "rootcoord", "QueryCoord"),

@@ -132,8 +132,17 @@ class MemorySubscriber:
             if reader is not None:
                 self._closed_poison += reader.poison_count
 
-    def hurry(self, vchannel: str) -> None:
-        self._on_hurry()
+    def hurry(self, vchannel: str, fence: Position | None = None) -> None:
+        """With a fence the read needs no TimeTick: apply it (delivering what was written);
+        without one, tick as a deployment's rootcoord would at once."""
+        if fence is None:
+            self._on_hurry()
+            return
+        with self._lock:
+            reader = self.readers.get(vchannel)
+            if reader is not None:
+                reader.fence(fence)
+        self.pump()
 
     def pump(self) -> int:
         """Apply every pack the channels complete now; returns how many were applied."""

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from vectide.services.common.msgstream.message import Position
+
 
 @dataclass
 class ShardSearchRequest:
@@ -34,6 +36,8 @@ class ShardSearchRequest:
     scalar_indexes: dict[str, str] = field(default_factory=dict)
     #: read at exactly this snapshot (time travel; 0: at the tsafe found)
     travel_ts: int = 0
+    #: a Strong read's fences (see ``tick_aligner``): ticks nobody wrote, one per pchannel
+    fences: list[Position] = field(default_factory=list)
 
 
 @dataclass
@@ -53,3 +57,5 @@ class ShardQueryRequest:
     scalar_indexes: dict[str, str] = field(default_factory=dict)
     #: read at exactly this snapshot (time travel; 0: at the tsafe found)
     travel_ts: int = 0
+    #: as ShardSearchRequest's
+    fences: list[Position] = field(default_factory=list)

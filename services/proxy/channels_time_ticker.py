@@ -8,13 +8,21 @@ stamped above it).
 
 A finished write or a Strong read makes the next report *urgent*: someone waits for a tick
 that covers it, so the rootcoord ticks at once instead of at its (idle-paced) period.
+
+With its promise the proxy says where its acknowledged writes end per channel, so that the
+rootcoord can answer a Strong read with fences instead of TimeTicks (``TimeTickSync``).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+
+from vectide.services.common.msgstream.message import Message
+
+#: a channel writer's ``write``: the offsets of the acknowledged messages
+Write = Callable[[Sequence[tuple[str, Message]]], list[int]]
 
 
 class ChannelsTimeTicker:
@@ -27,6 +35,10 @@ class ChannelsTimeTicker:
         self._pending: dict[str, Counter[int]] = {c: Counter() for c in self._pchannels}
         #: the first report is urgent: the rootcoord holds every tick until it arrives
         self._urgent = True
+        #: per channel, the offset after the last acknowledged write
+        self._ends: dict[str, int] = {}
+        #: channels whose last write failed: some of it may be on the channel, where unknown
+        self._unsure: set[str] = set()
 
     def stamp(self, channels: Iterable[str]) -> int:
         """Allocate the stamp of a write to ``channels`` and hold those channels back."""
@@ -57,9 +69,29 @@ class ChannelsTimeTicker:
             urgent, self._urgent = self._urgent, False
             return urgent
 
-    def report(self) -> dict[str, int]:
+    def acked(self, channels: Sequence[str], offsets: Sequence[int]) -> None:
+        """Writes to ``channels`` were acknowledged at ``offsets`` (before ``done``)."""
         with self._lock:
-            fresh: int | None = None
+            for ch, offset in zip(channels, offsets, strict=True):
+                self._ends[ch] = max(self._ends.get(ch, 0), offset + 1)
+                self._unsure.discard(ch)
+
+    def failed(self, channels: Iterable[str]) -> None:
+        """A write to ``channels`` failed: part of it may have been written, at offsets
+        unknown, until a later acknowledged write ends beyond them."""
+        with self._lock:
+            self._unsure.update(channels)
+
+    def report(self) -> dict[str, int]:
+        return self.promise()[0]
+
+    def promise(self, at_ts: int | None = None) -> tuple[dict[str, int], dict[str, int]]:
+        """Per channel, the stamp below which this proxy will write nothing more, and the
+        offset after its last acknowledged write (0: none; left out: unknown). A channel
+        with no write in flight is promised ``at_ts``, a stamp allocated before this call
+        (every later write is stamped above it), or else a fresh stamp."""
+        with self._lock:
+            fresh = at_ts
             out: dict[str, int] = {}
             for ch, pending in self._pending.items():
                 if pending:
@@ -67,8 +99,28 @@ class ChannelsTimeTicker:
                 else:
                     fresh = self._alloc_ts() if fresh is None else fresh
                     out[ch] = fresh
-            return out
+            ends = {ch: self._ends.get(ch, 0) for ch in self._pchannels if ch not in self._unsure}
+            return out, ends
 
     def pending(self) -> int:
         with self._lock:
             return sum(sum(c.values()) for c in self._pending.values())
+
+
+class AckedWriter:
+    """The proxy's channel writer, telling the ticker where each write ended (or that it
+    failed) before the write's task is done."""
+
+    def __init__(self, write: Write, ticker: ChannelsTimeTicker) -> None:
+        self._write = write
+        self._ticker = ticker
+
+    def write(self, messages: Sequence[tuple[str, Message]]) -> list[int]:
+        channels = [ch for ch, _ in messages]
+        try:
+            offsets = self._write(messages)
+        except BaseException:
+            self._ticker.failed(channels)
+            raise
+        self._ticker.acked(channels, offsets)
+        return offsets

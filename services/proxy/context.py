@@ -7,13 +7,13 @@ core that imports them: the core builds tasks, tasks see only this context.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from vectide.services.common.compaction_plan import JobState
 from vectide.services.common.config import Config, QuotaConfig
-from vectide.services.common.msgstream.message import Message
+from vectide.services.common.msgstream.message import Message, Position
 from vectide.services.common.names import DEFAULT_DB
 from vectide.services.common.placement import NodeLoad
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
@@ -69,8 +69,15 @@ class RootCoordPort(Protocol):
     def create_index(self, ts: int, collection: str, index: IndexInfo) -> IndexInfo: ...
     def drop_index(self, ts: int, collection: str, index_name: str) -> None: ...
     def report_timetick(
-        self, source_id: int, channels: dict[str, int], urgent: bool = False
+        self,
+        source_id: int,
+        channels: dict[str, int],
+        urgent: bool = False,
+        ends: dict[str, int] | None = None,
     ) -> bool: ...
+    def read_fence(
+        self, source_id: int, channels: dict[str, int], ends: dict[str, int], ts: int
+    ) -> list[Position]: ...
 
 
 class QueryCoordPort(Protocol):
@@ -175,3 +182,4 @@ class TaskContext(Protocol):
     def partition_id(self, info: CollectionInfo, name: str) -> int: ...
     def readable_partitions(self, info: CollectionInfo, names: Sequence[str]) -> list[int]: ...
     def next_replica(self, replicas: int) -> int: ...
+    def strong_read(self, pchannels: Iterable[str]) -> tuple[int, list[Position]]: ...

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,7 @@ from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.expr import pk_terms
 from vectide.services.common.index_spec import is_interim
 from vectide.services.common.load_state import LOAD_STATE_LOADED
-from vectide.services.common.msgstream.message import DataType, FieldColumn, PrimaryKeys
+from vectide.services.common.msgstream.message import DataType, FieldColumn, Position, PrimaryKeys
 from vectide.services.common.names import DEFAULT_DB, qualified
 from vectide.services.common.pacer import Pacer
 from vectide.services.common.results import QueryRows, SearchHits
@@ -33,7 +33,7 @@ from vectide.services.common.schema import (
     IndexInfo,
 )
 from vectide.services.proxy import limits
-from vectide.services.proxy.channels_time_ticker import ChannelsTimeTicker
+from vectide.services.proxy.channels_time_ticker import AckedWriter, ChannelsTimeTicker
 from vectide.services.proxy.context import (
     ChannelWriter,
     DataCoordPort,
@@ -89,13 +89,13 @@ class Proxy:
         self.rootcoord = rootcoord
         self.querycoord = querycoord
         self.nodes = nodes
-        self.writer = writer
         self.config = config or ProxyConfig()
         self.meta = MetaCache(rootcoord)
         self.shards = ShardLeaderCache(querycoord)
         #: reads take the replicas in turns
         self._replica_turns = itertools.count()
         self.ticker = ChannelsTimeTicker(pchannels, rootcoord.alloc_timestamp)
+        self.writer = AckedWriter(writer.write, self.ticker)
         self.report_pacer = Pacer(
             self.config.timetick_interval_ms / 1000, self.config.idle_timetick_interval_ms / 1000
         )
@@ -115,9 +115,27 @@ class Proxy:
         proxy or, by the rootcoord's answer, any proxy is active, so that the minimum the
         rootcoord takes over all proxies moves at once too."""
         urgent = self.ticker.take_urgent()
-        active = self.rootcoord.report_timetick(self.server_id, self.ticker.report(), urgent=urgent)
+        promises, ends = self.ticker.promise()
+        active = self.rootcoord.report_timetick(self.server_id, promises, urgent, ends)
         if urgent or active:
             self.report_pacer.activity(time.monotonic())
+
+    def strong_read(self, pchannels: Iterable[str]) -> tuple[int, list[Position]]:
+        """Stamp a Strong read of ``pchannels`` and fence those whose writers all promised
+        that far: the query nodes answer it once they read up to the fences, and nothing is
+        written for it. A channel without a fence (a write in flight, another proxy's
+        promise not that recent) needs a TimeTick: ask for one."""
+        ts = self.rootcoord.alloc_timestamp()
+        promises, ends = self.ticker.promise(at_ts=ts)
+        wanted = set(pchannels)
+        fences = [
+            f
+            for f in self.rootcoord.read_fence(self.server_id, promises, ends, ts)
+            if f.channel in wanted
+        ]
+        if len(fences) < len(wanted):
+            self.ticker.wake()  # report now: the next timetick then covers ``ts``
+        return ts, fences
 
     def wake_timetick(self) -> None:
         """The rootcoord needs a fresh promise (another proxy's reader waits): report now."""

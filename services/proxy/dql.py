@@ -13,7 +13,7 @@ import numpy as np
 from vectide.services.common import errors, timestamp, vector_types
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.grouping import group_by_field, merge_groups, restrict_to_groups
-from vectide.services.common.msgstream.message import DataType, row_width
+from vectide.services.common.msgstream.message import DataType, Position, row_width
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
 from vectide.services.common.results import QueryRows, SearchHits, merge_hits, merge_rows, take
 from vectide.services.common.schema import (
@@ -143,9 +143,10 @@ class _ReadTask(Task):
         if spec.expr.strip():
             limits.parse_filter(proxy.config.quota, spec.expr, spec.expr_params)
 
-    def _guarantee(self) -> tuple[int, float, int]:
-        """The guarantee timestamp for this read, how long it may wait for it, and the
-        snapshot it travels to (0: none, the read is at the shards' tsafe)."""
+    def _guarantee(self) -> tuple[int, float, int, list[Position]]:
+        """The guarantee timestamp for this read, how long it may wait for it, the snapshot
+        it travels to (0: none, the read is at the shards' tsafe) and, for a Strong read,
+        the fences that let the shards reach it without a TimeTick."""
         spec, proxy = self._spec, self._proxy
         level = (
             self.info.consistency_level
@@ -161,19 +162,19 @@ class _ReadTask(Task):
         )
         if travel:
             retention.check(travel, timestamp.now_ms())
-            return travel, wait, travel  # a stamp in the future waits like a guarantee
+            return travel, wait, travel, []  # a stamp in the future waits like a guarantee
         if level == ConsistencyLevel.STRONG or (
             level == ConsistencyLevel.CUSTOMIZED and spec.guarantee_ts == 0
         ):
-            ts = proxy.rootcoord.alloc_timestamp()
-            proxy.ticker.wake()  # report now: the next timetick then covers ``ts``
-        elif level == ConsistencyLevel.BOUNDED:
+            ts, fences = proxy.strong_read(self.info.pchannels)
+            return ts, wait, 0, fences
+        if level == ConsistencyLevel.BOUNDED:
             ts = timestamp.compose(max(timestamp.now_ms() - proxy.config.graceful_time_ms, 0))
         elif level == ConsistencyLevel.EVENTUALLY:
             ts = EVENTUALLY_TS
         else:  # Session, Customized: as the client says (1 when it never wrote)
             ts = max(spec.guarantee_ts, EVENTUALLY_TS)
-        return ts, wait, 0
+        return ts, wait, 0, []
 
     def _fan_out(self, call: Any) -> list[Any]:
         """Run ``call(node, vchannels)`` on every node leading this collection's shards in
@@ -329,7 +330,7 @@ class SearchTask(_ReadTask):
 
     def execute(self) -> None:
         spec = self._spec
-        ts, wait, travel = self._guarantee()
+        ts, wait, travel, fences = self._guarantee()
         topk = spec.limit + spec.offset
         request = ShardSearchRequest(
             collection_id=self.info.collection_id,
@@ -341,6 +342,7 @@ class SearchTask(_ReadTask):
             guarantee_ts=ts,
             wait_timeout_s=wait,
             travel_ts=travel,
+            fences=fences,
             expr=spec.expr,
             expr_params=spec.expr_params,
             partition_ids=self.partition_ids,
@@ -416,7 +418,7 @@ class QueryTask(_ReadTask):
 
     def execute(self) -> None:
         spec = self._spec
-        ts, wait, travel = self._guarantee()
+        ts, wait, travel, fences = self._guarantee()
         per_shard = None if spec.limit is None else spec.limit + spec.offset
         request = ShardQueryRequest(
             collection_id=self.info.collection_id,
@@ -424,6 +426,7 @@ class QueryTask(_ReadTask):
             guarantee_ts=ts,
             wait_timeout_s=wait,
             travel_ts=travel,
+            fences=fences,
             expr=spec.expr,
             expr_params=spec.expr_params,
             partition_ids=self.partition_ids,

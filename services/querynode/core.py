@@ -22,7 +22,12 @@ from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.index_spec import InterimIndex
 from vectide.services.common.memory import add_bytes, release_freed
 from vectide.services.common.msgstream.channels import pchannel_of
-from vectide.services.common.msgstream.message import CollectionDDLMsg, InsertMsg, MsgPack
+from vectide.services.common.msgstream.message import (
+    CollectionDDLMsg,
+    InsertMsg,
+    MsgPack,
+    Position,
+)
 from vectide.services.common.placement import NodeLoad
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
 from vectide.services.common.results import QueryRows, SearchHits, merge_rows
@@ -69,8 +74,9 @@ class ChannelSubscriber(Protocol):
 
     def unsubscribe(self, vchannel: str) -> None: ...
 
-    def hurry(self, vchannel: str) -> None:
-        """A read of ``vchannel`` is about to wait: deliver its channel's ticks fast."""
+    def hurry(self, vchannel: str, fence: Position | None = None) -> None:
+        """A read of ``vchannel`` is about to wait: deliver its channel's ticks fast, and
+        apply ``fence`` (a tick nobody wrote) once the channel was read up to it."""
 
 
 class QueryNode:
@@ -554,9 +560,11 @@ class QueryNode:
         fast fetches cost this process and the broker CPU every search competes with."""
         shards = [self._shard(v) for v in req.vchannels]
         if self._subscriber is not None:
+            fences = {f.channel: f for f in req.fences}
             for shard in shards:
                 if shard.tsafe.get() < req.guarantee_ts:
-                    self._subscriber.hurry(shard.vchannel)
+                    fence = fences.get(pchannel_of(shard.vchannel))
+                    self._subscriber.hurry(shard.vchannel, fence)
         return shards
 
     def _shard(self, vchannel: str) -> Shard:

@@ -64,11 +64,16 @@ class KafkaSubscriber:
             self._readers[vchannel] = (thread, stop, consumer)
         thread.start()
 
-    def hurry(self, vchannel: str) -> None:
-        """A read of ``vchannel`` is about to wait for its tsafe: fetch fast."""
+    def hurry(self, vchannel: str, fence: Position | None = None) -> None:
+        """A read of ``vchannel`` is about to wait for its tsafe: fetch fast (and apply its
+        fence once read up to it)."""
         entry = self._readers.get(vchannel)
-        if entry is not None:
+        if entry is None:
+            return
+        if fence is None:
             entry[2].hurry()
+        else:
+            entry[2].fence(fence)
 
     def _run(self, vchannel: str, consumer: ChannelConsumer, stop: threading.Event) -> None:
         try:

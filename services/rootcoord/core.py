@@ -22,7 +22,13 @@ from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.id_allocator import IDAllocator
 from vectide.services.common.kv.base import MetaKV
 from vectide.services.common.msgstream.channels import pchannels, vchannel
-from vectide.services.common.msgstream.message import CollectionDDLMsg, DDLOp, Message, TimeTickMsg
+from vectide.services.common.msgstream.message import (
+    CollectionDDLMsg,
+    DDLOp,
+    Message,
+    Position,
+    TimeTickMsg,
+)
 from vectide.services.common.names import (
     DEFAULT_DB,
     describe,
@@ -127,13 +133,18 @@ class RootCoord:
     # -- timeticks -------------------------------------------------------------------------
 
     def report_timetick(
-        self, source_id: int, channels: dict[str, int], urgent: bool = False
+        self,
+        source_id: int,
+        channels: dict[str, int],
+        urgent: bool = False,
+        ends: dict[str, int] | None = None,
     ) -> bool:
-        """Record a proxy's promise. An urgent one (a reader waits: a finished write, a
-        Strong read) ticks at once and keeps the ticks fast for a while; a periodic one waits
-        for the next paced tick. Returns whether the cluster is active, so that idle proxies
-        report at the fast period too while another proxy's writes need their promises."""
-        self.ticks.report(source_id, channels)
+        """Record a proxy's promise (and where its acknowledged writes end). An urgent one
+        (a reader waits: a finished write, a Strong read) ticks at once and keeps the ticks
+        fast for a while; a periodic one waits for the next paced tick. Returns whether the
+        cluster is active, so that idle proxies report at the fast period too while another
+        proxy's writes need their promises."""
+        self.ticks.report(source_id, channels, ends)
         now = time.monotonic()
         if urgent:
             self.tick_pacer.activity(now)
@@ -145,6 +156,15 @@ class RootCoord:
                 self._invalidator.wake_timeticks(stale)
             self.on_report()
         return self.tick_pacer.active(now)
+
+    def read_fence(
+        self, source_id: int, channels: dict[str, int], ends: dict[str, int], ts: int
+    ) -> list[Position]:
+        """Record a proxy's promise, taken after it stamped a Strong read ``ts``, and answer
+        with a fence at ``ts`` for every channel whose writers all promised that far (see
+        ``TimeTickSync``). The other channels need a TimeTick: the proxy asks for one."""
+        self.ticks.report(source_id, channels, ends)
+        return self.ticks.fences(ts, self.pchannels)
 
     def set_live_proxies(self, source_ids: Sequence[int]) -> None:
         self.ticks.set_live(source_ids)
@@ -158,6 +178,7 @@ class RootCoord:
             offsets = self._writer.write(
                 [(ch, TimeTickMsg(msg_id, ts, self.server_id)) for ch, ts in ticks.items()]
             )
+            self.ticks.written({ch: o + 1 for ch, o in zip(ticks, offsets, strict=True)})
             if self._tick_index is not None:
                 # after the acknowledgement: an entry never names a tick not yet written
                 self._tick_index.publish(
@@ -201,11 +222,14 @@ class RootCoord:
             )
             for ch in channels:
                 self.ticks.begin_own(ch, msg.ts)
+        ends: dict[str, int] = {}
         try:
-            return msg.ts, self._writer.write([(ch, msg) for ch in channels])
+            offsets = self._writer.write([(ch, msg) for ch in channels])
+            ends = {ch: o + 1 for ch, o in zip(channels, offsets, strict=True)}
+            return msg.ts, offsets
         finally:
             for ch in channels:
-                self.ticks.end_own(ch, msg.ts)
+                self.ticks.end_own(ch, msg.ts, ends.get(ch))
             self.tick_pacer.activity(time.monotonic())
             self.on_report()  # readers of the collection wait for a tick past the DDL
 

@@ -5,6 +5,12 @@ in-flight write minus one, or a fresh stamp when idle). The rootcoord adds its o
 DDL writes. A tick T is safe on a channel once no writer can still put a message with
 ``ts <= T`` on it. A proxy that registered but has not reported yet, or stopped reporting
 while its session lives, holds the channels back: that is the point.
+
+The same promises give *fences* without writing anything: with each promise a proxy says
+where its acknowledged writes end per channel; if every writer's promise covers a read's
+stamp, every message stamped up to it lies below the largest of those ends (and of the
+rootcoord's own writes). A Strong read carries such fences to the query nodes instead of
+waiting for a TimeTick written for it.
 """
 
 from __future__ import annotations
@@ -14,10 +20,15 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from vectide.services.common.msgstream.message import Position
+
 
 @dataclass
 class _Report:
     channels: dict[str, int]
+    #: per channel, the offset after the writer's last acknowledged write (0: it wrote
+    #: none; a channel left out: it cannot say, a write failed); None: not told at all
+    ends: dict[str, int] | None = None
     received_at: float = field(default_factory=time.monotonic)
 
 
@@ -29,11 +40,17 @@ class TimeTickSync:
         self._live: set[int] = set()
         self._own_pending: dict[str, set[int]] = {c: set() for c in self._pchannels}
         self._last: dict[str, int] = dict.fromkeys(self._pchannels, 0)
+        #: per channel, the offset after this coordinator's last acknowledged write; a
+        #: channel it has not written to since it started (or whose write failed) has none,
+        #: and gets no fence: a predecessor's writes may lie anywhere
+        self._own_end: dict[str, int] = {}
         self._grace_s = unregistered_grace_s
 
-    def report(self, source_id: int, channels: dict[str, int]) -> None:
+    def report(
+        self, source_id: int, channels: dict[str, int], ends: dict[str, int] | None = None
+    ) -> None:
         with self._lock:
-            self._reports[source_id] = _Report(dict(channels))
+            self._reports[source_id] = _Report(dict(channels), None if ends is None else dict(ends))
 
     def set_live(self, source_ids: Iterable[int]) -> None:
         """The proxies whose sessions are alive; reports of the others are dropped."""
@@ -58,9 +75,42 @@ class TimeTickSync:
         with self._lock:
             self._own_pending[channel].add(ts)
 
-    def end_own(self, channel: str, ts: int) -> None:
+    def end_own(self, channel: str, ts: int, end: int | None = None) -> None:
+        """An own write is over: acknowledged and ending at ``end``, or failed (None)."""
         with self._lock:
             self._own_pending[channel].discard(ts)
+            self._note_own_end(channel, end)
+
+    def written(self, ends: dict[str, int]) -> None:
+        """Own writes (TimeTicks) were acknowledged, ending at these offsets."""
+        with self._lock:
+            for channel, end in ends.items():
+                self._note_own_end(channel, end)
+
+    def _note_own_end(self, channel: str, end: int | None) -> None:
+        if end is None:
+            self._own_end.pop(channel, None)
+        else:
+            self._own_end[channel] = max(self._own_end.get(channel, 0), end)
+
+    def fences(self, ts: int, channels: Iterable[str]) -> list[Position]:
+        """A fence at ``ts`` for each of ``channels`` every writer's promise covers."""
+        with self._lock:
+            if self._live - set(self._reports):
+                return []  # a live proxy has not promised anything yet
+            told = [(r.channels, r.ends) for r in self._reports.values() if r.ends is not None]
+            if len(told) < len(self._reports):
+                return []  # a proxy that does not say where its writes end
+            out: list[Position] = []
+            for channel in channels:
+                if channel not in self._own_end or self._own_pending.get(channel):
+                    continue
+                if any(promises.get(channel, ts) < ts for promises, _ in told):
+                    continue
+                ends = [e.get(channel) for _, e in told]  # None: that writer cannot say
+                if None not in ends:
+                    out.append(Position(channel, max([self._own_end[channel], *ends]), ts))
+            return out
 
     def next_ticks(self, fresh_ts: int) -> dict[str, int]:
         """Ticks to write now: per channel the safe stamp, where it advanced.

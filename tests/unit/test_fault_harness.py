@@ -200,7 +200,7 @@ def test_reordered_records_of_two_writes_leave_the_shard_complete(harness):
 # -- paused ticks ------------------------------------------------------------------------------
 
 
-def test_paused_ticks_make_strong_reads_wait_while_eventually_reads_answer(harness):
+def test_paused_ticks_leave_eventually_reads_at_the_last_tick_and_strong_reads_fenced(harness):
     h = harness
     h.insert("c", [1, 2])
     h.tick()
@@ -209,15 +209,28 @@ def test_paused_ticks_make_strong_reads_wait_while_eventually_reads_answer(harne
     started = time.monotonic()
     assert h.query_ids("c", EVENTUALLY) == [1, 2]  # at once, at the last tick
     assert time.monotonic() - started < 0.5
+    # Strong needs no tick: every writer promised past its stamp, the fence covers row 3
+    assert h.query_ids("c", deadline_s=5) == [1, 2, 3]
+    assert time.monotonic() - started < 0.5
+
+
+def test_a_strong_read_behind_a_write_in_flight_waits_for_a_tick_past_it(harness):
+    h = harness
+    h.insert("c", [1, 2])
+    h.tick()
+    h.pause_ticks()
+    pchannels = h.proxy.meta.get("c").pchannels
+    stamp = h.proxy.ticker.stamp(pchannels)  # a write stamped, not yet acknowledged
     result: list[list[int]] = []
     reader = threading.Thread(target=lambda: result.append(h.query_ids("c", deadline_s=5)))
     reader.start()
     reader.join(0.2)
-    assert reader.is_alive() and result == []  # Strong waits for a tick past its stamp
+    assert reader.is_alive() and result == []  # no fence: its stamp is above the promise
+    h.proxy.ticker.done(pchannels, stamp)
     h.resume_ticks()
     h.tick()
     reader.join(5)
-    assert result == [[1, 2, 3]]
+    assert result == [[1, 2]]
 
 
 # -- crashes -----------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from vectide.services.common.schema import (
     ConsistencyLevel,
     FieldSchema,
 )
-from vectide.services.proxy.channels_time_ticker import ChannelsTimeTicker
+from vectide.services.proxy.channels_time_ticker import AckedWriter, ChannelsTimeTicker
 from vectide.services.proxy.shard_cache import Placement, ShardLeaderCache
 
 
@@ -192,3 +192,26 @@ def test_an_unloaded_or_half_placed_collection_is_not_cached():
     cache.get(info)
     cache.get(info)
     assert half.calls == 2  # asked again until every shard has a node
+
+
+def test_ticker_says_where_acknowledged_writes_end_and_not_after_a_failed_one():
+    clock = iter(range(100, 10_000))
+    ticker = ChannelsTimeTicker(["a", "b"], lambda: next(clock))
+    assert ticker.promise(at_ts=50) == ({"a": 50, "b": 50}, {"a": 0, "b": 0})
+    offsets = iter([7, 3])
+    writer = AckedWriter(lambda messages: [next(offsets) for _ in messages], ticker)
+    ts = ticker.stamp(["a", "b"])
+    assert writer.write([("a", None), ("b", None)]) == [7, 3]
+    promises, ends = ticker.promise(at_ts=ts + 1)
+    assert promises == {"a": ts - 1, "b": ts - 1}  # still in flight until done
+    assert ends == {"a": 8, "b": 4}
+    ticker.done(["a", "b"], ts)
+
+    def broken(messages):
+        raise RuntimeError("broker gone")
+
+    with pytest.raises(RuntimeError):
+        AckedWriter(broken, ticker).write([("a", None)])
+    assert ticker.promise(at_ts=ts + 2)[1] == {"b": 4}  # part of it may be on "a": unknown
+    AckedWriter(lambda messages: [9], ticker).write([("a", None)])
+    assert ticker.promise(at_ts=ts + 3)[1] == {"a": 10, "b": 4}

@@ -7,7 +7,13 @@ import pytest
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.kv import MemoryKV
 from vectide.services.common.load_state import LOAD_STATE_LOADED, LOAD_STATE_NOT_LOAD
-from vectide.services.common.msgstream.message import CollectionDDLMsg, DataType, DDLOp, TimeTickMsg
+from vectide.services.common.msgstream.message import (
+    CollectionDDLMsg,
+    DataType,
+    DDLOp,
+    Position,
+    TimeTickMsg,
+)
 from vectide.services.common.pacer import Pacer
 from vectide.services.common.schema import (
     CollectionSchema,
@@ -108,6 +114,30 @@ def test_own_pending_ddl_holds_its_channel_back():
     assert sync.next_ticks(100) == {"a": 49, "b": 100}
     sync.end_own("a", 50)
     assert sync.next_ticks(101) == {"a": 101, "b": 101}
+
+
+def test_fences_only_where_every_writer_promised_past_the_read_and_said_where_it_ends():
+    sync = TimeTickSync(["a", "b", "c"])
+    sync.set_live([1, 2])
+    sync.written({"a": 5, "b": 5})  # the coordinator's own ticks; none on "c" yet
+    sync.report(1, {"a": 100, "b": 100, "c": 100}, {"a": 20, "b": 0, "c": 0})
+    assert sync.fences(90, ["a", "b", "c"]) == []  # proxy 2 has promised nothing
+    sync.report(2, {"a": 100, "b": 80, "c": 100}, {"a": 30, "b": 12, "c": 0})
+    # "b": proxy 2 may still write below 90 there; "c": where a predecessor wrote is unknown
+    assert sync.fences(90, ["a", "b", "c"]) == [Position("a", 30, 90)]
+    assert sync.fences(80, ["b"]) == [Position("b", 12, 80)]
+    sync.begin_own("a", 95)  # a DDL in flight on "a"
+    assert sync.fences(90, ["a"]) == []
+    sync.end_own("a", 95, 41)
+    assert sync.fences(90, ["a"]) == [Position("a", 41, 90)]
+    sync.begin_own("a", 96)
+    sync.end_own("a", 96, None)  # failed: part of it may be on "a", where is unknown
+    assert sync.fences(90, ["a"]) == []
+    sync.report(2, {"a": 100, "b": 100, "c": 100}, {"b": 12, "c": 0})  # its write to "a" failed
+    sync.written({"a": 50})
+    assert sync.fences(90, ["a", "b"]) == [Position("b", 12, 90)]
+    sync.report(1, {"a": 100, "b": 100, "c": 100})  # a proxy that does not tell ends
+    assert sync.fences(90, ["a", "b"]) == []
 
 
 class Nodes:

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from vectide.services.common.msgstream.message import DeleteMsg, Position, TimeTickMsg
-from vectide.services.common.msgstream.tick_aligner import TickAligner
+from vectide.services.common.msgstream.tick_aligner import PendingFences, TickAligner
 
 
 def dm(ts: int, msg_id: int | None = None) -> DeleteMsg:
@@ -152,3 +152,29 @@ def test_resume_from_any_pack_redelivers_exactly_the_rest():
         offsets = {c: pos.offset for c, pos in pack.end_positions.items()}
         again = [m.msg_id for p in replay(resumed, logs, offsets, rng) for m in p.msgs]
         assert sorted(again) == sorted(set(range(total)) - before)
+
+
+def test_a_fence_releases_what_it_covers_once_the_channel_was_read_up_to_it():
+    # every message stamped <= 10 lies below offset 3: the fence acts as a tick at offset 2
+    al = TickAligner(["a"])
+    fences = PendingFences()
+    fences.add(Position("a", 3, 10))
+    al.feed("a", 0, dm(9))
+    assert fences.due({"a": 1}) == []  # not read up to it yet
+    al.feed("a", 1, dm(7))
+    al.feed("a", 2, dm(12))  # stamped after the read: above the fence, written before it
+    [due] = fences.due({"a": 3})
+    [pack] = al.fence(due)
+    assert (pack.end_ts, ts_of(pack)) == (10, [7, 9])
+    assert pack.end_positions["a"] == Position("a", 2, 10)  # before the undelivered 12
+    assert not fences and fences.due({"a": 3}) == []
+    [later] = al.feed("a", 3, tick(15))
+    assert ts_of(later) == [12]
+
+
+def test_a_fence_below_a_tick_already_seen_releases_nothing():
+    al = TickAligner(["a"])
+    al.feed("a", 0, dm(5))
+    [pack] = al.feed("a", 1, tick(20))
+    assert ts_of(pack) == [5]
+    assert al.fence(Position("a", 1, 10)) == []

@@ -27,7 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from vectide.services.common.config import KafkaConfig
 from vectide.services.common.msgstream import codec
 from vectide.services.common.msgstream.message import Message, MsgPack, Position, TimeTickMsg
-from vectide.services.common.msgstream.tick_aligner import TickAligner
+from vectide.services.common.msgstream.tick_aligner import PendingFences, TickAligner
 from vectide.services.common.pacer import Pacer
 
 log = logging.getLogger(__name__)
@@ -223,6 +223,9 @@ SLOW_CHECK_S = 0.1
 #: so the slow one reads for FAST_SUSPEND_S
 FAST_STALL_S = 1.0
 FAST_SUSPEND_S = 10.0
+#: a fast consumer's wait for records is cut into slices this long: a fence handed over
+#: meanwhile may complete a pack without any record (librdkafka's poll cannot be woken)
+FENCE_CHECK_S = 0.005
 
 
 class ChannelConsumer:
@@ -268,6 +271,7 @@ class ChannelConsumer:
         self._activity = Pacer(0.0, 0.0, hold_s=active_hold_s)
         self._activity.activity(time.monotonic())  # start fast: a new reader catches up
         self._hurried = threading.Event()
+        self._fences = PendingFences()
         #: when a reader began to wait with no record since; until when fast is not used
         self._waiting_since: float | None = None
         self._fast_off_until = 0.0
@@ -290,6 +294,20 @@ class ChannelConsumer:
         if self._waiting_since is None:
             self._waiting_since = now
         self._hurried.set()
+
+    def fence(self, fence: Position) -> None:
+        """A read waits for ``fence`` (a tick nobody wrote, see ``tick_aligner``): apply it
+        once the channel was read up to its offset (thread-safe)."""
+        self._fences.add(fence)
+        self.hurry()
+
+    def _fenced(self) -> list[MsgPack]:
+        """The packs completed by the fences the channels were read up to."""
+        packs: list[MsgPack] = []
+        for fence in self._fences.due(self._next):
+            self._waiting_since = None  # the waiting reader is answered, not stalled
+            packs += self._aligner.fence(fence)
+        return packs
 
     def _assignment(self) -> list[TopicPartition]:
         return [TopicPartition(ch, 0, offset) for ch, offset in self._next.items()]
@@ -324,9 +342,9 @@ class ChannelConsumer:
                 self._switch(time.monotonic())
             if not self.fast:
                 timeout_s = 0.0
-        packs: list[MsgPack] = []
+        packs = self._fenced()
         gapped: set[str] = set()
-        records = self._fetch(timeout_s, max_records)
+        records = self._fetch(0.0 if packs else timeout_s, max_records)
         self._notice_stall(time.monotonic(), bool(records))
         for record in records:
             err = record.error()
@@ -356,6 +374,7 @@ class ChannelConsumer:
             if not isinstance(msg, TimeTickMsg) and self._wakes_on(msg):
                 self._activity.activity(time.monotonic())  # data flows: stay fast
             packs += self._aligner.feed(channel, offset, msg)
+        packs += self._fenced()
         self._switch(time.monotonic())  # data just came: the next fetch is already fast
         return packs
 
@@ -395,12 +414,16 @@ class ChannelConsumer:
         """Wait for one record, then take whatever else is already buffered.
 
         ``consume(n, timeout)`` alone waits the whole timeout unless ``n`` records arrive,
-        which would add up to ``timeout`` to every read's wait for its timetick.
+        which would add up to ``timeout`` to every read's wait for its timetick. The wait
+        ends early, without a record, when a fence arrives.
         """
-        first = self._consumer.poll(timeout_s)
-        if first is None:
-            return []
-        return [first, *self._consumer.consume(max_records - 1, 0)]
+        deadline = time.monotonic() + timeout_s
+        while True:
+            first = self._consumer.poll(min(FENCE_CHECK_S, max(deadline - time.monotonic(), 0)))
+            if first is not None:
+                return [first, *self._consumer.consume(max_records - 1, 0)]
+            if self._fences or time.monotonic() >= deadline:
+                return []
 
     def close(self) -> None:
         self._fast.close()

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from vectide.services.common.msgstream import codec
 from vectide.services.common.msgstream.message import Message, MsgPack, Position, TimeTickMsg
-from vectide.services.common.msgstream.tick_aligner import TickAligner
+from vectide.services.common.msgstream.tick_aligner import PendingFences, TickAligner
 
 #: which messages a fault applies to (None: every one)
 Match = Callable[[Message], bool] | None
@@ -230,6 +230,7 @@ class MemoryConsumer:
         #: (channel, offset) of every record skipped as undecodable
         self.poisoned: list[tuple[str, int]] = []
         self.hurried = 0
+        self._fences = PendingFences()
 
     @property
     def fast(self) -> bool:
@@ -244,10 +245,18 @@ class MemoryConsumer:
         """Kafka's consumer reads faster after this; here it is only counted."""
         self.hurried += 1
 
+    def fence(self, fence: Position) -> None:
+        """As ``kafka.ChannelConsumer.fence``: applied by the poll that reads up to it."""
+        self._fences.add(fence)
+        self.hurry()
+
+    def _fenced(self) -> list[MsgPack]:
+        return [p for f in self._fences.due(self._next) for p in self._aligner.fence(f)]
+
     def poll(self, timeout_s: float = 0.0, max_records: int = 1000) -> list[MsgPack]:
         """Take what is available (waiting at most ``timeout_s`` for it) and return the
         packs it completed."""
-        packs: list[MsgPack] = []
+        packs = self._fenced()
         for channel, offset, value in self._broker.read(self._next, max_records, timeout_s):
             self._next[channel] = offset + 1
             try:
@@ -257,11 +266,11 @@ class MemoryConsumer:
                 self.poisoned.append((channel, offset))
                 continue
             packs += self._aligner.feed(channel, offset, msg)
-        return packs
+        return packs + self._fenced()
 
     def drain(self) -> list[MsgPack]:
         """Every pack the available records complete (polls until nothing is left)."""
-        packs: list[MsgPack] = []
+        packs = self._fenced()
         while self._broker.read(self._next, 1):
             packs += self.poll()
         return packs

@@ -74,6 +74,7 @@ ROOTCOORD_METHODS = (
     "create_index",
     "drop_index",
     "report_timetick",
+    "read_fence",
     "create_database",
     "drop_database",
     "alter_database",
