@@ -40,9 +40,11 @@ class TimeTickSync:
         self._live: set[int] = set()
         self._own_pending: dict[str, set[int]] = {c: set() for c in self._pchannels}
         self._last: dict[str, int] = dict.fromkeys(self._pchannels, 0)
-        #: per channel, the offset after this coordinator's last acknowledged write; a
-        #: channel it has not written to since it started (or whose write failed) has none,
-        #: and gets no fence: a predecessor's writes may lie anywhere
+        #: per channel, the offset after this coordinator's last acknowledged write. A
+        #: channel gets no fence without one: not written to since this coordinator started
+        #: (a predecessor's writes may lie anywhere), since its own write there failed, or
+        #: since a writer left (its last writes may not have been reported): the next tick,
+        #: written after all of those, restores it
         self._own_end: dict[str, int] = {}
         self._grace_s = unregistered_grace_s
 
@@ -57,8 +59,12 @@ class TimeTickSync:
         with self._lock:
             live = set(source_ids)
             for gone in self._live - live:
-                self._reports.pop(gone, None)
+                self._forget(gone)
             self._live = live
+
+    def _forget(self, source_id: int) -> None:
+        if self._reports.pop(source_id, None) is not None:
+            self._own_end.clear()
 
     def stale(self, source_id: int, now: float, older_than_s: float) -> list[int]:
         """Live proxies other than ``source_id`` whose last promise is older than
@@ -123,7 +129,7 @@ class TimeTickSync:
             # reports from proxies never seen alive expire; live ones hold until they leave
             for source in [s for s, r in self._reports.items() if s not in self._live]:
                 if now - self._reports[source].received_at > self._grace_s:
-                    del self._reports[source]
+                    self._forget(source)
             waiting = self._live - set(self._reports)
             if waiting:
                 return {}  # a live proxy has not promised anything yet

@@ -138,6 +138,10 @@ def test_fences_only_where_every_writer_promised_past_the_read_and_said_where_it
     assert sync.fences(90, ["a", "b"]) == [Position("b", 12, 90)]
     sync.report(1, {"a": 100, "b": 100, "c": 100})  # a proxy that does not tell ends
     assert sync.fences(90, ["a", "b"]) == []
+    sync.set_live([2])  # proxy 1 left: its last writes may not have been reported
+    assert sync.fences(90, ["a", "b"]) == []
+    sync.written({"a": 60, "b": 60})  # the next ticks lie after all of them
+    assert sync.fences(90, ["a", "b"]) == [Position("b", 60, 90)]  # proxy 2 cannot say for "a"
 
 
 class Nodes:
