@@ -162,7 +162,8 @@ class SupervisorConfig:
 class TimeConfig:
     #: Period of proxy timetick reports and of rootcoord's TimeTick broadcast (Milvus: 200 ms)
     #: while anything is written or read with a wait (and for one idle period after). Finished
-    #: writes and Strong reads tick at once whatever the period; every periodic tick is one
+    #: writes tick at once whatever the period (Strong reads carry fences and need no tick,
+    #: docs/architecture.md); every periodic tick is one
     #: record per channel that every consumer reads (in a 20-minute soak at 1,000 rows/s, 50 ms
     #: cost 6-17 points of a core more, and Tansu's slow fetches on long topics came 5-10
     #: minutes sooner).
@@ -170,7 +171,7 @@ class TimeConfig:
     #: Longest period of both once nothing happens: they back off to it, so an idle deployment
     #: costs the broker one tick per channel per period. Keep it well below
     #: ``query.graceful_time_ms`` (Bounded reads wait for ticks that recent); finished writes
-    #: and Strong reads tick at once regardless. Equal to ``timetick_interval_ms``: no back-off.
+    #: tick at once regardless. Equal to ``timetick_interval_ms``: no back-off.
     idle_timetick_interval_ms: int = 1000
     #: TSO: how far ahead of the clock the persisted upper bound is set.
     tso_window_ms: int = 3000
