@@ -5,8 +5,8 @@ Every port and directory here is the bench's own, clear of a developer deploymen
 
 - Vectide: ZooKeeper, the Tansu broker and SeaweedFS started by ``InfraManager``, then a
   standalone process by ``DeploymentManager``, all under ``.vectide/bench``;
-- milvus-lite: its own gRPC server (``milvus-lite server``) on port 39540;
-- the do-nothing server (``benchmarks.nullserver``) on port 39550.
+- milvus-lite: its own gRPC server (``milvus-lite server``) on port 24540;
+- the do-nothing server (``benchmarks.nullserver``) on port 24550.
 
 SeaweedFS also listens on each of its ports + 10000 (gRPC). The test suite's SeaweedFS
 (28333, 29333, 28380, 28888) therefore holds 38333, 39333, 38380 and 38888, so the bench's
@@ -41,8 +41,8 @@ HOST = "127.0.0.1"
 #: engineers can run bench modules on one machine at once (figures then share the cores)
 SHIFT = int(os.environ.get("VECTIDE_BENCH_PORT_SHIFT", "0"))
 RUN_DIR = REPO / ".vectide" / (f"bench{SHIFT}" if SHIFT else "bench")
-MILVUS_LITE_PORT = 39540 + SHIFT
-NULL_PORT = 39550 + SHIFT
+MILVUS_LITE_PORT = 24540 + SHIFT
+NULL_PORT = 24550 + SHIFT
 
 
 def bench_config(cluster_name: str, dml_channels: int = 4) -> Config:
@@ -50,22 +50,24 @@ def bench_config(cluster_name: str, dml_channels: int = 4) -> Config:
 
     Built in code from the defaults (not from ``vectide.yaml`` or ``VECTIDE_*``), so a
     developer's settings never leak into the measurement; the child process receives it
-    whole through ``Config.to_env``.
+    whole through ``Config.to_env``. Every port lies below Linux's ephemeral range (32768
+    and up; SeaweedFS's gRPC ports are its ports + 10000), where an outgoing connection can
+    hold one at the moment a role binds it.
     """
     config = Config()
     config.infra.run_dir = str(RUN_DIR)
     config.zookeeper.hosts = f"{HOST}:{32181 + SHIFT}"
-    config.kafka.bootstrap_servers = f"{HOST}:{39092 + SHIFT}"
+    config.kafka.bootstrap_servers = f"{HOST}:{24092 + SHIFT}"
     config.s3.endpoint = f"http://{HOST}:{22433 + SHIFT}"
     config.infra.seaweed_master_port = 22434 + SHIFT
     config.infra.seaweed_volume_port = 22435 + SHIFT
     config.infra.seaweed_filer_port = 22436 + SHIFT
     config.service.host = HOST
-    config.service.proxy_port = 39530 + SHIFT
-    config.service.rootcoord_port = 39600 + SHIFT
-    config.service.querynode_port = 39610 + SHIFT
-    config.service.http_port = 39121 + SHIFT
-    config.service.metrics_port = 39091 + SHIFT  # clear of a developer's `make run` (9091)
+    config.service.proxy_port = 24530 + SHIFT
+    config.service.rootcoord_port = 24600 + SHIFT
+    config.service.querynode_port = 24610 + SHIFT
+    config.service.http_port = 24121 + SHIFT
+    config.service.metrics_port = 24091 + SHIFT  # clear of a developer's `make run` (9091)
     config.cluster.name = cluster_name
     config.cluster.dml_channels = dml_channels
     return config
