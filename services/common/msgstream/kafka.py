@@ -225,7 +225,7 @@ FAST_STALL_S = 1.0
 FAST_SUSPEND_S = 10.0
 #: a fast consumer's wait for records is cut into slices this long: a fence handed over
 #: meanwhile may complete a pack without any record (librdkafka's poll cannot be woken)
-FENCE_CHECK_S = 0.005
+FENCE_CHECK_S = 0.002
 
 
 class ChannelConsumer:
