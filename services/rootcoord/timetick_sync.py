@@ -40,11 +40,14 @@ class TimeTickSync:
         self._live: set[int] = set()
         self._own_pending: dict[str, set[int]] = {c: set() for c in self._pchannels}
         self._last: dict[str, int] = dict.fromkeys(self._pchannels, 0)
-        #: per channel, the offset after this coordinator's last acknowledged write. A
-        #: channel gets no fence without one: not written to since this coordinator started
-        #: (a predecessor's writes may lie anywhere), since its own write there failed, or
-        #: since a writer left (its last writes may not have been reported): the next tick,
-        #: written after all of those, restores it
+        #: per channel, an offset every write not reported lies below: the end of the first
+        #: TimeTick this coordinator wrote there after it started (a predecessor's writes
+        #: may lie anywhere), after its own write there failed, or after a writer left (its
+        #: last writes may not have been reported). A channel without one gets no fence.
+        #: Later ticks do not move it: a fence need not cover ticks, so a reader that has
+        #: the data need not fetch the latest tick first (on Tansu's long topics, slow)
+        self._floor: dict[str, int] = {}
+        #: per channel, the offset after this coordinator's last acknowledged DDL message
         self._own_end: dict[str, int] = {}
         self._grace_s = unregistered_grace_s
 
@@ -64,7 +67,7 @@ class TimeTickSync:
 
     def _forget(self, source_id: int) -> None:
         if self._reports.pop(source_id, None) is not None:
-            self._own_end.clear()
+            self._floor.clear()
 
     def stale(self, source_id: int, now: float, older_than_s: float) -> list[int]:
         """Live proxies other than ``source_id`` whose last promise is older than
@@ -85,19 +88,16 @@ class TimeTickSync:
         """An own write is over: acknowledged and ending at ``end``, or failed (None)."""
         with self._lock:
             self._own_pending[channel].discard(ts)
-            self._note_own_end(channel, end)
+            if end is None:
+                self._floor.pop(channel, None)  # part of it may be there, where is unknown
+            else:
+                self._own_end[channel] = max(self._own_end.get(channel, 0), end)
 
     def written(self, ends: dict[str, int]) -> None:
-        """Own writes (TimeTicks) were acknowledged, ending at these offsets."""
+        """Own TimeTicks were acknowledged, ending at these offsets."""
         with self._lock:
             for channel, end in ends.items():
-                self._note_own_end(channel, end)
-
-    def _note_own_end(self, channel: str, end: int | None) -> None:
-        if end is None:
-            self._own_end.pop(channel, None)
-        else:
-            self._own_end[channel] = max(self._own_end.get(channel, 0), end)
+                self._floor.setdefault(channel, end)
 
     def fences(self, ts: int, channels: Iterable[str]) -> list[Position]:
         """A fence at ``ts`` for each of ``channels`` every writer's promise covers."""
@@ -109,13 +109,14 @@ class TimeTickSync:
                 return []  # a proxy that does not say where its writes end
             out: list[Position] = []
             for channel in channels:
-                if channel not in self._own_end or self._own_pending.get(channel):
+                if channel not in self._floor or self._own_pending.get(channel):
                     continue
                 if any(promises.get(channel, ts) < ts for promises, _ in told):
                     continue
                 ends = [e.get(channel) for _, e in told]  # None: that writer cannot say
                 if None not in ends:
-                    out.append(Position(channel, max([self._own_end[channel], *ends]), ts))
+                    own = [self._floor[channel], self._own_end.get(channel, 0)]
+                    out.append(Position(channel, max(own + ends), ts))
             return out
 
     def next_ticks(self, fresh_ts: int) -> dict[str, int]:

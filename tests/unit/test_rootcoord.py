@@ -142,6 +142,8 @@ def test_fences_only_where_every_writer_promised_past_the_read_and_said_where_it
     assert sync.fences(90, ["a", "b"]) == []
     sync.written({"a": 60, "b": 60})  # the next ticks lie after all of them
     assert sync.fences(90, ["a", "b"]) == [Position("b", 60, 90)]  # proxy 2 cannot say for "a"
+    sync.written({"b": 70})  # later ticks need not be read before a fence applies
+    assert sync.fences(90, ["b"]) == [Position("b", 60, 90)]
 
 
 class Nodes:
