@@ -168,11 +168,18 @@ class TimeConfig:
     #: cost 6-17 points of a core more, and Tansu's slow fetches on long topics came 5-10
     #: minutes sooner).
     timetick_interval_ms: int = 200
-    #: Longest period of both once nothing happens: they back off to it, so an idle deployment
-    #: costs the broker one tick per channel per period. Keep it well below
-    #: ``query.graceful_time_ms`` (Bounded reads wait for ticks that recent); finished writes
-    #: tick at once regardless. Equal to ``timetick_interval_ms``: no back-off.
+    #: Longest period of the proxies' reports once nothing happens: they back off to it. Keep
+    #: it well below ``query.graceful_time_ms``: a Bounded read carries the fences of its
+    #: proxy's last report, which reach back that far. Equal to ``timetick_interval_ms``: no
+    #: back-off.
     idle_timetick_interval_ms: int = 1000
+    #: Longest period of the rootcoord's TimeTick broadcast once nothing happens (a record in
+    #: every channel each time). Proxies still report every ``idle_timetick_interval_ms``
+    #: (no record), and no read waits for an idle tick: Strong reads carry fences, Bounded
+    #: reads the fences the rootcoord answered their proxy's last report with. Idle ticks
+    #: move the data node's checkpoints and the query nodes' tsafe (and its lag metric);
+    #: on Tansu, whose fetches slow down as a topic grows, every record counts.
+    idle_broadcast_interval_ms: int = 10000
     #: TSO: how far ahead of the clock the persisted upper bound is set.
     tso_window_ms: int = 3000
     #: TSO: how often physical time advances.

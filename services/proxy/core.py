@@ -96,6 +96,8 @@ class Proxy:
         self._replica_turns = itertools.count()
         self.ticker = ChannelsTimeTicker(pchannels, rootcoord.alloc_timestamp)
         self.writer = AckedWriter(writer.write, self.ticker)
+        #: pchannel -> the fence the rootcoord answered the last report with
+        self._fences: dict[str, Position] = {}
         self.report_pacer = Pacer(
             self.config.timetick_interval_ms / 1000, self.config.idle_timetick_interval_ms / 1000
         )
@@ -116,9 +118,16 @@ class Proxy:
         rootcoord takes over all proxies moves at once too."""
         urgent = self.ticker.take_urgent()
         promises, ends = self.ticker.promise()
-        active = self.rootcoord.report_timetick(self.server_id, promises, urgent, ends)
+        active, fences = self.rootcoord.report_timetick(self.server_id, promises, urgent, ends)
+        self._fences = {f.channel: f for f in fences}
         if urgent or active:
             self.report_pacer.activity(time.monotonic())
+
+    def bounded_fences(self, pchannels: Iterable[str], ts: int) -> list[Position]:
+        """The fences of this proxy's last report that reach a Bounded read's ``ts`` (a
+        report at most ``idle_timetick_interval_ms`` old does, ``ts`` being 5 s back)."""
+        fences = self._fences
+        return [f for ch in pchannels if (f := fences.get(ch)) is not None and f.ts >= ts]
 
     def strong_read(self, pchannels: Iterable[str]) -> tuple[int, list[Position]]:
         """Stamp a Strong read of ``pchannels`` and fence those whose writers all promised

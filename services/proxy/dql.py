@@ -170,7 +170,8 @@ class _ReadTask(Task):
             return ts, wait, 0, fences
         if level == ConsistencyLevel.BOUNDED:
             ts = timestamp.compose(max(timestamp.now_ms() - proxy.config.graceful_time_ms, 0))
-        elif level == ConsistencyLevel.EVENTUALLY:
+            return ts, wait, 0, proxy.bounded_fences(self.info.pchannels, ts)
+        if level == ConsistencyLevel.EVENTUALLY:
             ts = EVENTUALLY_TS
         else:  # Session, Customized: as the client says (1 when it never wrote)
             ts = max(spec.guarantee_ts, EVENTUALLY_TS)

@@ -77,7 +77,7 @@ def build_coordinators(
         invalidator=invalidator,
         tick_pacer=Pacer(
             config.time.timetick_interval_ms / 1000,
-            config.time.idle_timetick_interval_ms / 1000,
+            config.time.idle_broadcast_interval_ms / 1000,
         ),
         clock_ms=clock_ms,
         tick_index=tick_index,

@@ -138,12 +138,13 @@ class RootCoord:
         channels: dict[str, int],
         urgent: bool = False,
         ends: dict[str, int] | None = None,
-    ) -> bool:
+    ) -> tuple[bool, list[Position]]:
         """Record a proxy's promise (and where its acknowledged writes end). An urgent one
-        (a reader waits: a finished write, a Strong read) ticks at once and keeps the ticks
-        fast for a while; a periodic one waits for the next paced tick. Returns whether the
-        cluster is active, so that idle proxies report at the fast period too while another
-        proxy's writes need their promises."""
+        (a reader waits: a finished write) ticks at once and keeps the ticks fast for a
+        while; a periodic one waits for the next paced tick. Returns whether the cluster is
+        active, so that idle proxies report at the fast period too while another proxy's
+        writes need their promises, and the fences every promise covers now: Bounded reads
+        carry them, so they need no TimeTick that recent (the idle broadcast is slow)."""
         self.ticks.report(source_id, channels, ends)
         now = time.monotonic()
         if urgent:
@@ -155,7 +156,7 @@ class RootCoord:
                 # period: ask it for a fresh one (the service does this off this thread)
                 self._invalidator.wake_timeticks(stale)
             self.on_report()
-        return self.tick_pacer.active(now)
+        return self.tick_pacer.active(now), self.ticks.fences(None, self.pchannels)
 
     def read_fence(
         self, source_id: int, channels: dict[str, int], ends: dict[str, int], ts: int

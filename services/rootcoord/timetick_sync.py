@@ -99,8 +99,9 @@ class TimeTickSync:
             for channel, end in ends.items():
                 self._floor.setdefault(channel, end)
 
-    def fences(self, ts: int, channels: Iterable[str]) -> list[Position]:
-        """A fence at ``ts`` for each of ``channels`` every writer's promise covers."""
+    def fences(self, ts: int | None, channels: Iterable[str]) -> list[Position]:
+        """A fence for each of ``channels`` every writer's promise covers: at ``ts``, or
+        (None) at the smallest promise, the stamp a TimeTick written now would carry."""
         with self._lock:
             if self._live - set(self._reports):
                 return []  # a live proxy has not promised anything yet
@@ -111,12 +112,14 @@ class TimeTickSync:
             for channel in channels:
                 if channel not in self._floor or self._own_pending.get(channel):
                     continue
-                if any(promises.get(channel, ts) < ts for promises, _ in told):
+                promised = [p[channel] for p, _ in told if channel in p]
+                at = min(promised, default=None) if ts is None else ts
+                if at is None or any(p < at for p in promised):
                     continue
                 ends = [e.get(channel) for _, e in told]  # None: that writer cannot say
                 if None not in ends:
                     own = [self._floor[channel], self._own_end.get(channel, 0)]
-                    out.append(Position(channel, max(own + ends), ts))
+                    out.append(Position(channel, max(own + ends), at))
             return out
 
     def next_ticks(self, fresh_ts: int) -> dict[str, int]:

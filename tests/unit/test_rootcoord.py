@@ -146,6 +146,21 @@ def test_fences_only_where_every_writer_promised_past_the_read_and_said_where_it
     assert sync.fences(90, ["b"]) == [Position("b", 60, 90)]
 
 
+def test_reports_are_answered_with_the_fences_their_promises_allow():
+    root = RootCoord(MemoryKV(), Recorder(), "t", 2)
+    root.start()
+    root.set_live_proxies([7, 8])
+    root.report_timetick(7, {"t-dml_0": 100, "t-dml_1": 100}, ends={"t-dml_0": 0, "t-dml_1": 0})
+    assert root.report_timetick(8, {"t-dml_0": 120, "t-dml_1": 90}, ends={"t-dml_0": 4})[1] == []
+    root.broadcast_ticks()  # the coordinator's first ticks: where unreported writes end
+    _, fences = root.report_timetick(
+        8, {"t-dml_0": 120, "t-dml_1": 90}, ends={"t-dml_0": 4, "t-dml_1": 0}
+    )
+    # at the smallest promise per channel: what a TimeTick written now would carry
+    assert [(f.channel, f.ts) for f in fences] == [("t-dml_0", 100), ("t-dml_1", 90)]
+    assert fences[0].offset == 4  # proxy 8's write to t-dml_0 ends there, past the tick
+
+
 class Nodes:
     def __init__(self, ids):
         self.ids = list(ids)
@@ -197,11 +212,11 @@ def test_only_urgent_reports_and_own_ddl_wake_the_ticks_and_make_them_fast():
     root.on_report = lambda: woken.append(True)
     root.set_live_proxies([7])
     channels = {"t-dml_0": 100, "t-dml_1": 100}
-    assert root.report_timetick(7, channels) is False  # periodic, idle: wait for the pace
+    assert root.report_timetick(7, channels)[0] is False  # periodic, idle: wait for the pace
     assert woken == [] and root.tick_pacer.interval(time.monotonic()) == 1.0
-    assert root.report_timetick(7, channels, urgent=True) is True
+    assert root.report_timetick(7, channels, urgent=True)[0] is True
     assert woken == [True] and root.tick_pacer.interval(time.monotonic()) == 0.05
-    assert root.report_timetick(7, channels) is True  # other proxies learn the cluster is busy
+    assert root.report_timetick(7, channels)[0] is True  # other proxies learn it is busy
     assert woken == [True]
 
 
