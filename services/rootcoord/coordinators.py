@@ -78,6 +78,8 @@ def build_coordinators(
         tick_pacer=Pacer(
             config.time.timetick_interval_ms / 1000,
             config.time.idle_broadcast_interval_ms / 1000,
+            # fast for as long as the proxies' reports stay fast, then the long back-off
+            hold_s=config.time.idle_timetick_interval_ms / 1000,
         ),
         clock_ms=clock_ms,
         tick_index=tick_index,
