@@ -145,8 +145,8 @@ class _ReadTask(Task):
 
     def _guarantee(self) -> tuple[int, float, int, list[Position]]:
         """The guarantee timestamp for this read, how long it may wait for it, the snapshot
-        it travels to (0: none, the read is at the shards' tsafe) and, for a Strong read,
-        the fences that let the shards reach it without a TimeTick."""
+        it travels to (0: none, the read is at the shards' tsafe) and, for a Strong or
+        Bounded read, the fences that let the shards reach it without a TimeTick."""
         spec, proxy = self._spec, self._proxy
         level = (
             self.info.consistency_level

@@ -9,8 +9,8 @@ while its session lives, holds the channels back: that is the point.
 The same promises give *fences* without writing anything: with each promise a proxy says
 where its acknowledged writes end per channel; if every writer's promise covers a read's
 stamp, every message stamped up to it lies below the largest of those ends (and of the
-rootcoord's own writes). A Strong read carries such fences to the query nodes instead of
-waiting for a TimeTick written for it.
+rootcoord's own writes). Strong and Bounded reads carry such fences to the query nodes
+instead of waiting for TimeTicks.
 """
 
 from __future__ import annotations

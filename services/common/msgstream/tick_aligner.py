@@ -12,8 +12,9 @@ A *fence* is a tick nobody wrote: ``Position(channel, end, ts)`` from the rootco
 that every message with a stamp ``<= ts`` lies below offset ``end`` (every writer's
 promise covers ``ts`` and its acknowledged writes end there). Once a consumer has read up
 to ``end``, the fence completes packs exactly as a TimeTick at ``end - 1`` would. Strong
-reads travel with fences instead of each writing a TimeTick into every channel: a broker
-whose cost grows with a topic's record count (Tansu) is not fed a record per read.
+and Bounded reads travel with fences instead of waiting for a TimeTick written into every
+channel (for each Strong read, before fences): a broker whose cost grows with a topic's
+record count (Tansu) is not fed a record per read.
 """
 
 from __future__ import annotations
