@@ -12,8 +12,8 @@ SeaweedFS also listens on each of its ports + 10000 (gRPC). The test suite's Sea
 (28333, 29333, 28380, 28888) therefore holds 38333, 39333, 38380 and 38888, so the bench's
 SeaweedFS takes 22433-22436 (S3, master, volume, filer; gRPC on 32433-32436): below Linux's
 ephemeral range (32768-60999), where a client connection's local port can also take a port
-for a while. The other ports are in that range; a start that loses such a race (the
-infrastructure's or the standalone's) is retried.
+for a while. The other ports (24xxx, ZooKeeper 32181) lie below it too; a start that fails
+anyway (the infrastructure's or the standalone's) is retried.
 """
 
 from __future__ import annotations
@@ -77,8 +77,7 @@ def _retried(
     what: str, start: Callable[[], None], reset: Callable[[], None] | None = None, attempts: int = 3
 ) -> None:
     """``start`` until it succeeds, ``attempts`` times at most, 5 s apart and after
-    ``reset``: a port of the ephemeral range can be held for a moment by a client
-    connection's local end."""
+    ``reset``: a port can be held for a moment (a developer's run, a connection's end)."""
     for attempt in range(attempts):
         try:
             start()
@@ -135,8 +134,8 @@ class VectideTarget(Target):
         self._infra_up = True
 
     def start(self) -> None:
-        """Infrastructure, then the standalone, whose ports also lie in the ephemeral range:
-        a standalone that fails to start is started again on fresh infrastructure."""
+        """Infrastructure, then the standalone: a standalone that fails to start is started
+        again on fresh infrastructure."""
         if not self._infra_up:
             self.start_infra()
         # start_infra stops what ran (the failed standalone too) before starting afresh
