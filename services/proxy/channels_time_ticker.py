@@ -82,9 +82,6 @@ class ChannelsTimeTicker:
         with self._lock:
             self._unsure.update(channels)
 
-    def report(self) -> dict[str, int]:
-        return self.promise()[0]
-
     def promise(self, at_ts: int | None = None) -> tuple[dict[str, int], dict[str, int]]:
         """Per channel, the stamp below which this proxy will write nothing more, and the
         offset after its last acknowledged write (0: none; left out: unknown). A channel
