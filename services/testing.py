@@ -435,6 +435,7 @@ class Harness:
         name: str,
         level: ConsistencyLevel = ConsistencyLevel.STRONG,
         deadline_s: float | None = None,
+        guarantee_ts: int = 0,
     ) -> list[int]:
         """Every key a read at ``level`` sees, sorted."""
         spec = QuerySpec(
@@ -443,6 +444,7 @@ class Harness:
             use_default_consistency=False,
             consistency_level=level,
             deadline_s=deadline_s,
+            guarantee_ts=guarantee_ts,
         )
         return sorted(int(pk) for pk in self.proxy.query(spec)[1].pks)
 

@@ -90,6 +90,9 @@ class DataCoord(CompactionCoord):
         self._checkpoints: dict[str, Position] = {}
         self._deltalogs: dict[int, dict[str, Deltalog]] = {}
         self._dirty: set[int] = set()
+        #: told (pchannel, seal_ts) of every seal: the data node's checkpoint there must pass
+        #: the stamp, so the rootcoord ticks that channel though nothing may be written there
+        self.on_seal: Callable[[str, int], None] = lambda pchannel, ts: None
         self.policy = self.config.compaction or CompactionPolicy(self.config.segment_max_rows)
         self.jobs = CompactionJobs(
             self.config.compaction_timeout_s,
@@ -178,6 +181,7 @@ class DataCoord(CompactionCoord):
         segment.seal_ts = self._alloc_ts()
         self._save(segment)
         self._kv.put(SEAL_TS_KEY, str(segment.seal_ts).encode())
+        self.on_seal(pchannel_of(segment.vchannel), segment.seal_ts)
         log.info(
             "segment sealed", extra={"segment": segment.segment_id, "rows": segment.assigned_rows}
         )

@@ -7,7 +7,9 @@ fresh stamp when nothing is pending (taken under the same lock, so every later w
 stamped above it).
 
 A finished write or a Strong read makes the next report *urgent*: someone waits for a tick
-that covers it, so the rootcoord ticks at once instead of at its (idle-paced) period.
+that covers it, so the rootcoord ticks at once instead of at its (idle-paced) period. The
+report says which channels need one: those written since (the stamp of the latest finished
+write per channel) and those a reader without a fence or a flush waits on (``wake``).
 
 With its promise the proxy says where its acknowledged writes end per channel, so that the
 rootcoord can answer a Strong read with fences instead of TimeTicks (``TimeTickSync``).
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from vectide.services.common.msgstream.message import Message
 
@@ -39,6 +41,10 @@ class ChannelsTimeTicker:
         self._ends: dict[str, int] = {}
         #: channels whose last write failed: some of it may be on the channel, where unknown
         self._unsure: set[str] = set()
+        #: per channel, the stamp of the latest finished write (failed ones too)
+        self._written: dict[str, int] = {}
+        #: per channel, a stamp a reader waits for a TimeTick to reach (until reported)
+        self._wanted: dict[str, int] = {}
 
     def stamp(self, channels: Iterable[str]) -> int:
         """Allocate the stamp of a write to ``channels`` and hold those channels back."""
@@ -55,19 +61,32 @@ class ChannelsTimeTicker:
                 pending[ts] -= 1
                 if pending[ts] <= 0:
                     del pending[ts]
+                self._written[ch] = max(self._written.get(ch, 0), ts)
         self.wake()
 
-    def wake(self) -> None:
-        """A reader waits for a tick covering what was stamped so far: report now, urgently."""
+    def wake(self, wanted: Mapping[str, int] | None = None) -> None:
+        """A reader waits for a tick covering what was stamped so far: report now, urgently;
+        ``wanted``: channels that need one though nothing was written there since their last
+        tick (a read without a fence, a flush), with the stamp it must reach."""
         with self._lock:
             self._urgent = True
+            for ch, ts in (wanted or {}).items():
+                self._wanted[ch] = max(self._wanted.get(ch, 0), ts)
         self.on_done()
 
-    def take_urgent(self) -> bool:
-        """Whether a wake-up happened since the last call (and forget it)."""
+    def take_urgent(self) -> tuple[bool, dict[str, int]]:
+        """Whether a wake-up happened since the last call, and the ticks asked for with it
+        (and forget both)."""
         with self._lock:
             urgent, self._urgent = self._urgent, False
-            return urgent
+            wanted, self._wanted = self._wanted, {}
+            return urgent, wanted
+
+    def written(self) -> dict[str, int]:
+        """Per channel, the stamp of the latest finished write (a channel never written:
+        left out): the rootcoord ticks a channel whose last tick lies below it."""
+        with self._lock:
+            return dict(self._written)
 
     def acked(self, channels: Sequence[str], offsets: Sequence[int]) -> None:
         """Writes to ``channels`` were acknowledged at ``offsets`` (before ``done``)."""

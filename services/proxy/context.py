@@ -74,9 +74,16 @@ class RootCoordPort(Protocol):
         channels: dict[str, int],
         urgent: bool = False,
         ends: dict[str, int] | None = None,
+        written: dict[str, int] | None = None,
+        wanted: dict[str, int] | None = None,
     ) -> tuple[bool, list[Position]]: ...
     def read_fence(
-        self, source_id: int, channels: dict[str, int], ends: dict[str, int], ts: int
+        self,
+        source_id: int,
+        channels: dict[str, int],
+        ends: dict[str, int],
+        ts: int,
+        written: dict[str, int] | None = None,
     ) -> list[Position]: ...
 
 
@@ -183,4 +190,4 @@ class TaskContext(Protocol):
     def readable_partitions(self, info: CollectionInfo, names: Sequence[str]) -> list[int]: ...
     def next_replica(self, replicas: int) -> int: ...
     def strong_read(self, pchannels: Iterable[str]) -> tuple[int, list[Position]]: ...
-    def bounded_fences(self, pchannels: Iterable[str], ts: int) -> list[Position]: ...
+    def fences_for(self, pchannels: Iterable[str], ts: int) -> list[Position]: ...

@@ -116,35 +116,52 @@ class Proxy:
         a Strong read (the rootcoord ticks at once); reported every fast period while this
         proxy or, by the rootcoord's answer, any proxy is active, so that the minimum the
         rootcoord takes over all proxies moves at once too."""
-        urgent = self.ticker.take_urgent()
+        urgent, wanted = self.ticker.take_urgent()
         promises, ends = self.ticker.promise()
-        active, fences = self.rootcoord.report_timetick(self.server_id, promises, urgent, ends)
+        active, fences = self.rootcoord.report_timetick(
+            self.server_id, promises, urgent, ends, self.ticker.written(), wanted or None
+        )
         self._fences = {f.channel: f for f in fences}
         if urgent or active:
             self.report_pacer.activity(time.monotonic())
 
-    def bounded_fences(self, pchannels: Iterable[str], ts: int) -> list[Position]:
-        """The fences of this proxy's last report that reach a Bounded read's ``ts`` (a
-        report at most ``idle_timetick_interval_ms`` old does, ``ts`` being 5 s back)."""
-        fences = self._fences
-        return [f for ch in pchannels if (f := fences.get(ch)) is not None and f.ts >= ts]
+    def fences_for(self, pchannels: Iterable[str], ts: int) -> list[Position]:
+        """Fences reaching a Bounded, Session or time-travel read's ``ts``: those of this
+        proxy's last report when they all reach it (a report at most
+        ``idle_timetick_interval_ms`` old does for Bounded, ``ts`` being 5 s back), else a
+        Strong read's (a Session read right after its write, a proxy that has not reported
+        since). Channels left without a fence get TimeTicks reaching ``ts``."""
+        wanted = set(pchannels)
+        cached = self._fences
+        fences = [f for ch in wanted if (f := cached.get(ch)) is not None and f.ts >= ts]
+        if len(fences) < len(wanted):
+            fences = self._fences_at(wanted, self.rootcoord.alloc_timestamp(), ts)
+        return fences
 
     def strong_read(self, pchannels: Iterable[str]) -> tuple[int, list[Position]]:
         """Stamp a Strong read of ``pchannels`` and fence those whose writers all promised
         that far: the query nodes answer it once they read up to the fences, and nothing is
-        written for it. A channel without a fence (a write in flight, another proxy's
-        promise not that recent) needs a TimeTick: ask for one."""
+        written for it."""
         ts = self.rootcoord.alloc_timestamp()
-        promises, ends = self.ticker.promise(at_ts=ts)
-        wanted = set(pchannels)
+        return ts, self._fences_at(set(pchannels), ts, ts)
+
+    def _fences_at(self, pchannels: set[str], at: int, ts: int) -> list[Position]:
+        """Fences at ``at`` (a stamp just allocated) for a read that needs ``ts``. A channel
+        without one (a write in flight, another proxy's promise not that recent) needs a
+        TimeTick: ask for one reaching ``ts``."""
+        promises, ends = self.ticker.promise(at_ts=at)
         fences = [
             f
-            for f in self.rootcoord.read_fence(self.server_id, promises, ends, ts)
-            if f.channel in wanted
+            for f in self.rootcoord.read_fence(
+                self.server_id, promises, ends, at, self.ticker.written()
+            )
+            if f.channel in pchannels
         ]
-        if len(fences) < len(wanted):
-            self.ticker.wake()  # report now: the next timetick then covers ``ts``
-        return ts, fences
+        if len(fences) < len(pchannels):
+            fenced = {f.channel for f in fences}
+            # report now: the next timetick then covers ``ts`` there
+            self.ticker.wake({ch: ts for ch in pchannels - fenced})
+        return fences
 
     def wake_timetick(self) -> None:
         """The rootcoord needs a fresh promise (another proxy's reader waits): report now."""
@@ -468,8 +485,9 @@ class Proxy:
             ts = self.rootcoord.alloc_timestamp()
             return {info.name: ([], ts) for info in infos}
         flushed = {info.name: self.datacoord.flush(info.collection_id) for info in infos}
-        # the data node's checkpoint must pass the seal stamps: tick now, not at the idle pace
-        self.ticker.wake()
+        # the data node's checkpoints must pass the flush stamps: tick there now, not at the
+        # idle pace (nothing may have been written there since their last tick)
+        self.ticker.wake({ch: flushed[info.name][1] for info in infos for ch in info.pchannels})
         return flushed
 
     def flushed(self, segment_ids: list[int], collection: str = "", flush_ts: int = 0) -> bool:

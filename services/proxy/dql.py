@@ -145,8 +145,8 @@ class _ReadTask(Task):
 
     def _guarantee(self) -> tuple[int, float, int, list[Position]]:
         """The guarantee timestamp for this read, how long it may wait for it, the snapshot
-        it travels to (0: none, the read is at the shards' tsafe) and, for a Strong or
-        Bounded read, the fences that let the shards reach it without a TimeTick."""
+        it travels to (0: none, the read is at the shards' tsafe) and the fences that let the
+        shards reach it without a TimeTick (none for an Eventually read: it does not wait)."""
         spec, proxy = self._spec, self._proxy
         level = (
             self.info.consistency_level
@@ -162,7 +162,8 @@ class _ReadTask(Task):
         )
         if travel:
             retention.check(travel, timestamp.now_ms())
-            return travel, wait, travel, []  # a stamp in the future waits like a guarantee
+            # a stamp in the future waits like a guarantee
+            return travel, wait, travel, proxy.fences_for(self.info.pchannels, travel)
         if level == ConsistencyLevel.STRONG or (
             level == ConsistencyLevel.CUSTOMIZED and spec.guarantee_ts == 0
         ):
@@ -170,12 +171,11 @@ class _ReadTask(Task):
             return ts, wait, 0, fences
         if level == ConsistencyLevel.BOUNDED:
             ts = timestamp.compose(max(timestamp.now_ms() - proxy.config.graceful_time_ms, 0))
-            return ts, wait, 0, proxy.bounded_fences(self.info.pchannels, ts)
-        if level == ConsistencyLevel.EVENTUALLY:
-            ts = EVENTUALLY_TS
-        else:  # Session, Customized: as the client says (1 when it never wrote)
-            ts = max(spec.guarantee_ts, EVENTUALLY_TS)
-        return ts, wait, 0, []
+            return ts, wait, 0, proxy.fences_for(self.info.pchannels, ts)
+        if level == ConsistencyLevel.EVENTUALLY or spec.guarantee_ts <= EVENTUALLY_TS:
+            return EVENTUALLY_TS, wait, 0, []  # Session/Customized of a client that never wrote
+        # Session, Customized: as the client says
+        return spec.guarantee_ts, wait, 0, proxy.fences_for(self.info.pchannels, spec.guarantee_ts)
 
     def _fan_out(self, call: Any) -> list[Any]:
         """Run ``call(node, vchannels)`` on every node leading this collection's shards in

@@ -104,6 +104,7 @@ def build_coordinators(
         datanode_alive=datanode_alive,
         clock=lambda: clock_ms() / 1000,
     )
+    datacoord.on_seal = lambda pchannel, ts: rootcoord.want_ticks({pchannel: ts})
     querycoord = QueryCoord(
         kv, rootcoord, nodes, datacoord, BalanceConfig.from_query_config(config.query)
     )

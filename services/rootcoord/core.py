@@ -103,7 +103,6 @@ class RootCoord:
         self.tso = TSOAllocator(kv, window_ms=tso_window_ms, clock=clock_ms)
         self.ids = IDAllocator(kv)
         self.meta = MetaTable(kv)
-        self.ticks = TimeTickSync(self.pchannels)
         self._dd_lock = threading.Lock()
         #: allocation of a stamp and its registration as in-flight are one step for the ticker
         self._stamp_lock = threading.Lock()
@@ -114,6 +113,8 @@ class RootCoord:
         self.on_report: Callable[[], None] = lambda: None
         #: the tick loop's period: fast while reports are urgent, backing off when idle
         self.tick_pacer = tick_pacer or Pacer(0.05, 0.05)
+        #: while active, only channels that need a tick get one; each at least per idle period
+        self.ticks = TimeTickSync(self.pchannels, max_quiet_s=self.tick_pacer.idle_s)
         self._next_pchannel = 0
 
     def start(self) -> None:
@@ -138,14 +139,19 @@ class RootCoord:
         channels: dict[str, int],
         urgent: bool = False,
         ends: dict[str, int] | None = None,
+        written: dict[str, int] | None = None,
+        wanted: dict[str, int] | None = None,
     ) -> tuple[bool, list[Position]]:
-        """Record a proxy's promise (and where its acknowledged writes end). An urgent one
-        (a reader waits: a finished write) ticks at once and keeps the ticks fast for a
-        while; a periodic one waits for the next paced tick. Returns whether the cluster is
-        active, so that idle proxies report at the fast period too while another proxy's
-        writes need their promises, and the fences every promise covers now: Bounded reads
+        """Record a proxy's promise (where its acknowledged writes end, the stamp of its
+        latest finished write per channel, the ticks its readers wait for). An urgent one (a
+        reader waits: a finished write) ticks at once and keeps the ticks fast for a while;
+        a periodic one waits for the next paced tick. Returns whether the cluster is active,
+        so that idle proxies report at the fast period too while another proxy's writes need
+        their promises, and the fences every promise covers now: Bounded and Session reads
         carry them, so they need no TimeTick that recent (the idle broadcast is slow)."""
-        self.ticks.report(source_id, channels, ends)
+        self.ticks.report(source_id, channels, ends, written)
+        if wanted:
+            self.ticks.want(wanted)
         now = time.monotonic()
         if urgent:
             self.tick_pacer.activity(now)
@@ -159,21 +165,35 @@ class RootCoord:
         return self.tick_pacer.active(now), self.ticks.fences(None, self.pchannels)
 
     def read_fence(
-        self, source_id: int, channels: dict[str, int], ends: dict[str, int], ts: int
+        self,
+        source_id: int,
+        channels: dict[str, int],
+        ends: dict[str, int],
+        ts: int,
+        written: dict[str, int] | None = None,
     ) -> list[Position]:
         """Record a proxy's promise, taken after it stamped a Strong read ``ts``, and answer
         with a fence at ``ts`` for every channel whose writers all promised that far (see
         ``TimeTickSync``). The other channels need a TimeTick: the proxy asks for one."""
-        self.ticks.report(source_id, channels, ends)
+        self.ticks.report(source_id, channels, ends, written)
         return self.ticks.fences(ts, self.pchannels)
+
+    def want_ticks(self, stamps: dict[str, int]) -> None:
+        """Something waits for TimeTicks reaching these stamps on these channels (a sealed
+        segment's flush): tick them now, though nothing may have been written there."""
+        self.ticks.want(stamps)
+        self.tick_pacer.activity(time.monotonic())
+        self.on_report()
 
     def set_live_proxies(self, source_ids: Sequence[int]) -> None:
         self.ticks.set_live(source_ids)
 
     def broadcast_ticks(self) -> dict[str, int]:
-        """Write the TimeTicks that became safe (the service calls this every interval)."""
+        """Write the TimeTicks that became safe (the service calls this every interval): to
+        every channel when idle, only where needed while active."""
+        everywhere = not self.tick_pacer.active(time.monotonic())
         with self._stamp_lock:
-            ticks = self.ticks.next_ticks(self.tso.alloc())
+            ticks = self.ticks.next_ticks(self.tso.alloc(), everywhere)
         if ticks:
             msg_id = self.ids.alloc_one()
             offsets = self._writer.write(

@@ -233,6 +233,31 @@ def test_a_strong_read_behind_a_write_in_flight_waits_for_a_tick_past_it(harness
     assert result == [[1, 2]]
 
 
+def test_a_write_ticks_only_its_channel_while_the_cluster_is_active(harness):
+    h = harness
+    written = channel(h)
+    [other] = [ch for ch in h.coordinators.rootcoord.pchannels if ch != written]
+    h.insert("c", [1])
+    h.tick()
+    before = len(ticks_on(h, written)), len(ticks_on(h, other))
+    h.insert("c", [2])
+    h.tick()
+    assert (len(ticks_on(h, written)), len(ticks_on(h, other))) == (before[0] + 1, before[1])
+    assert h.query_ids("c", EVENTUALLY) == [1, 2]  # the tick made it visible
+
+
+def test_a_session_read_is_fenced_where_its_write_went_and_where_it_did_not():
+    h = Harness()
+    h.create_collection("s", shards=2)
+    h.insert("s", [1])
+    h.tick()
+    h.pause_ticks()
+    stamp = h.insert("s", [2])  # one row: one of the two channels
+    started = time.monotonic()
+    assert h.query_ids("s", ConsistencyLevel.SESSION, 5, guarantee_ts=stamp) == [1, 2]
+    assert time.monotonic() - started < 0.5  # no tick needed on either channel
+
+
 # -- crashes -----------------------------------------------------------------------------------
 
 

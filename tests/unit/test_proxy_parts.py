@@ -132,18 +132,21 @@ def test_rpc_codec_round_trips_registered_types():
 
 def test_ticker_reports_are_urgent_after_a_write_or_a_wake_only():
     clock = iter(range(100, 10_000))
-    ticker = ChannelsTimeTicker(["a"], lambda: next(clock))
+    ticker = ChannelsTimeTicker(["a", "b"], lambda: next(clock))
     woken: list[bool] = []
     ticker.on_done = lambda: woken.append(True)
-    assert ticker.take_urgent()  # the first report: the rootcoord waits for it
-    assert not ticker.take_urgent()
+    assert ticker.take_urgent() == (True, {})  # the first report: the rootcoord waits for it
+    assert ticker.take_urgent() == (False, {})
     ts = ticker.stamp(["a"])
-    assert not ticker.take_urgent()  # a write in flight: nothing to cover yet
+    assert ticker.take_urgent() == (False, {})  # a write in flight: nothing to cover yet
+    assert ticker.written() == {}
     ticker.done(["a"], ts)
-    assert woken == [True] and ticker.take_urgent()
-    ticker.wake()  # a Strong read took its stamp
-    assert woken == [True, True] and ticker.take_urgent()
-    assert not ticker.take_urgent()
+    assert woken == [True] and ticker.take_urgent() == (True, {})
+    assert ticker.written() == {"a": ts}  # "a" needs a tick past ts, "b" none
+    ticker.wake({"b": 7})  # a Strong read found no fence on "b"
+    ticker.wake({"b": 5})
+    assert woken == [True, True, True] and ticker.take_urgent() == (True, {"b": 7})
+    assert ticker.take_urgent() == (False, {})
 
 
 class Coordinator:

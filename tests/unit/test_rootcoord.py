@@ -116,6 +116,77 @@ def test_own_pending_ddl_holds_its_channel_back():
     assert sync.next_ticks(101) == {"a": 101, "b": 101}
 
 
+def test_while_active_only_channels_that_need_a_tick_get_one():
+    sync = TimeTickSync(["a", "b", "c", "d"], max_quiet_s=3600)
+    sync.set_live([1])
+    sync.report(1, {ch: 100 for ch in "abcd"}, dict.fromkeys("abcd", 0), {})
+    assert sync.next_ticks(100, everywhere=False) == dict.fromkeys("abcd", 100)  # no floor yet
+    sync.written(dict.fromkeys("abcd", 1))
+    sync.report(1, {ch: 200 for ch in "abcd"}, dict.fromkeys("abcd", 0), {})
+    assert sync.next_ticks(200, everywhere=False) == {}  # nothing written, nobody waits
+    sync.report(1, {ch: 300 for ch in "abcd"}, {"a": 5, "b": 0, "c": 0, "d": 0}, {"a": 250})
+    sync.begin_own("b", 260)
+    sync.end_own("b", 260, 3)  # the coordinator's own DDL on "b"
+    sync.want({"c": 400})  # a flush waits on "c" up to 400
+    assert sync.next_ticks(300, everywhere=False) == {"a": 300, "b": 300, "c": 300}
+    sync.report(1, {ch: 500 for ch in "abcd"}, {"a": 5, "b": 0, "c": 0, "d": 0}, {"a": 250})
+    assert sync.next_ticks(500, everywhere=False) == {"c": 500}  # until a tick reaches 400
+    assert sync.next_ticks(600, everywhere=False) == {}
+    assert sync.next_ticks(700) == {"a": 500, "b": 500, "d": 500}  # idle: the broadcast ticks all
+    sync.report(1, {ch: 800 for ch in "abcd"})  # a writer that does not say what it wrote
+    assert sync.next_ticks(800, everywhere=False) == dict.fromkeys("abcd", 800)
+
+
+def test_a_held_back_tick_does_not_count_as_covering_the_write():
+    sync = TimeTickSync(["a"], max_quiet_s=3600)
+    sync.set_live([1, 2])
+    sync.written({"a": 1})
+    sync.report(1, {"a": 90}, {"a": 0}, {})  # proxy 1's write at 91 is in flight
+    sync.report(2, {"a": 200}, {"a": 7}, {"a": 150})  # proxy 2 wrote at 150
+    assert sync.next_ticks(200, everywhere=False) == {"a": 90}
+    sync.report(1, {"a": 300}, {"a": 9}, {"a": 91})
+    assert sync.next_ticks(300, everywhere=False) == {"a": 200}  # 150 still above the last
+    assert sync.next_ticks(400, everywhere=False) == {}
+
+
+def test_a_quiet_channel_still_ticks_every_max_quiet_s():
+    sync = TimeTickSync(["a", "b"], max_quiet_s=0.05)
+    sync.set_live([1])
+    sync.written({"a": 1, "b": 1})
+    sync.report(1, {"a": 100, "b": 100}, {"a": 0, "b": 0}, {})
+    assert sync.next_ticks(100, everywhere=False) == {"a": 100, "b": 100}  # never ticked
+    sync.report(1, {"a": 200, "b": 200}, {"a": 0, "b": 0}, {"a": 150})
+    assert sync.next_ticks(200, everywhere=False) == {"a": 200}
+    time.sleep(0.06)
+    sync.report(1, {"a": 300, "b": 300}, {"a": 0, "b": 0}, {"a": 150})
+    assert sync.next_ticks(300, everywhere=False) == {"a": 300, "b": 300}
+
+
+def test_an_active_rootcoord_ticks_written_channels_an_idle_one_all():
+    root = RootCoord(MemoryKV(), Recorder(), "t", 3, tick_pacer=Pacer(0.05, 3600, hold_s=3600))
+    root.start()
+    root.set_live_proxies([7])
+    channels = ["t-dml_0", "t-dml_1", "t-dml_2"]
+    root.report_timetick(7, dict.fromkeys(channels, 100), ends=dict.fromkeys(channels, 0))
+    assert sorted(root.broadcast_ticks()) == channels  # idle (no activity yet): every channel
+    ts = root.alloc_timestamp()
+    root.report_timetick(
+        7, dict.fromkeys(channels, ts + 1), True, dict.fromkeys(channels, 0), {"t-dml_1": ts}
+    )
+    assert sorted(root.broadcast_ticks()) == ["t-dml_1"]  # active: where the write went
+    root.report_timetick(
+        7,
+        dict.fromkeys(channels, ts + 2),
+        True,
+        dict.fromkeys(channels, 0),
+        {"t-dml_1": ts},
+        wanted={"t-dml_2": ts + 2},  # a reader without a fence there
+    )
+    assert sorted(root.broadcast_ticks()) == ["t-dml_2"]
+    root.want_ticks({"t-dml_0": ts + 2})  # a sealed segment's flush
+    assert sorted(root.broadcast_ticks()) == ["t-dml_0"]
+
+
 def test_fences_only_where_every_writer_promised_past_the_read_and_said_where_it_ends():
     sync = TimeTickSync(["a", "b", "c"])
     sync.set_live([1, 2])
