@@ -161,12 +161,12 @@ class SupervisorConfig:
 @dataclass
 class TimeConfig:
     #: Period of proxy timetick reports and of rootcoord's TimeTick broadcast (Milvus: 200 ms)
-    #: while anything is written or read with a wait (and for one idle period after). Finished
-    #: writes tick at once whatever the period (Strong reads carry fences and need no tick,
-    #: docs/architecture.md); every periodic tick is one
-    #: record per channel that every consumer reads (in a 20-minute soak at 1,000 rows/s, 50 ms
-    #: cost 6-17 points of a core more, and Tansu's slow fetches on long topics came 5-10
-    #: minutes sooner).
+    #: while anything is written or read with a wait (and for one idle period after); in that
+    #: time only channels that need a tick get one (written, asked for, quiet for
+    #: ``idle_broadcast_interval_ms``). Finished writes tick at once whatever the period
+    #: (reads carry fences, docs/architecture.md); a tick is a record that every consumer of
+    #: its channel reads (in a 20-minute soak at 1,000 rows/s, 50 ms cost 6-17 points of a
+    #: core more, and Tansu's slow fetches on long topics came 5-10 minutes sooner).
     timetick_interval_ms: int = 200
     #: Longest period of the proxies' reports once nothing happens: they back off to it. Keep
     #: it well below ``query.graceful_time_ms``: a Bounded read carries the fences of its
@@ -175,8 +175,8 @@ class TimeConfig:
     idle_timetick_interval_ms: int = 1000
     #: Longest period of the rootcoord's TimeTick broadcast once nothing happens (a record in
     #: every channel each time). Proxies still report every ``idle_timetick_interval_ms``
-    #: (no record), and no read waits for an idle tick: Strong reads carry fences, Bounded
-    #: reads the fences the rootcoord answered their proxy's last report with. Idle ticks
+    #: (no record), and no read waits for an idle tick: Strong, Bounded and Session reads
+    #: carry fences. While active, also the longest a channel goes without a tick. Idle ticks
     #: move the data node's checkpoints and the query nodes' tsafe (and its lag metric);
     #: on Tansu, whose fetches slow down as a topic grows, every record counts.
     idle_broadcast_interval_ms: int = 10000
