@@ -258,6 +258,18 @@ def test_a_session_read_is_fenced_where_its_write_went_and_where_it_did_not():
     assert time.monotonic() - started < 0.5  # no tick needed on either channel
 
 
+def test_a_flush_ticks_every_channel_of_the_collection_past_its_stamp():
+    h = Harness()
+    h.create_collection("s", shards=2)
+    h.insert("s", [1])  # one of the two channels only: the other holds no segment
+    h.tick()
+    info = h.proxy.meta.get("s")
+    segments, flush_ts = h.proxy.flush(["s"])["s"]
+    h.step(0)
+    assert h.proxy.flushed(segments, "s", flush_ts)  # both checkpoints passed the stamp
+    assert all(max(ticks_on(h, ch)) >= flush_ts for ch in info.pchannels)
+
+
 # -- crashes -----------------------------------------------------------------------------------
 
 
