@@ -144,11 +144,13 @@ class ShardLoader:
         back) while the swap goes on."""
         handed = 0
         reports: dict[int, NodeLoad] | None = None
+        current: set[tuple[int, int, tuple[str, ...]]] = set()
         for replica in replicas:
             indexed = self._needs_index_files(replica.collection_id)
             for segment in self._segments.segments(replica.collection_id, PERSISTED):
                 leader_id = replica.shards.get(segment.vchannel)
                 key = _handoff_key(segment, replica.replica)
+                current.add(key)
                 if leader_id is None or key in self._handed:
                     continue
                 if segment.compacted_from and indexed and not segment.index_files:
@@ -158,6 +160,10 @@ class ShardLoader:
                     replica, segment, reports[leader_id], reports
                 ):
                     handed += 1
+        with self._lock:
+            # forget retired segments, replaced index files, released collections; a plan
+            # made meanwhile for a replica this walk did not see is handed off again: a no-op
+            self._handed &= current
         return handed
 
     def _hand_off_once(
