@@ -25,6 +25,9 @@ from vectide.services.querycoord.distribution import Distribution
 
 log = logging.getLogger(__name__)
 
+#: (collection, segment, replica, index files)
+_HandoffKey = tuple[int, int, int, tuple[str, ...]]
+
 
 @dataclass(frozen=True)
 class ShardLeaders:
@@ -46,8 +49,8 @@ class ShardLoader:
         self._collections = collections
         self._segments = segments
         self._distribution = distribution
-        #: (segment, replica, index files) handed off: new index files go out again
-        self._handed: set[tuple[int, int, tuple[str, ...]]] = set()
+        #: what was handed off: new index files go out again
+        self._handed: set[_HandoffKey] = set()
         #: a plan and a handoff never run at once: a handoff working from an older view of
         #: the replicas would place a segment the new leader's plan placed already
         self._lock = threading.Lock()
@@ -144,8 +147,12 @@ class ShardLoader:
         back) while the swap goes on."""
         handed = 0
         reports: dict[int, NodeLoad] | None = None
-        current: set[tuple[int, int, tuple[str, ...]]] = set()
+        with self._lock:
+            before = set(self._handed)
+        walked: set[int] = set()
+        current: set[_HandoffKey] = set()
         for replica in replicas:
+            walked.add(replica.collection_id)
             indexed = self._needs_index_files(replica.collection_id)
             for segment in self._segments.segments(replica.collection_id, PERSISTED):
                 leader_id = replica.shards.get(segment.vchannel)
@@ -161,9 +168,9 @@ class ShardLoader:
                 ):
                     handed += 1
         with self._lock:
-            # forget retired segments, replaced index files, released collections; a plan
-            # made meanwhile for a replica this walk did not see is handed off again: a no-op
-            self._handed &= current
+            # forget the retired segments and replaced index files of the collections walked
+            # (not what a plan added meanwhile: it may be of a replica this walk did not see)
+            self._handed -= {k for k in before - current if k[0] in walked}
         return handed
 
     def _hand_off_once(
@@ -228,5 +235,5 @@ class ShardLoader:
         return any(is_interim(index, info.schema) for index in info.indexes)
 
 
-def _handoff_key(segment: SegmentInfo, replica: int) -> tuple[int, int, tuple[str, ...]]:
-    return segment.segment_id, replica, tuple(sorted(segment.index_files))
+def _handoff_key(segment: SegmentInfo, replica: int) -> _HandoffKey:
+    return segment.collection_id, segment.segment_id, replica, tuple(sorted(segment.index_files))

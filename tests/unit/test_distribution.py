@@ -163,7 +163,7 @@ def test_handoff_places_a_new_segment_on_the_least_used_node(deployment):
     assert sum(len(s) for s in held(nodes).values()) == 5
     del datacoord.by_id[10]  # retired (compacted away, or its partition dropped)
     assert coord.handoff() == 0
-    assert sorted(key[0] for key in coord._loader._handed) == [11, 12, 13, 14]
+    assert sorted(key[1] for key in coord._loader._handed) == [11, 12, 13, 14]
 
 
 def test_replicas_live_on_their_own_nodes_and_a_dead_node_takes_down_one_copy(deployment):
