@@ -119,7 +119,7 @@ class Proxy:
         urgent, wanted = self.ticker.take_urgent()
         promises, ends = self.ticker.promise()
         active, fences = self.rootcoord.report_timetick(
-            self.server_id, promises, urgent, ends, self.ticker.written(), wanted or None
+            self.server_id, promises, urgent, ends, self.ticker.written(), wanted
         )
         self._fences = {f.channel: f for f in fences}
         if urgent or active:
@@ -131,11 +131,11 @@ class Proxy:
         ``idle_timetick_interval_ms`` old does for Bounded, ``ts`` being 5 s back), else a
         Strong read's (a Session read right after its write, a proxy that has not reported
         since). Channels left without a fence get TimeTicks reaching ``ts``."""
-        wanted = set(pchannels)
+        channels = set(pchannels)
         cached = self._fences
-        fences = [f for ch in wanted if (f := cached.get(ch)) is not None and f.ts >= ts]
-        if len(fences) < len(wanted):
-            fences = self._fences_at(wanted, self.rootcoord.alloc_timestamp(), ts)
+        fences = [f for ch in channels if (f := cached.get(ch)) is not None and f.ts >= ts]
+        if len(fences) < len(channels):
+            fences = self._fences_at(channels, self.rootcoord.alloc_timestamp(), ts)
         return fences
 
     def strong_read(self, pchannels: Iterable[str]) -> tuple[int, list[Position]]:
