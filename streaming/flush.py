@@ -31,7 +31,7 @@ from vectide.services.common.msgstream.message import (
     TimeTickMsg,
 )
 from vectide.services.common.results import concat
-from vectide.services.common.segment import BatchReport, Binlog, Deltalog
+from vectide.services.common.segment import BatchReport, Binlog, Deltalog, part_log_id
 from vectide.streaming.poison import fit_deletes, fit_inserts
 
 log = logging.getLogger(__name__)
@@ -157,17 +157,13 @@ def checkpoints_only(positions: Iterable[tuple[str, int, int]]) -> tuple[BatchRe
     return BatchReport([], [], checkpoints), BatchStats()
 
 
-def _log_id(channel: str, offsets: list[int]) -> str:
-    return f"{channel}-{offsets[0]}-{offsets[-1]}"
-
-
 def _write_segment_part(
     store: binlog.Store, channel: str, segment_id: int, msgs: list[tuple[int, InsertMsg]]
 ):
     offsets = [o for o, _ in msgs]
     first = msgs[0][1]
     coll, part = first.collection_id, first.partition_id
-    log_id = _log_id(channel, offsets)
+    log_id = part_log_id(channel, offsets[0], offsets[-1])
     pks = concat([m.pks for _, m in msgs])
     timestamps = np.concatenate([m.timestamps for _, m in msgs])
     pk_type = DataType.VARCHAR if isinstance(pks, list) else DataType.INT64
@@ -214,7 +210,7 @@ def _validity(parts: list[FieldColumn]) -> np.ndarray | None:
 def _write_deltas(
     store: binlog.Store, channel: str, vchannel: str, msgs: list[tuple[int, DeleteMsg]]
 ) -> Deltalog:
-    log_id = _log_id(channel, [o for o, _ in msgs])
+    log_id = part_log_id(channel, msgs[0][0], msgs[-1][0])
     pks = concat([m.pks for _, m in msgs])
     timestamps = np.concatenate([m.timestamps for _, m in msgs])
     key = binlog.delta_log_key(msgs[0][1].collection_id, vchannel, log_id)

@@ -26,6 +26,28 @@ PERSISTED = (SegmentState.FLUSHED, SegmentState.INDEXED)
 RETIRED = (SegmentState.DROPPED, SegmentState.COMPACTED)
 
 
+def part_log_id(channel: str, first: int, last: int) -> str:
+    """The id of a binlog part holding a channel's records from offset ``first`` to ``last``.
+
+    Offsets are zero-padded: query nodes and index builds order a segment's rows by sorted
+    log id, so sorted ids must follow the channel (insert order). Unpadded, "...-1000-1063"
+    sorted before "...-128-191" and a segment's rows were loaded scrambled: still
+    consistently (index labels are row numbers), but the HNSW graph built over that order
+    was not the one built over the rows as inserted (recall at ef=64 on the bench's set:
+    0.936 against 0.955)."""
+    return f"{channel}-{first:020d}-{last:020d}"
+
+
+def unpadded_log_id(log_id: str) -> str:
+    """The id a part written before ``part_log_id`` padded offsets had (a batch replayed
+    across that upgrade is recognised as written already)."""
+    head, sep, last = log_id.rpartition("-")
+    channel, sep2, first = head.rpartition("-")
+    if not (sep and sep2 and first.isdigit() and last.isdigit()):
+        return log_id
+    return f"{channel}-{int(first)}-{int(last)}"
+
+
 @dataclass
 class Binlog:
     """One micro-batch's share of a segment: a file per field."""

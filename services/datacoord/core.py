@@ -38,6 +38,7 @@ from vectide.services.common.segment import (
     Deltalog,
     SegmentInfo,
     SegmentState,
+    unpadded_log_id,
 )
 from vectide.services.datacoord.compaction import CompactionPolicy
 from vectide.services.datacoord.compaction_coord import CompactionCoord
@@ -266,7 +267,7 @@ class DataCoord(CompactionCoord):
                     )
                     self._segments[segment_id] = segment
                     self._save(segment)
-                if binlog.log_id not in segment.binlogs:  # a replayed batch: known already
+                if not _known(segment.binlogs, binlog.log_id):  # a replayed batch
                     self._kv.put(
                         f"{_BINLOGS}/{segment_id}/{binlog.log_id}",
                         json.dumps(asdict(binlog)).encode(),
@@ -276,7 +277,7 @@ class DataCoord(CompactionCoord):
                     segment.start_position = first
                     self._save(segment)
             for collection_id, delta in report.deltalogs:
-                if delta.log_id in self._deltalogs.get(collection_id, {}):
+                if _known(self._deltalogs.get(collection_id, {}), delta.log_id):
                     continue  # a replayed batch: recorded already (and maybe retired since)
                 self._deltalogs.setdefault(collection_id, {})[delta.log_id] = delta
                 self._kv.put(
@@ -483,6 +484,11 @@ class DataCoord(CompactionCoord):
     def _save(self, segment: SegmentInfo) -> None:
         """The segment's record, without its binlogs (each has its own znode)."""
         self._kv.put(f"{_SEGMENTS}/{segment.segment_id}", segment.to_json(with_binlogs=False))
+
+
+def _known(logs: dict[str, object], log_id: str) -> bool:
+    """Whether a part is recorded already, under its id or the unpadded one it had before."""
+    return log_id in logs or unpadded_log_id(log_id) in logs
 
 
 def _deltalog_key(collection_id: int, delta: Deltalog) -> str:

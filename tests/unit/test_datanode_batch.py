@@ -1,5 +1,7 @@
 """The data node's batch logic and datacoord's segment lifecycle, without Spark or S3."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -15,8 +17,9 @@ from vectide.services.common.msgstream.message import (
     Position,
     TimeTickMsg,
 )
-from vectide.services.common.segment import BatchReport, Binlog, SegmentState
+from vectide.services.common.segment import BatchReport, Binlog, SegmentState, unpadded_log_id
 from vectide.services.datacoord.core import DataCoord, DataCoordConfig
+from vectide.services.indexnode.core import segment_vectors
 from vectide.streaming.flush import (
     PK_FIELD,
     TS_FIELD,
@@ -160,6 +163,35 @@ def test_flush_seals_growing_segments_and_reports_state():
     restarted.start()
     assert restarted.segment(seg).state == SegmentState.FLUSHED
     assert restarted.checkpoint("c-dml_0").ts == flush_ts
+
+
+def test_a_segment_written_over_many_batches_loads_in_insert_order():
+    """Parts at offsets 9, 64, 128 and 1000 (as strings, "1000" sorts before "128"): the
+    index build reads the segment's vectors, as query nodes read its rows, in channel order."""
+    dc = DataCoord(MemoryKV(), counter(), counter(1))
+    segment = dc.assign_segment(7, 1, VCH, 10**6)
+    store = DictStore()
+    for offset in (1000, 9, 128, 64):  # batches saved in any order (tasks, replays)
+        msg = codec.encode(insert(segment, [offset], offset))
+        dc.save_batch(process_batch([Record("c-dml_0", offset, msg)], store)[0])
+    info = dc.segment(segment)
+    vectors = segment_vectors(info, 101, 4, store)
+    assert vectors[:, 0].tolist() == [9.0, 64.0, 128.0, 1000.0]
+
+
+def test_a_part_recorded_under_its_unpadded_id_is_not_recorded_again():
+    """A batch replayed across the upgrade that padded part ids: known already, not doubled."""
+    dc = DataCoord(MemoryKV(), counter(), counter(1))
+    segment = dc.assign_segment(7, 1, VCH, 10)
+    report, _ = process_batch(records(insert(segment, [1, 2], 5)), DictStore())
+    (part,) = report.binlogs
+    old_id = unpadded_log_id(part[4].log_id)
+    assert old_id == "c-dml_0-0-0"
+    legacy = BatchReport([(*part[:4], replace(part[4], log_id=old_id), part[5])], [], {})
+    dc.save_batch(legacy)
+    dc.save_batch(report)
+    assert list(dc.segment(segment).binlogs) == [old_id]
+    assert unpadded_log_id("compaction-12") == "compaction-12"
 
 
 @pytest.mark.parametrize("pks", [np.arange(1000), [f"k{i}" for i in range(1000)]])
