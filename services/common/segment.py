@@ -31,10 +31,9 @@ def part_log_id(channel: str, first: int, last: int) -> str:
 
     Offsets are zero-padded: query nodes and index builds order a segment's rows by sorted
     log id, so sorted ids must follow the channel (insert order). Unpadded, "...-1000-1063"
-    sorted before "...-128-191" and a segment's rows were loaded scrambled: still
-    consistently (index labels are row numbers), but the HNSW graph built over that order
-    was not the one built over the rows as inserted (recall at ef=64 on the bench's set:
-    0.936 against 0.955)."""
+    sorted before "...-128-191": rows were loaded scrambled, consistently (index labels are
+    row numbers), but an HNSW graph built over that order searched worse than one over the
+    rows as inserted (docs/architecture.md, "Binlog layout")."""
     return f"{channel}-{first:020d}-{last:020d}"
 
 
