@@ -49,8 +49,14 @@ class KafkaConfig:
     managed: bool = True
     #: Storage of the managed broker: ``memory`` (lost on stop) or ``s3`` (on the managed S3).
     storage: str = "memory"
-    #: How long a fetch waits for data. Tansu answers only when it expires: keep it low.
-    fetch_wait_max_ms: int = 5
+    #: How long a fetch waits for data while it matters (a read waits, data flows). Tansu
+    #: answers only when it expires, yet not much lower: a record arrived during a 20 ms
+    #: wait was delivered in 4 ms (p50) against 2 ms with 5 ms. Lower costs more than it
+    #: gives: 5 ms used twice the broker CPU at a tail, and on a long log (~8,000 batches
+    #: in one channel, ~20 minutes of steady ingest) Tansu's fetches with data took longer
+    #: than the wait and it ran away (a full core, deliveries in seconds); 20 ms holds to
+    #: ~15,000 batches (docs/architecture.md, "Tansu's in-memory log").
+    fetch_wait_max_ms: int = 20
     #: Query nodes' fetch wait while their shards are idle (no data, no read for 2 s): an
     #: idle consumer then costs the broker a few fetches a second, not 200. A read or new
     #: data switches back to ``fetch_wait_max_ms`` at once (a second, standby consumer).

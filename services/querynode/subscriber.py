@@ -29,7 +29,7 @@ class KafkaSubscriber:
         self,
         bootstrap: str,
         node: QueryNode,
-        fetch_wait_max_ms: int = 5,
+        fetch_wait_max_ms: int = 20,
         fetch_wait_idle_ms: int | None = None,
         long_poll: bool = False,
     ) -> None:

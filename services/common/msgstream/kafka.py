@@ -250,7 +250,7 @@ class ChannelConsumer:
         bootstrap: str,
         channels: Sequence[str],
         start: Mapping[str, Position] | None = None,
-        fetch_wait_max_ms: int = 5,
+        fetch_wait_max_ms: int = 20,
         extra: Mapping[str, object] | None = None,
         fetch_wait_idle_ms: int | None = None,
         long_poll: bool = False,
