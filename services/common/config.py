@@ -50,12 +50,12 @@ class KafkaConfig:
     #: Storage of the managed broker: ``memory`` (lost on stop) or ``s3`` (on the managed S3).
     storage: str = "memory"
     #: How long a fetch waits for data while it matters (a read waits, data flows). Tansu
-    #: answers only when it expires, yet not much lower: a record arrived during a 20 ms
-    #: wait was delivered in 4 ms (p50) against 2 ms with 5 ms. Lower costs more than it
-    #: gives: 5 ms used twice the broker CPU at a tail, and on a long log (~8,000 batches
-    #: in one channel, ~20 minutes of steady ingest) Tansu's fetches with data took longer
-    #: than the wait and it ran away (a full core, deliveries in seconds); 20 ms holds to
-    #: ~15,000 batches (docs/architecture.md, "Tansu's in-memory log").
+    #: answers only when it expires, so a lone write waits out the reader's current fetch
+    #: (bench freshness p50 9-11 ms at 20 ms, 4-6 ms at 5 ms). Shorter ran away on a long
+    #: log: ~8,000 batches in one channel (~20 minutes of steady ingest) and Tansu's fetches
+    #: with data took longer than 5 ms, the broker went to a full core and deliveries to
+    #: seconds; 20 ms holds to ~15,000 batches and halves the broker's CPU at a tail
+    #: (docs/architecture.md, "Tansu's in-memory log").
     fetch_wait_max_ms: int = 20
     #: Query nodes' fetch wait while their shards are idle (no data, no read for 2 s): an
     #: idle consumer then costs the broker a few fetches a second, not 200. A read or new

@@ -191,6 +191,10 @@ def test_a_standalone_that_lost_its_session_exits_and_is_restarted(infra, tmp_pa
         time.sleep(config.zookeeper.session_timeout_s + 3)  # ZooKeeper expires the session
         os.kill(pid, signal.SIGCONT)
         deadline = time.monotonic() + 3 * RECOVERY_S
+        # resumed, the old process may answer a read in the moment before it sees its
+        # session gone: wait for the restart first, then for the new process to serve
+        while time.monotonic() < deadline and roles(config)["standalone"]["restarts"] == 0:
+            time.sleep(0.2)
         while time.monotonic() < deadline and strong_count(uri, "zombie") != 10:
             time.sleep(0.2)
         role = roles(config)["standalone"]
