@@ -62,8 +62,8 @@ def compact(plan: CompactionPlan, store: binlog.Store) -> Binlog | None:
     deletes = latest_deletes(plan.deltalogs, plan.delete_ts, store)
     columns: dict[str, list[pa.Array]] = defaultdict(list)
     for source in plan.sources:
-        for log_id in sorted(source.binlogs):
-            paths = source.binlogs[log_id].paths
+        for part in source.parts_in_row_order():
+            paths = part.paths
             pks = binlog.decode_arrow(store.get(paths[str(PK_FIELD)]))
             stamps = binlog.decode_arrow(store.get(paths[str(TS_FIELD)]))
             keep = surviving(pks, stamps, deletes)

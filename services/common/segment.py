@@ -29,11 +29,11 @@ RETIRED = (SegmentState.DROPPED, SegmentState.COMPACTED)
 def part_log_id(channel: str, first: int, last: int) -> str:
     """The id of a binlog part holding a channel's records from offset ``first`` to ``last``.
 
-    Offsets are zero-padded: query nodes and index builds order a segment's rows by sorted
-    log id, so sorted ids must follow the channel (insert order). Unpadded, "...-1000-1063"
-    sorted before "...-128-191": rows were loaded scrambled, consistently (index labels are
-    row numbers), but an HNSW graph built over that order searched worse than one over the
-    rows as inserted (docs/architecture.md, "Binlog layout")."""
+    Offsets are zero-padded: a segment's rows are in sorted log id order
+    (``SegmentInfo.parts_in_row_order``), so sorted ids must follow the channel. Unpadded,
+    "...-1000-1063" sorted before "...-128-191": rows were loaded scrambled, consistently
+    (index labels are row numbers), but an HNSW graph built over that order searched worse
+    than one over the rows as inserted (docs/architecture.md, "Binlog layout")."""
     return f"{channel}-{first:020d}-{last:020d}"
 
 
@@ -88,6 +88,12 @@ class SegmentInfo:
     @property
     def num_rows(self) -> int:
         return sum(b.rows for b in self.binlogs.values())
+
+    def parts_in_row_order(self) -> list[Binlog]:
+        """The binlog parts in the order of the segment's rows: query nodes load them so and
+        index builds index them so (an index's labels are row numbers), by sorted log id,
+        which for parts the data node wrote is the channel's order (``part_log_id``)."""
+        return [self.binlogs[log_id] for log_id in sorted(self.binlogs)]
 
     def to_json(self, with_binlogs: bool = True) -> bytes:
         data = asdict(self)

@@ -68,15 +68,12 @@ def segment_vectors(
     data_type: DataType = DataType.FLOAT_VECTOR,
 ) -> np.ndarray:
     """A segment's float vectors (half floats widened to float32) in the order query nodes
-    load its rows (binlogs by log id)."""
+    load its rows."""
     parts = [
         vector_types.as_float32(
-            data_type,
-            binlog.decode_column(
-                store.get(segment.binlogs[log_id].paths[str(field_id)]), data_type, dim
-            ),
+            data_type, binlog.decode_column(store.get(part.paths[str(field_id)]), data_type, dim)
         )
-        for log_id in sorted(segment.binlogs)
+        for part in segment.parts_in_row_order()
     ]
     return np.vstack(parts) if parts else np.empty((0, dim), np.float32)
 

@@ -26,8 +26,7 @@ def load_sealed(
     sealed = ShardStore(schema, info.indexes, max(segment.num_rows, 1))
     sealed.reserve(segment.num_rows)
     pk_type = schema.primary.data_type
-    for log_id in sorted(segment.binlogs):
-        entry = segment.binlogs[log_id]
+    for entry in segment.parts_in_row_order():
 
         def column(field_id: int, data_type: DataType, dim: int = 0, entry=entry):
             return binlog.read_column(store.get(entry.paths[str(field_id)]), data_type, dim)
