@@ -42,6 +42,7 @@ from pymilvus.client.prepare import Prepare
 
 from benchmarks import datasets
 from benchmarks.common import apply_set, log, own_tree, stop_on_sigterm
+from benchmarks.cores import add_core_options, core_split
 from benchmarks.milvus_ops import connect, create_collection, ingest
 from benchmarks.profiling import Profile, py_spy, summarise
 from benchmarks.targets import RUN_DIR, VectideTarget, null_target, vectide_target
@@ -65,6 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--thread-cpu", action="store_true", help="CPU per row of each standalone thread"
     )
     p.add_argument("--settle", type=float, default=60.0, help="max s to wait for quiet")
+    add_core_options(p)
     return p.parse_args(argv)
 
 
@@ -161,11 +163,15 @@ def main(argv: list[str] | None = None) -> None:
     apply_set(vectide.config, opts.set)
     rates: dict[str, list[float]] = {"ceiling": [], "vectide": []}
     cpu: dict[str, list[dict[str, float]]] = {"inserting": [], "settled": []}
+    split = core_split(opts)
     ceiling.start()
     try:
         vectide.start_infra()
         vectide.deployment.up("standalone", datanode=not opts.no_datanode)
         found = vectide.processes()
+        if split:
+            pinned = split.pin_servers([*found.values(), *ceiling.processes().values()])
+            log(f"{split} ({pinned} server processes)")
         pid = found.get("standalone")
         by_pid = {p: name for name, p in found.items() if name != "standalone"}
         by_pid[pid] = "standalone"  # the roles it runs share its pid

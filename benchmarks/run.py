@@ -254,6 +254,22 @@ def ceiling_probe(target: SubprocessTarget, data: Dataset, opts: Options) -> dic
     return out
 
 
+def ceiling_concurrent(
+    target: SubprocessTarget, data: Dataset, opts: Options, params: dict[str, Any]
+) -> dict[str, Any]:
+    """The ceiling's concurrent rate again, right before a server's own (the probe's
+    collection, the same client process in the same state): the first was measured minutes
+    earlier, under another load."""
+    out = measure.concurrent_throughput(
+        measure.milvus_searcher(target.uri, "probe", opts.k, params),
+        data.queries,
+        opts.clients,
+        opts.concurrent_s,
+    )
+    log(f"ceiling re-measured: {opts.clients} concurrent clients {out['qps']:,.0f}/s")
+    return out
+
+
 def ceiling_phases(target: SubprocessTarget, data: Dataset, opts: Options) -> dict[str, Any]:
     """Insert and search rates through pymilvus against a server that does nothing."""
     client = connect(target.uri)
@@ -282,7 +298,11 @@ def ceiling_phases(target: SubprocessTarget, data: Dataset, opts: Options) -> di
 
 
 def run_server(
-    target: Target, sets: list[Dataset], opts: Options, before: Callable[[], dict] | None = None
+    target: Target,
+    sets: list[Dataset],
+    opts: Options,
+    before: Callable[[], dict] | None = None,
+    ceiling: SubprocessTarget | None = None,
 ) -> dict[str, Any]:
     """Start ``target``, run every phase, stop it (also on errors and ^C)."""
     out: dict[str, Any] = {}
@@ -290,13 +310,15 @@ def run_server(
         if isinstance(target, VectideTarget) and before is not None:
             out.update(before())
         target.start()
-        out.update(server_phases(target, sets, opts))
+        out.update(server_phases(target, sets, opts, ceiling))
     finally:
         target.stop()
     return out
 
 
-def server_phases(target: Target, sets: list[Dataset], opts: Options) -> dict[str, Any]:
+def server_phases(
+    target: Target, sets: list[Dataset], opts: Options, ceiling: SubprocessTarget | None = None
+) -> dict[str, Any]:
     label = target.name
     client = connect(target.uri)
     load_at_start = os.getloadavg()
@@ -338,6 +360,8 @@ def server_phases(target: Target, sets: list[Dataset], opts: Options) -> dict[st
     synthetic = sets[0]
     param, value = _setting(out["search"]["synthetic"]["HNSW"], "0.95")
     params = search_params(synthetic.metric, param, value)
+    if ceiling is not None:
+        out["ceiling_concurrent"] = ceiling_concurrent(ceiling, synthetic, opts, params)
     log(f"{label}: {opts.clients} concurrent clients, HNSW {param}={value}")
     out["concurrent"] = measure.concurrent_throughput(
         measure.milvus_searcher(target.uri, "synthetic_hnsw", opts.k, params),
@@ -654,7 +678,7 @@ def run_servers(
         log(f"== {target.name}")
         probe = ceiling_probe(ceiling, sets[0], opts) if ceiling is not None else None
         results["load_average"][target.name] = os.getloadavg()
-        systems[target.name] = run_server(target, sets, opts, before)
+        systems[target.name] = run_server(target, sets, opts, before, ceiling)
         if probe is not None:
             systems[target.name]["ceiling_probe"] = probe
 

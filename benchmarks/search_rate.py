@@ -30,6 +30,7 @@ import numpy as np
 
 from benchmarks import datasets
 from benchmarks.common import apply_set, log, stop_on_sigterm
+from benchmarks.cores import add_core_options, core_split
 from benchmarks.insert_rate import (
     cpu_seconds,
     insert_seconds,
@@ -64,6 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=5.0, help="concurrent phase per round")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--label", default="search", help="names the profile files")
+    add_core_options(p)
     p.add_argument(
         "--thread-cpu", action="store_true", help="CPU per search of each standalone thread"
     )
@@ -235,11 +237,15 @@ def main(argv: list[str] | None = None) -> None:
     ceiling, vectide = null_target(), vectide_target("searchrate")
     apply_set(vectide.config, opts.set)
     figures = Figures()
+    split = core_split(opts)
     ceiling.start()
     try:
         vectide.start_infra()
         vectide.deployment.up("standalone", datanode=not opts.no_datanode)
         found = vectide.processes()
+        if split:
+            pinned = split.pin_servers([*found.values(), *ceiling.processes().values()])
+            log(f"{split} ({pinned} server processes)")
         pid = found["standalone"]
         servers = [p for name, p in found.items() if not name.startswith("infra:")]
         deployment = {"standalone": pid, **{n: p for n, p in found.items() if p != pid}}
