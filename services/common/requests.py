@@ -38,6 +38,9 @@ class ShardSearchRequest:
     travel_ts: int = 0
     #: a Strong read's fences (see ``tick_aligner``): ticks nobody wrote, one per pchannel
     fences: list[Position] = field(default_factory=list)
+    #: rows inserted before this stamp have expired (the collection's TTL): the read skips
+    #: them (0: none has)
+    expire_ts: int = 0
 
 
 @dataclass
@@ -59,3 +62,5 @@ class ShardQueryRequest:
     travel_ts: int = 0
     #: as ShardSearchRequest's
     fences: list[Position] = field(default_factory=list)
+    #: as ShardSearchRequest's
+    expire_ts: int = 0

@@ -207,6 +207,15 @@ class Proxy:
         self.scheduler.ddl(lambda ts: self.rootcoord.rename_collection(ts, old, new_db, new_name))
         self.meta.invalidate(old)
 
+    def alter_collection(
+        self, name: str, properties: dict[str, str], delete_keys: Sequence[str]
+    ) -> None:
+        """Set or delete a collection's properties (``name``: a reference, or an alias)."""
+        self.scheduler.ddl(
+            lambda ts: self.rootcoord.alter_collection(ts, name, properties, delete_keys)
+        )
+        self.meta.invalidate(name)
+
     def has_collection(self, name: str) -> bool:
         try:
             self.describe_collection(name)

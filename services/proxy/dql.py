@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
-from vectide.services.common import errors, timestamp, vector_types
+from vectide.services.common import collection_properties, errors, timestamp, vector_types
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.grouping import group_by_field, merge_groups, restrict_to_groups
 from vectide.services.common.msgstream.message import DataType, Position, row_width
@@ -176,6 +176,13 @@ class _ReadTask(Task):
             return EVENTUALLY_TS, wait, 0, []  # Session/Customized of a client that never wrote
         # Session, Customized: as the client says
         return spec.guarantee_ts, wait, 0, proxy.fences_for(self.info.pchannels, spec.guarantee_ts)
+
+    def _expire_ts(self, travel: int) -> int:
+        """The collection's TTL as the oldest insert stamp this read returns, counted back
+        from the time it reads at: now, or the snapshot it travels to (Milvus's proxy
+        sends the same bound with each read)."""
+        read_ms = timestamp.physical_ms(travel) if travel else timestamp.now_ms()
+        return collection_properties.expire_ts(self.info.properties, read_ms)
 
     def _fan_out(self, call: Any) -> list[Any]:
         """Run ``call(node, vchannels)`` on every node leading this collection's shards in
@@ -344,6 +351,7 @@ class SearchTask(_ReadTask):
             wait_timeout_s=wait,
             travel_ts=travel,
             fences=fences,
+            expire_ts=self._expire_ts(travel),
             expr=spec.expr,
             expr_params=spec.expr_params,
             partition_ids=self.partition_ids,
@@ -428,6 +436,7 @@ class QueryTask(_ReadTask):
             wait_timeout_s=wait,
             travel_ts=travel,
             fences=fences,
+            expire_ts=self._expire_ts(travel),
             expr=spec.expr,
             expr_params=spec.expr_params,
             partition_ids=self.partition_ids,

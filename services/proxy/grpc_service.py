@@ -114,6 +114,17 @@ class MilvusService(
         self.proxy.rename_collection(old, request.newDBName or db_name, request.newName)
         return ok()
 
+    @rpc(common_pb2.Status)
+    def AlterCollection(self, request, context):
+        """Properties set or deleted (pymilvus ``alter_collection_properties`` and
+        ``drop_collection_properties``)."""
+        self.proxy.alter_collection(
+            ref_of(request, context),
+            convert.kv_pairs(request.properties),
+            list(request.delete_keys),
+        )
+        return ok()
+
     @rpc(milvus_pb2.BoolResponse)
     def HasCollection(self, request, context):
         return milvus_pb2.BoolResponse(

@@ -632,7 +632,8 @@ class QueryNode:
             # sealed rows change only by deletes (under this lock): which rows the read sees
             # is fixed here, and faiss runs after the lock, beside ingest and other reads
             seeing = self._sealed_seen.visible
-            seen = [(s, seeing(s, snapshot, req.partition_ids, tree)) for s in sealed]
+            bounds = (snapshot, req.partition_ids, tree, req.expire_ts)
+            seen = [(s, seeing(s, *bounds)) for s in sealed]
         parts += [search_store(s, req, tree, band, snapshot, mask) for s, mask in seen]
         parts += self._scatter.gather(shard, remote, pending)
         return reduce_hits(parts, req)

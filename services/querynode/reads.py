@@ -68,14 +68,17 @@ def parse_filter(expr: str, params: dict[str, Any]) -> Any:
         raise errors.invalid(str(exc)) from exc
 
 
-def visible(store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any) -> np.ndarray:
-    """The rows a read at ``snapshot`` sees: live then, in the partitions, passing the filter."""
-    picked = indexed_rows(store, snapshot, partition_ids, tree)
+def visible(
+    store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any, expire_ts: int = 0
+) -> np.ndarray:
+    """The rows a read at ``snapshot`` sees: live then (and not expired: inserted at or
+    after ``expire_ts``), in the partitions, passing the filter."""
+    picked = indexed_rows(store, snapshot, partition_ids, tree, expire_ts)
     if picked is not None:
         mask = np.zeros(store.num_rows, dtype=bool)
         mask[picked] = True
         return mask
-    return _scanned(store, snapshot, partition_ids, tree)
+    return _scanned(store, snapshot, partition_ids, tree, expire_ts)
 
 
 class SealedVisibility:
@@ -96,11 +99,17 @@ class SealedVisibility:
         )
 
     def visible(
-        self, store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any
+        self,
+        store: ShardStore,
+        snapshot: int,
+        partition_ids: list[int],
+        tree: Any,
+        expire_ts: int = 0,
     ) -> np.ndarray:
-        """``visible``, read-only (shared between reads)."""
-        if tree is not None:
-            return visible(store, snapshot, partition_ids, tree)
+        """``visible``, read-only (shared between reads). A TTL's bound moves with every
+        read, so those are not kept."""
+        if tree is not None or expire_ts:
+            return visible(store, snapshot, partition_ids, tree, expire_ts)
         key = (snapshot, tuple(partition_ids), store.num_rows)
         with self._lock:
             found = self._masks.get(store)
@@ -113,8 +122,10 @@ class SealedVisibility:
         return mask
 
 
-def _scanned(store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any) -> np.ndarray:
-    mask = store.candidates(snapshot, partition_ids or None).mask
+def _scanned(
+    store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any, expire_ts: int = 0
+) -> np.ndarray:
+    mask = store.candidates(snapshot, partition_ids or None, expire_ts).mask
     if tree is not None and mask.any():
         metrics.FILTERED_READS.labels("scan").inc()
         try:
@@ -125,17 +136,17 @@ def _scanned(store: ShardStore, snapshot: int, partition_ids: list[int], tree: A
 
 
 def visible_rows(
-    store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any
+    store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any, expire_ts: int = 0
 ) -> np.ndarray:
     """``visible`` as sorted row numbers."""
-    picked = indexed_rows(store, snapshot, partition_ids, tree)
+    picked = indexed_rows(store, snapshot, partition_ids, tree, expire_ts)
     if picked is not None:
         return picked
-    return np.flatnonzero(_scanned(store, snapshot, partition_ids, tree))
+    return np.flatnonzero(_scanned(store, snapshot, partition_ids, tree, expire_ts))
 
 
 def indexed_rows(
-    store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any
+    store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any, expire_ts: int = 0
 ) -> np.ndarray | None:
     """The visible rows passing the filter, found through the store's scalar indexes and
     checked for visibility only where found (no pass over every row); None when the
@@ -150,7 +161,7 @@ def indexed_rows(
     if picked is None:
         return None
     metrics.FILTERED_READS.labels("index").inc()
-    return picked[store.live(picked, snapshot, partition_ids or None)]
+    return picked[store.live(picked, snapshot, partition_ids or None, expire_ts)]
 
 
 def search_store(
@@ -163,7 +174,7 @@ def search_store(
 ) -> SearchHits:
     """``mask``: the rows the read sees, when the caller found them already (``visible``)."""
     if mask is None:
-        mask = visible(store, snapshot, req.partition_ids, tree)
+        mask = visible(store, snapshot, req.partition_ids, tree, req.expire_ts)
     if req.group_by:
         scores, rows = search_groups(store, req, mask)
     else:
@@ -222,7 +233,7 @@ def _search_band(
 
 
 def query_store(store: ShardStore, req: ShardQueryRequest, tree: Any, snapshot: int) -> QueryRows:
-    rows = visible_rows(store, snapshot, req.partition_ids, tree)
+    rows = visible_rows(store, snapshot, req.partition_ids, tree, req.expire_ts)
     if req.count_only:
         return QueryRows(pks=[], count=len(rows))
     rows = rows[pk_order(take(store.pks(), rows))[: req.limit]]

@@ -397,7 +397,11 @@ class ShardStore:
         return self.scalar.views()
 
     def live(
-        self, rows: np.ndarray, snapshot_ts: int, partition_ids: list[int] | None = None
+        self,
+        rows: np.ndarray,
+        snapshot_ts: int,
+        partition_ids: list[int] | None = None,
+        expire_ts: int = 0,
     ) -> np.ndarray:
         """Which of ``rows`` a read at ``snapshot_ts`` sees (``candidates`` for some rows)."""
         return _seen(
@@ -406,15 +410,20 @@ class ShardStore:
             self._partition.view()[rows],
             snapshot_ts,
             partition_ids,
+            expire_ts,
         )
 
     # -- reads -----------------------------------------------------------------------------
 
-    def candidates(self, snapshot_ts: int, partition_ids: list[int] | None = None) -> Candidates:
-        if self._newest_insert <= snapshot_ts < self._first_delete:
+    def candidates(
+        self, snapshot_ts: int, partition_ids: list[int] | None = None, expire_ts: int = 0
+    ) -> Candidates:
+        """The rows a read at ``snapshot_ts`` sees: inserted by then (and not before
+        ``expire_ts``, the collection's TTL), not deleted by then, in the partitions."""
+        if not expire_ts and self._newest_insert <= snapshot_ts < self._first_delete:
             live = np.ones(self.num_rows, dtype=bool)
         else:
-            live = _live(self._insert_ts.view(), self._deleted_at.view(), snapshot_ts)
+            live = _live(self._insert_ts.view(), self._deleted_at.view(), snapshot_ts, expire_ts)
         mask = _in_partitions(live, self._partition.view(), partition_ids)
         return Candidates(mask, snapshot_ts)
 
@@ -532,13 +541,21 @@ def _seen(
     partition: np.ndarray,
     snapshot_ts: int,
     partition_ids: list[int] | None,
+    expire_ts: int = 0,
 ) -> np.ndarray:
-    """Rows inserted by ``snapshot_ts``, not deleted by then, in the partitions (if any)."""
-    return _in_partitions(_live(insert_ts, deleted_at, snapshot_ts), partition, partition_ids)
+    """Rows inserted by ``snapshot_ts`` (not before ``expire_ts``), not deleted by then, in
+    the partitions (if any)."""
+    live = _live(insert_ts, deleted_at, snapshot_ts, expire_ts)
+    return _in_partitions(live, partition, partition_ids)
 
 
-def _live(insert_ts: np.ndarray, deleted_at: np.ndarray, snapshot_ts: int) -> np.ndarray:
-    return (insert_ts <= snapshot_ts) & (deleted_at > snapshot_ts)
+def _live(
+    insert_ts: np.ndarray, deleted_at: np.ndarray, snapshot_ts: int, expire_ts: int = 0
+) -> np.ndarray:
+    live = (insert_ts <= snapshot_ts) & (deleted_at > snapshot_ts)
+    if expire_ts:
+        live &= insert_ts >= expire_ts
+    return live
 
 
 def _in_partitions(

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from vectide.services.common import errors, timestamp
+from vectide.services.common import collection_properties, errors, timestamp
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.id_allocator import IDAllocator
 from vectide.services.common.kv.base import MetaKV
@@ -340,6 +340,7 @@ class RootCoord:
         shards_num = shards_num or 1
         if not 1 <= shards_num <= MAX_SHARDS:
             raise errors.invalid(f"shard_num must be in [1, {MAX_SHARDS}], got {shards_num}")
+        collection_properties.check(properties or {})
         validate_name(schema.name)
         db_name = db_name or DEFAULT_DB
         ref = qualified(db_name, schema.name)
@@ -441,6 +442,30 @@ class RootCoord:
                 raise MilvusError(Code.UNEXPECTED, f"collection name {new_name} is taken")
         for ref in [old, *aliases]:
             self._invalidate(ref)
+
+    @once_per_stamp
+    def alter_collection(
+        self, ts: int, name: str, properties: dict[str, str], delete_keys: Sequence[str] = ()
+    ) -> CollectionInfo:
+        """Set or delete properties (one or the other per call, as Milvus requires), through
+        an alias too. Proxies are told at once: a new TTL bounds the next read
+        (``collection_properties``)."""
+        if properties and delete_keys:
+            raise errors.invalid(
+                "alter collection cannot modify properties and delete keys at the same time"
+            )
+        if not properties and not delete_keys:
+            raise errors.invalid("alter collection with empty properties and delete keys")
+        collection_properties.check(properties)
+        with self._dd_lock:
+            info = self._require(name)
+            kept = {k: v for k, v in info.properties.items() if k not in set(delete_keys)}
+            altered = replace(info, properties=kept | dict(properties))
+            self._begin_ddl(ts)
+            self.meta.update(altered)
+        self._invalidate_collection(info)
+        log.info("collection altered", extra={"collection": info.name, "properties": properties})
+        return altered
 
     def describe_collection(
         self, name: str | None = None, collection_id: int = 0

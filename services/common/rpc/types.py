@@ -81,6 +81,7 @@ ROOTCOORD_METHODS = (
     "list_databases",
     "describe_database",
     "rename_collection",
+    "alter_collection",
     "create_alias",
     "alter_alias",
     "drop_alias",
