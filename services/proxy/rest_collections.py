@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
+from vectide.services.common.collection_properties import TTL_KEY
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.proxy import rest_admin as admin
 from vectide.services.proxy import rest_body as rb
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
 
 #: the quick setup's index metric when the body names none (Milvus's REST default)
 DEFAULT_METRIC = "COSINE"
+#: ``params`` of a create that are collection properties, and the keys they are stored under
+CREATE_PROPERTIES = {"ttlSeconds": TTL_KEY, "partitionKeyIsolation": "partitionkey.isolation"}
 
 
 class CollectionHandlers:
@@ -37,6 +40,8 @@ class CollectionHandlers:
             "get_load_state": self.load_state,
             "get_stats": self.stats,
             "rename": self.rename,
+            "alter_properties": self.alter_properties,
+            "drop_properties": self.drop_properties,
         }
 
     def _simple(self, method: str, proto: type, call: RestCall) -> dict[str, Any]:
@@ -58,7 +63,7 @@ class CollectionHandlers:
             shards_num=int(params.get("shardsNum", 1)),
             consistency_level=rb.level_value(params.get("consistencyLevel", "Bounded")),
             properties=rb.key_values(
-                {k: params[k] for k in ("ttlSeconds", "partitionKeyIsolation") if k in params}
+                {key: params[name] for name, key in CREATE_PROPERTIES.items() if name in params}
             ),
         )
         if "partitionsNum" in params:
@@ -170,6 +175,24 @@ class CollectionHandlers:
             newDBName=rb.get(call.body, "newDbName", str, "") or call.db_name,
         )
         self.api.call("RenameCollection", request, call.db_name)
+        return {}
+
+    def alter_properties(self, call: RestCall) -> dict[str, Any]:
+        """``properties``: an object of the keys to set (AlterCollection)."""
+        properties = rb.get(call.body, "properties", dict)
+        request = milvus_pb2.AlterCollectionRequest(
+            collection_name=call.collection, properties=rb.key_values(properties)
+        )
+        self.api.call("AlterCollection", request, call.db_name)
+        return {}
+
+    def drop_properties(self, call: RestCall) -> dict[str, Any]:
+        """``propertyKeys``: the keys to delete."""
+        keys = rb.get(call.body, "propertyKeys", list)
+        request = milvus_pb2.AlterCollectionRequest(
+            collection_name=call.collection, delete_keys=[str(k) for k in keys]
+        )
+        self.api.call("AlterCollection", request, call.db_name)
         return {}
 
 

@@ -237,6 +237,27 @@ def test_partitions_aliases_databases_rename(rest, client):
     assert ok(rest("collections/has", {"collectionName": "renamed"})) == {"has": False}
 
 
+def test_collection_properties_at_create_alter_and_drop(rest, client):
+    """``params.ttlSeconds`` is stored as Milvus stores it (``collection.ttl.seconds``, which
+    Vectide acts on); ``alter_properties`` and ``drop_properties`` change the set."""
+    body = {"collectionName": "props", "dimension": DIM, "params": {"ttlSeconds": 3600}}
+    ok(rest("collections/create", body))
+    try:
+        assert client.describe_collection("props")["properties"] == {
+            "collection.ttl.seconds": "3600"
+        }
+        altered = {"collectionName": "props", "properties": {"mmap.enabled": True}}
+        ok(rest("collections/alter_properties", altered))
+        dropped = {"collectionName": "props", "propertyKeys": ["collection.ttl.seconds"]}
+        ok(rest("collections/drop_properties", dropped))
+        described = ok(rest("collections/describe", {"collectionName": "props"}))
+        assert described["properties"] == [{"key": "mmap.enabled", "value": "true"}]
+        bad = {"collectionName": "props", "properties": {"collection.ttl.seconds": "soon"}}
+        assert rest("collections/alter_properties", bad)["code"] != 0
+    finally:
+        client.drop_collection("props")
+
+
 def test_int64_as_strings_on_request(rest):
     ok(rest("collections/create", {"collectionName": "js", "dimension": DIM}))
     rows = [{"id": 2**60 + 1, "vector": vector(1)}]
