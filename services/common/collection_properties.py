@@ -8,9 +8,10 @@ read (docs/compatibility.md, "Collection properties"). The others it keeps and d
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from vectide.services.common import errors, timestamp
+from vectide.services.common.schema import CollectionInfo
 
 #: Milvus's key (``common.CollectionTTLConfigKey``): seconds a row stays readable after it was
 #: inserted (upserted rows start again); 0 or negative: forever
@@ -43,3 +44,10 @@ def expire_ts(properties: Mapping[str, str], read_ms: int) -> int:
     if not ttl:
         return 0
     return timestamp.compose(max(read_ms - ttl * 1000, 0))
+
+
+def expiries(collections: Iterable[CollectionInfo], read_ms: int) -> dict[int, int]:
+    """Per collection with a TTL, ``expire_ts`` at ``read_ms``: garbage collection drops
+    segments whose rows are all older (a read at ``read_ms`` or later returns none of them)."""
+    bounds = {c.collection_id: expire_ts(c.properties, read_ms) for c in collections}
+    return {collection_id: ts for collection_id, ts in bounds.items() if ts}

@@ -13,12 +13,12 @@ builder and compaction write their files before they record them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from vectide.services.common.msgstream.channels import pchannel_of
 from vectide.services.common.msgstream.message import Position
-from vectide.services.common.segment import RETIRED, Deltalog, SegmentInfo
+from vectide.services.common.segment import PERSISTED, RETIRED, Deltalog, SegmentInfo
 
 #: the object kinds garbage collection looks after (Milvus's layout, ``services.common.binlog``)
 PREFIXES = ("insert_log/", "stats_log/", "delta_log/", "index_files/")
@@ -81,6 +81,20 @@ def orphans(
         s
         for s in segments
         if s.state not in RETIRED and (s.collection_id, s.partition_id) not in live_partitions
+    ]
+
+
+def expired(segments: Iterable[SegmentInfo], expiries: Mapping[int, int]) -> list[SegmentInfo]:
+    """Persisted segments all of whose rows were inserted before their collection's expiry
+    bound (collection id -> the oldest insert stamp a read may still return, its TTL's):
+    no read returns a row of them any more."""
+    return [
+        s
+        for s in segments
+        if s.state in PERSISTED
+        and s.binlogs
+        and s.collection_id in expiries
+        and max(b.max_ts for b in s.binlogs.values()) < expiries[s.collection_id]
     ]
 
 

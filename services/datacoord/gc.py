@@ -1,7 +1,8 @@
 """The garbage collection loop: runs the plan of ``garbage.py`` against the real parts.
 
-One pass: segments of collections and partitions that no longer exist are dropped, and
-deltalogs no live row needs are retired; query nodes let go of retired segments nothing
+One pass: segments of collections and partitions that no longer exist, and segments whose
+rows are all past their collection's TTL, are dropped, and deltalogs no live row needs are
+retired; query nodes let go of retired segments nothing
 replaces (a compaction whose rows were all deleted); then every object under the data
 prefixes that no record needs and that is older than the delay is deleted, and the records
 of segments and deltalogs retired longer than the delay, and held by no query node, go.
@@ -20,7 +21,13 @@ from typing import Protocol
 
 from vectide.services.common.segment import RETIRED, SegmentInfo
 from vectide.services.datacoord.core import DataCoord
-from vectide.services.datacoord.garbage import PREFIXES, needless_deltalogs, orphans, plan_gc
+from vectide.services.datacoord.garbage import (
+    PREFIXES,
+    expired,
+    needless_deltalogs,
+    orphans,
+    plan_gc,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,17 +59,22 @@ class GarbageCollector:
         holders: SegmentHolders,
         live_partitions: Callable[[], set[tuple[int, int]]],
         delay_s: float,
+        expiries: Callable[[], dict[int, int]] = dict,
     ) -> None:
+        """``expiries``: per collection with a TTL, the oldest insert stamp a read may still
+        return (``collection_properties.expiries``)."""
         self._datacoord = datacoord
         self._store = store
         self._holders = holders
         self._live_partitions = live_partitions
+        self._expiries = expiries
         self.delay_s = delay_s
 
     def run_once(self) -> GcStats:
         segments, _, _ = self._datacoord.gc_snapshot()
         live = self._live_partitions()  # after the snapshot: newer collections are not orphans
-        self._datacoord.retire_segments([s.segment_id for s in orphans(segments, live)])
+        gone = orphans(segments, live) + expired(segments, self._expiries())
+        self._datacoord.retire_segments([s.segment_id for s in gone])
         segments, deltalogs, checkpoints = self._datacoord.gc_snapshot()
         collections = {c for c, _ in live}
         needless = needless_deltalogs(segments, deltalogs, checkpoints, collections)

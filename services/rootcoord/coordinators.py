@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from vectide.services.common import timestamp
+from vectide.services.common import collection_properties, timestamp
 from vectide.services.common.config import Config
 from vectide.services.common.kv.base import MetaKV
 from vectide.services.common.pacer import Pacer
-from vectide.services.common.time_travel import Retention
+from vectide.services.common.time_travel import PURGE_SLACK_MS, Retention
 from vectide.services.datacoord.compaction import CompactionPolicy
 from vectide.services.datacoord.core import DataCoord, DataCoordConfig
 from vectide.services.datacoord.gc import GarbageCollector, ObjectLister
@@ -108,8 +108,16 @@ def build_coordinators(
     querycoord = QueryCoord(
         kv, rootcoord, nodes, datacoord, BalanceConfig.from_query_config(config.query)
     )
+    # a segment goes once its rows are past the TTL for every read a proxy may still serve:
+    # later than the slack a proxy's clock may lag by, and than the time-travel window
+    keep_ms = PURGE_SLACK_MS + int(data.retention_s * 1000)
     gc = GarbageCollector(
-        datacoord, store, querycoord, lambda: live_partitions(rootcoord), data.gc_delay_s
+        datacoord,
+        store,
+        querycoord,
+        lambda: live_partitions(rootcoord),
+        data.gc_delay_s,
+        lambda: collection_properties.expiries(rootcoord.meta.list(), clock_ms() - keep_ms),
     )
     return Coordinators(
         rootcoord, datacoord, querycoord, IndexBuilder(datacoord, rootcoord, store), gc

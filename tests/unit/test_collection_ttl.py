@@ -11,6 +11,9 @@ from vectide.services.common.collection_properties import TTL_KEY
 from vectide.services.common.errors import MilvusError
 from vectide.services.common.msgstream.message import DataType
 from vectide.services.common.schema import CollectionSchema, ConsistencyLevel, FieldSchema
+from vectide.services.common.segment import PERSISTED, Binlog, SegmentInfo, SegmentState
+from vectide.services.common.time_travel import PURGE_SLACK_MS
+from vectide.services.datacoord.garbage import expired
 from vectide.services.querynode.segment import _live
 from vectide.services.testing import Harness
 
@@ -125,3 +128,52 @@ def test_a_row_is_live_from_the_expiry_bound_on():
     never = np.full(3, 1 << 62)
     assert _live(inserted, never, 25).tolist() == [True, True, False]
     assert _live(inserted, never, 35, expire_ts=20).tolist() == [False, True, True]
+
+
+def flushed(h: Harness, keys: list[int]) -> int:
+    """Insert ``keys``, flush them into a sealed segment the query node serves; the stamp."""
+    ts = h.insert("c", keys)
+    h.proxy.flush(["c"])
+    h.step()
+    h.step()
+    return timestamp.physical_ms(ts)
+
+
+def test_garbage_collection_drops_a_segment_once_all_its_rows_expired(h):
+    """A segment goes once its newest row is older than the TTL plus the slack a proxy's
+    clock may lag by (PURGE_SLACK_MS), from the segment records and from the query node."""
+    h.proxy.alter_collection("c", {TTL_KEY: "10"}, [])
+    first_ms = flushed(h, [1, 2])
+    h.advance(5_000)
+    second_ms = flushed(h, [3])
+    datacoord = h.coordinators.datacoord
+    collection_id = h.proxy.meta.get("c").collection_id
+    first, second = sorted(s.segment_id for s in datacoord.segments(collection_id))
+
+    def gc_at(bound_ms: int) -> dict[int, SegmentState]:
+        h.advance(bound_ms + PURGE_SLACK_MS + 10_000 - h.clock.now_ms())
+        h.coordinators.gc.run_once()
+        return {s.segment_id: s.state for s in datacoord.gc_snapshot()[0]}
+
+    states = gc_at(first_ms)  # every row of both is still readable at the bound
+    assert states[first] in PERSISTED and states[second] in PERSISTED
+    assert sealed_rows(h) == 3
+    states = gc_at((first_ms + second_ms) // 2)
+    assert states[first] == SegmentState.DROPPED
+    assert states[second] in PERSISTED
+    assert sealed_rows(h) == 1
+
+
+def test_expired_takes_persisted_segments_whose_newest_row_is_older_than_the_bound():
+    def segment(segment_id: int, state: SegmentState, *max_ts: int) -> SegmentInfo:
+        parts = {f"p{i}": Binlog(f"p{i}", 1, {}, "", ts - 1, ts) for i, ts in enumerate(max_ts)}
+        return SegmentInfo(segment_id, 7, 1, "v", state, binlogs=parts)
+
+    segments = [
+        segment(1, SegmentState.FLUSHED, 10, 20),
+        segment(2, SegmentState.INDEXED, 10, 40),
+        segment(3, SegmentState.GROWING, 10),
+        segment(4, SegmentState.FLUSHED),
+    ]
+    assert [s.segment_id for s in expired(segments, {7: 30})] == [1]
+    assert expired(segments, {8: 30}) == []
