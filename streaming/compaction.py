@@ -2,7 +2,8 @@
 
 Pure of Spark and of the coordinator: ``compact`` takes a plan and a store. Rows deleted by
 the plan's deltalogs at or before its ``delete_ts`` are dropped (a delete at ``d`` removes
-rows of its key inserted before ``d``, so an upsert's new row survives its own delete); the
+rows of its key inserted before ``d``, so an upsert's new row survives its own delete), and
+rows inserted before its ``expire_ts`` (past the collection's TTL for every read); the
 survivors keep their insert timestamps, so reads at any later snapshot see what they saw
 before. Columns are filtered and rewritten as Arrow arrays, whatever the field's type.
 
@@ -50,11 +51,12 @@ def latest_deletes(deltalogs: list[Deltalog], up_to_ts: int, store: binlog.Store
     return latest
 
 
-def surviving(pks: pa.Array, stamps: pa.Array, deletes: dict) -> pa.Array:
-    """Which rows no delete hits: a row survives unless its key's delete is newer than it."""
+def surviving(pks: pa.Array, stamps: pa.Array, deletes: dict, expire_ts: int = 0) -> pa.Array:
+    """Which rows no delete hits and the TTL keeps: a row survives unless its key's delete
+    is newer than it or it was inserted before ``expire_ts``."""
     inserted = stamps.to_numpy(zero_copy_only=False)
     deleted_at = np.fromiter((deletes.get(pk, 0) for pk in pks.to_pylist()), np.int64, len(pks))
-    return pa.array(deleted_at <= inserted)
+    return pa.array((deleted_at <= inserted) & (inserted >= expire_ts))
 
 
 def compact(plan: CompactionPlan, store: binlog.Store) -> Binlog | None:
@@ -66,7 +68,7 @@ def compact(plan: CompactionPlan, store: binlog.Store) -> Binlog | None:
             paths = part.paths
             pks = binlog.decode_arrow(store.get(paths[str(PK_FIELD)]))
             stamps = binlog.decode_arrow(store.get(paths[str(TS_FIELD)]))
-            keep = surviving(pks, stamps, deletes)
+            keep = surviving(pks, stamps, deletes, plan.expire_ts)
             columns[str(PK_FIELD)].append(pks.filter(keep))
             columns[str(TS_FIELD)].append(stamps.filter(keep))
             for field_id, path in paths.items():

@@ -17,7 +17,8 @@ STATE_COMPLETED = 2
 @dataclass
 class CompactionPlan:
     """One merge, as the data node executes it: read ``sources``, drop the rows deleted by
-    ``deltalogs`` at or before ``delete_ts``, write segment ``target_id``."""
+    ``deltalogs`` at or before ``delete_ts`` and those inserted before ``expire_ts`` (the
+    collection's TTL; 0: none), write segment ``target_id``."""
 
     plan_id: int
     job_id: int
@@ -28,6 +29,7 @@ class CompactionPlan:
     sources: list[SegmentInfo] = field(default_factory=list)
     deltalogs: list[Deltalog] = field(default_factory=list)
     delete_ts: int = 0
+    expire_ts: int = 0
 
 
 @dataclass

@@ -52,6 +52,12 @@ def delete_estimate(
     )
 
 
+def expired_estimate(segment: SegmentInfo, expire_ts: int) -> int:
+    """At least this many of the segment's rows are past its collection's TTL: those of
+    its parts whose newest row is older than ``expire_ts`` (0: no TTL)."""
+    return sum(b.rows for b in segment.binlogs.values() if b.max_ts < expire_ts)
+
+
 def plan_groups(
     segments: Iterable[SegmentInfo],
     deltalogs: list[Deltalog],
@@ -59,6 +65,7 @@ def plan_groups(
     manual: bool = False,
     busy: frozenset[int] = frozenset(),
     purge_ts: int | None = None,
+    expire_ts: int = 0,
 ) -> list[list[SegmentInfo]]:
     """Groups of segments to compact, each written as one new segment.
 
@@ -66,7 +73,7 @@ def plan_groups(
     deletes reach ``delete_ratio`` is rewritten. Manual (``compact()``): every segment may
     be merged up to ``max_rows``, and any segment with deletes is rewritten. ``busy``
     segments (in a running plan) are left alone. Only deletes at or before ``purge_ts``
-    count (None: every one)."""
+    count (None: every one); rows past the TTL (``expire_ts``) count as deleted."""
     shards: dict[tuple[int, int, str], list[SegmentInfo]] = defaultdict(list)
     for s in segments:
         if s.state in PERSISTED and s.segment_id not in busy and s.num_rows > 0:
@@ -81,7 +88,7 @@ def plan_groups(
         taken = {s.segment_id for g in merged for s in g}
         for s in members:
             if s.segment_id not in taken and _deletes_warrant(
-                s, deltalogs, policy, manual, purge_ts
+                s, deltalogs, policy, manual, purge_ts, expire_ts
             ):
                 groups.append([s])
     return groups
@@ -109,8 +116,10 @@ def _deletes_warrant(
     policy: CompactionPolicy,
     manual: bool,
     purge_ts: int | None,
+    expire_ts: int = 0,
 ) -> bool:
     deleted = delete_estimate(segment, deltalogs, purge_ts)
+    deleted += expired_estimate(segment, expire_ts)
     if manual:
         return deleted > 0
     return deleted >= policy.delete_ratio * segment.num_rows

@@ -39,6 +39,9 @@ class CompactionCoord:
     _checkpoints: dict[str, Position]
     policy: CompactionPolicy
     jobs: CompactionJobs
+    #: per collection with a TTL, the oldest insert stamp a read may still return (set by
+    #: the coordinators from the collections' properties; plans drop older rows)
+    expiries: Callable[[], dict[int, int]] = dict
 
     def compact(self, collection_id: int) -> tuple[int, int]:
         """ManualCompaction: plan every merge and rewrite worth doing now; (job id, plans)."""
@@ -56,12 +59,13 @@ class CompactionCoord:
         deltas = list(self._deltalogs.get(collection_id, {}).values())
         mine = [s for s in self._segments.values() if s.collection_id == collection_id]
         purge_ts = self._purge_ts()
+        expire_ts = self.expiries().get(collection_id, 0)
         busy = self.jobs.busy_segments()
-        groups = plan_groups(mine, deltas, self.policy, manual, busy, purge_ts)
+        groups = plan_groups(mine, deltas, self.policy, manual, busy, purge_ts, expire_ts)
         if not groups and not manual:
             return 0, 0
         job_id = self._alloc_id()
-        plans = [self._new_plan(job_id, group, deltas, purge_ts) for group in groups]
+        plans = [self._new_plan(job_id, g, deltas, purge_ts, expire_ts) for g in groups]
         self.jobs.add(job_id, plans)
         if plans:
             log.info(
@@ -82,6 +86,7 @@ class CompactionCoord:
         group: list[SegmentInfo],
         deltas: list[Deltalog],
         purge_ts: int | None = None,
+        expire_ts: int = 0,
     ) -> CompactionPlan:
         first = group[0]
         # every delete stamped up to the channel's checkpoint is in a recorded deltalog
@@ -99,6 +104,7 @@ class CompactionCoord:
             sources=[replace(s, binlogs=dict(s.binlogs)) for s in group],
             deltalogs=_deltalogs_for(group, deltas),
             delete_ts=delete_ts,
+            expire_ts=expire_ts,
         )
 
     def _rebuild_plan(self, stub: CompactionPlan, source_ids: list[int]) -> CompactionPlan | None:

@@ -108,16 +108,17 @@ def build_coordinators(
     querycoord = QueryCoord(
         kv, rootcoord, nodes, datacoord, BalanceConfig.from_query_config(config.query)
     )
-    # a segment goes once its rows are past the TTL for every read a proxy may still serve:
-    # later than the slack a proxy's clock may lag by, and than the time-travel window
+    # rows go (whole segments in garbage collection, single rows in compaction) once they
+    # are past the TTL for every read a proxy may still serve: later than the slack a
+    # proxy's clock may lag by, and than the time-travel window
     keep_ms = PURGE_SLACK_MS + int(data.retention_s * 1000)
+
+    def expiries() -> dict[int, int]:
+        return collection_properties.expiries(rootcoord.meta.list(), clock_ms() - keep_ms)
+
+    datacoord.expiries = expiries
     gc = GarbageCollector(
-        datacoord,
-        store,
-        querycoord,
-        lambda: live_partitions(rootcoord),
-        data.gc_delay_s,
-        lambda: collection_properties.expiries(rootcoord.meta.list(), clock_ms() - keep_ms),
+        datacoord, store, querycoord, lambda: live_partitions(rootcoord), data.gc_delay_s, expiries
     )
     return Coordinators(
         rootcoord, datacoord, querycoord, IndexBuilder(datacoord, rootcoord, store), gc

@@ -6,16 +6,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.fakes import DictStore
+from tests.unit.test_compaction import flush_segment, persisted_pks
+from tests.unit.test_datanode_batch import counter
 from vectide.services.common import collection_properties, timestamp
 from vectide.services.common.collection_properties import TTL_KEY
 from vectide.services.common.errors import MilvusError
+from vectide.services.common.kv import MemoryKV
 from vectide.services.common.msgstream.message import DataType
 from vectide.services.common.schema import CollectionSchema, ConsistencyLevel, FieldSchema
 from vectide.services.common.segment import PERSISTED, Binlog, SegmentInfo, SegmentState
 from vectide.services.common.time_travel import PURGE_SLACK_MS
+from vectide.services.datacoord.compaction import CompactionPolicy, expired_estimate
+from vectide.services.datacoord.core import DataCoord, DataCoordConfig
 from vectide.services.datacoord.garbage import expired
 from vectide.services.querynode.segment import _live
 from vectide.services.testing import Harness
+from vectide.streaming.compaction import CompactionWorker, in_process
 
 
 @pytest.fixture
@@ -177,3 +184,20 @@ def test_expired_takes_persisted_segments_whose_newest_row_is_older_than_the_bou
     ]
     assert [s.segment_id for s in expired(segments, {7: 30})] == [1]
     assert expired(segments, {8: 30}) == []
+
+
+def test_compaction_drops_rows_past_the_ttl_and_rewrites_a_mostly_expired_segment():
+    store = DictStore()
+    policy = CompactionPolicy(max_rows=1000, delete_ratio=0.2)
+    datacoord = DataCoord(
+        MemoryKV(), counter(10_000), counter(), DataCoordConfig(1000, compaction=policy)
+    )
+    flush_segment(datacoord, store, 1, [1, 2, 3], 10, 0)
+    flush_segment(datacoord, store, 1, [4], 50, 2)  # a later part of the same segment
+    assert datacoord.auto_compact() == 0  # no TTL: nothing to do
+    datacoord.expiries = lambda: {7: 30}  # rows inserted before stamp 30 have expired
+    assert datacoord.auto_compact() == 1  # 3 of its 4 rows: past delete_ratio
+    CompactionWorker(datacoord, in_process(store)).run_once()
+    [rewritten] = datacoord.segments(7, (SegmentState.FLUSHED,))
+    assert persisted_pks(store, rewritten) == [4]
+    assert expired_estimate(rewritten, 30) == 0
