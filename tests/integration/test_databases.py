@@ -4,6 +4,7 @@ through unmodified pymilvus (and the raw Milvus stub for RPCs pymilvus does not 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import grpc
@@ -293,6 +294,13 @@ def test_databases_and_aliases_across_two_proxies(cluster):
         a.alter_alias(green, alias)
         ids = b.query(alias, filter="id >= 0", consistency_level="Strong")
         assert sorted(r["id"] for r in ids) == [100, 101]
+        # a TTL set through one proxy bounds the other's next read (its cache entry goes)
+        b.alter_collection_properties(green, {"collection.ttl.seconds": 1})
+        time.sleep(1.5)
+        assert a.query(alias, filter="id >= 0", consistency_level="Strong") == []
+        b.drop_collection_properties(green, ["collection.ttl.seconds"])
+        ids = a.query(alias, filter="id >= 0", consistency_level="Strong")
+        assert sorted(r["id"] for r in ids) == [100, 101]  # hidden, not yet removed
         b.rename_collection(blue, "renamed")
         assert sorted(a.list_collections()) == sorted([green, "renamed"])
         with grpc.insecure_channel(cluster.uris[0].removeprefix("http://")) as channel:
