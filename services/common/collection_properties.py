@@ -1,17 +1,20 @@
-"""Collection properties that change what Vectide does, and their checks.
+"""Collection and field properties: what AlterCollection and AlterCollectionField change.
 
 Milvus keeps a collection's properties as free key/value pairs (CreateCollection's
 ``properties``, AlterCollection) and acts on a few of them; Vectide stores every pair the same
 way and acts on ``collection.ttl.seconds``: rows older than that many seconds are no longer
-read (docs/compatibility.md, "Collection properties"). The others it keeps and describes.
+read (docs/compatibility.md, "Collection properties"). The others it keeps and describes. A
+field's alterable params are Milvus's: ``max_length``, ``max_capacity`` and ``mmap.enabled``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from vectide.services.common import errors, timestamp
-from vectide.services.common.schema import CollectionInfo
+from vectide.services.common.msgstream.message import DataType
+from vectide.services.common.schema import CollectionInfo, FieldSchema
 
 #: Milvus's key (``common.CollectionTTLConfigKey``): seconds a row stays readable after it was
 #: inserted (upserted rows start again); 0 or negative: forever
@@ -51,3 +54,77 @@ def expiries(collections: Iterable[CollectionInfo], read_ms: int) -> dict[int, i
     segments whose rows are all older (a read at ``read_ms`` or later returns none of them)."""
     bounds = {c.collection_id: expire_ts(c.properties, read_ms) for c in collections}
     return {collection_id: ts for collection_id, ts in bounds.items() if ts}
+
+
+#: a field param kept and described without effect (Vectide holds columns in memory)
+MMAP_KEY = "mmap.enabled"
+#: the bounds Milvus gives the alterable numeric params
+_BOUNDS = {"max_length": (1, 65535), "max_capacity": (1, 4096)}
+
+
+def altered_field(
+    field: FieldSchema, properties: Mapping[str, str], delete_keys: Sequence[str] = ()
+) -> FieldSchema:
+    """``field`` with ``properties`` set (``max_length`` of a VarChar field or an Array of
+    VarChar, ``max_capacity`` of an Array, ``mmap.enabled``) and ``mmap.enabled`` deleted
+    if asked; anything else is refused, naming the field. Rows already stored keep their
+    values: a lower ``max_length`` bounds new rows only."""
+    if properties and delete_keys:
+        raise errors.invalid(
+            "alter collection field cannot modify properties and delete keys at the same time"
+        )
+    if not properties and not delete_keys:
+        raise errors.invalid("alter collection field with empty properties and delete keys")
+    if field.is_primary:
+        raise errors.invalid(f"the primary key field {field.name} cannot be altered")
+    changes: dict[str, object] = {}
+    extra = dict(field.properties)
+    for key, value in properties.items():
+        if key == MMAP_KEY:
+            extra[key] = _flag(key, value)
+        elif key in _BOUNDS:
+            _check_applies(field, key)
+            changes[key] = _bounded(field, key, value)
+        else:
+            raise errors.invalid(
+                f"{_refused(key, field)}: only max_length, max_capacity and {MMAP_KEY} can be"
+            )
+    for key in delete_keys:
+        if key != MMAP_KEY:
+            raise errors.invalid(f"{_refused(key, field)}: only {MMAP_KEY} can be deleted")
+        extra.pop(key, None)
+    return replace(field, properties=extra, **changes)
+
+
+def _refused(key: str, field: FieldSchema) -> str:
+    return f"{key} of field {field.name} cannot be altered"
+
+
+def _check_applies(field: FieldSchema, key: str) -> None:
+    is_array = field.data_type == DataType.ARRAY
+    holds_text = field.data_type == DataType.VARCHAR or (
+        is_array and field.element_type == DataType.VARCHAR
+    )
+    if (key == "max_length" and not holds_text) or (key == "max_capacity" and not is_array):
+        kind = "VarChar fields and Arrays of VarChar" if key == "max_length" else "Array fields"
+        raise errors.invalid(f"{_refused(key, field)}: {key} applies to {kind} only")
+
+
+def _bounded(field: FieldSchema, key: str, value: str) -> int:
+    low, high = _BOUNDS[key]
+    try:
+        number = int(value)
+    except ValueError:
+        number = low - 1
+    if not low <= number <= high:
+        raise errors.invalid(
+            f"{key} of field {field.name} must be an integer in [{low}, {high}], got {value!r}"
+        )
+    return number
+
+
+def _flag(key: str, value: str) -> str:
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise errors.invalid(f"{key} must be true or false, got {value!r}")
+    return text

@@ -53,6 +53,9 @@ class FieldSchema:
     #: ARRAY fields: the elements' DataType code, and at most how many a row holds
     element_type: int = 0
     max_capacity: int = 0
+    #: other type params a client set (AlterCollectionField's ``mmap.enabled``): kept and
+    #: described, no effect
+    properties: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_vector(self) -> bool:

@@ -213,6 +213,8 @@ def schema_to_proto(schema: CollectionSchema) -> schema_pb2.CollectionSchema:
         if f.data_type == DataType.ARRAY:
             field.element_type = f.element_type
             field.type_params.add(key="max_capacity", value=str(f.max_capacity))
+        for key, value in f.properties.items():
+            field.type_params.add(key=key, value=value)
     return proto
 
 

@@ -216,6 +216,16 @@ class Proxy:
         )
         self.meta.invalidate(name)
 
+    def alter_collection_field(
+        self, name: str, field_name: str, properties: dict[str, str], delete_keys: Sequence[str]
+    ) -> None:
+        self.scheduler.ddl(
+            lambda ts: self.rootcoord.alter_collection_field(
+                ts, name, field_name, properties, delete_keys
+            )
+        )
+        self.meta.invalidate(name)
+
     def has_collection(self, name: str) -> bool:
         try:
             self.describe_collection(name)

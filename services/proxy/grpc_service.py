@@ -125,6 +125,18 @@ class MilvusService(
         )
         return ok()
 
+    @rpc(common_pb2.Status)
+    def AlterCollectionField(self, request, context):
+        """A field's ``max_length``, ``max_capacity`` or ``mmap.enabled`` (pymilvus
+        ``alter_collection_field``)."""
+        self.proxy.alter_collection_field(
+            ref_of(request, context),
+            request.field_name,
+            convert.kv_pairs(request.properties),
+            list(request.delete_keys),
+        )
+        return ok()
+
     @rpc(milvus_pb2.BoolResponse)
     def HasCollection(self, request, context):
         return milvus_pb2.BoolResponse(

@@ -467,6 +467,33 @@ class RootCoord:
         log.info("collection altered", extra={"collection": info.name, "properties": properties})
         return altered
 
+    @once_per_stamp
+    def alter_collection_field(
+        self,
+        ts: int,
+        name: str,
+        field_name: str,
+        properties: dict[str, str],
+        delete_keys: Sequence[str] = (),
+    ) -> CollectionInfo:
+        """A field's ``max_length``, ``max_capacity`` or ``mmap.enabled``
+        (``collection_properties.altered_field`` says which fields take which)."""
+        with self._dd_lock:
+            info = self._require(name)
+            fields = {f.name: f for f in info.schema.fields if not f.is_dynamic}
+            if field_name not in fields:
+                raise errors.invalid(f"field {field_name} does not exist in collection {info.name}")
+            new = collection_properties.altered_field(fields[field_name], properties, delete_keys)
+            schema = replace(
+                info.schema, fields=[new if f.name == field_name else f for f in info.schema.fields]
+            )
+            altered = replace(info, schema=schema)
+            self._begin_ddl(ts)
+            self.meta.update(altered)
+        self._invalidate_collection(info)
+        log.info("collection field altered", extra={"collection": info.name, "field": field_name})
+        return altered
+
     def describe_collection(
         self, name: str | None = None, collection_id: int = 0
     ) -> CollectionInfo:

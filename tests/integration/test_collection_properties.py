@@ -8,7 +8,7 @@ import time
 import uuid
 
 import pytest
-from pymilvus import MilvusException
+from pymilvus import DataType, MilvusException
 
 TTL = "collection.ttl.seconds"
 DIM = 4
@@ -59,3 +59,24 @@ def test_rows_past_the_ttl_are_not_read_growing_or_flushed(client, name):
     hits = client.search(name, [[0.0] * DIM], limit=10, consistency_level="Strong")[0]
     assert sorted(h["id"] for h in hits) == [10, 11]
     assert [r["id"] for r in client.get(name, ids=[0, 4, 10])] == [10]
+
+
+def test_a_field_altered_takes_longer_values_and_describes_its_params(client, name):
+    schema = client.create_schema()
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("vec", DataType.FLOAT_VECTOR, dim=DIM)
+    schema.add_field("title", DataType.VARCHAR, max_length=8)
+    index = client.prepare_index_params()
+    index.add_index("vec", index_type="FLAT", metric_type="L2")
+    client.create_collection(name, schema=schema, index_params=index)
+    row = {"id": 1, "vec": [0.0] * DIM, "title": "a longer title"}
+    with pytest.raises(MilvusException, match="max_length"):
+        client.insert(name, [row])
+    client.alter_collection_field(name, "title", {"max_length": 32, "mmap.enabled": True})
+    client.insert(name, [row])
+    got = client.query(name, filter="id == 1", output_fields=["title"], consistency_level="Strong")
+    assert got[0]["title"] == "a longer title"
+    title = next(f for f in client.describe_collection(name)["fields"] if f["name"] == "title")
+    assert title["params"] == {"max_length": 32, "mmap_enabled": True}  # as pymilvus shows it
+    with pytest.raises(MilvusException, match="applies to VarChar fields"):
+        client.alter_collection_field(name, "vec", {"max_length": 32})

@@ -82,6 +82,7 @@ ROOTCOORD_METHODS = (
     "describe_database",
     "rename_collection",
     "alter_collection",
+    "alter_collection_field",
     "create_alias",
     "alter_alias",
     "drop_alias",

@@ -1,7 +1,10 @@
-"""AlterCollection's properties and the one Vectide acts on, ``collection.ttl.seconds``: a
-whole cluster in one process (services/testing.py) on a clock the test moves."""
+"""AlterCollection's properties and the one Vectide acts on, ``collection.ttl.seconds`` (a
+whole cluster in one process, services/testing.py, on a clock the test moves: reads, garbage
+collection, compaction); AlterCollectionField's field params."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,7 +13,7 @@ from tests.fakes import DictStore
 from tests.unit.test_compaction import flush_segment, persisted_pks
 from tests.unit.test_datanode_batch import counter
 from vectide.services.common import collection_properties, timestamp
-from vectide.services.common.collection_properties import TTL_KEY
+from vectide.services.common.collection_properties import MMAP_KEY, TTL_KEY, altered_field
 from vectide.services.common.errors import MilvusError
 from vectide.services.common.kv import MemoryKV
 from vectide.services.common.msgstream.message import DataType
@@ -201,3 +204,61 @@ def test_compaction_drops_rows_past_the_ttl_and_rewrites_a_mostly_expired_segmen
     [rewritten] = datacoord.segments(7, (SegmentState.FLUSHED,))
     assert persisted_pks(store, rewritten) == [4]
     assert expired_estimate(rewritten, 30) == 0
+
+
+# -- AlterCollectionField ----------------------------------------------------------------------
+
+
+def text_field(**kwargs) -> FieldSchema:
+    return FieldSchema(102, "title", DataType.VARCHAR, max_length=16, **kwargs)
+
+
+def test_a_field_takes_a_new_max_length_capacity_and_mmap_flag():
+    title = altered_field(text_field(), {"max_length": "512", MMAP_KEY: "True"})
+    assert (title.max_length, title.properties) == (512, {MMAP_KEY: "true"})
+    assert altered_field(title, {}, [MMAP_KEY]).properties == {}
+    tags = FieldSchema(103, "tags", DataType.ARRAY, element_type=int(DataType.VARCHAR))
+    tags = altered_field(replace(tags, max_length=8, max_capacity=4), {"max_capacity": "64"})
+    assert (tags.max_capacity, tags.max_length) == (64, 8)
+    assert altered_field(tags, {"max_length": "32"}).max_length == 32
+
+
+@pytest.mark.parametrize(
+    ("field", "properties", "delete_keys", "message"),
+    [
+        (text_field(), {"max_capacity": "4"}, [], "applies to Array fields only"),
+        (text_field(), {"max_length": "0"}, [], r"must be an integer in \[1, 65535\]"),
+        (text_field(), {"max_length": "big"}, [], "must be an integer"),
+        (text_field(), {"dim": "8"}, [], "dim of field title cannot be altered"),
+        (text_field(), {}, ["max_length"], "only mmap.enabled can be deleted"),
+        (text_field(), {MMAP_KEY: "yes"}, [], "must be true or false"),
+        (text_field(), {}, [], "empty properties and delete keys"),
+        (text_field(is_primary=True), {"max_length": "64"}, [], "primary key field title"),
+        (
+            FieldSchema(104, "n", DataType.INT64),
+            {"max_length": "64"},
+            [],
+            "applies to VarChar fields and Arrays of VarChar only",
+        ),
+    ],
+)
+def test_field_alterations_milvus_refuses_are_refused(field, properties, delete_keys, message):
+    with pytest.raises(MilvusError, match=message):
+        altered_field(field, properties, delete_keys)
+
+
+def test_a_longer_max_length_takes_longer_values_and_is_described(h):
+    schema = CollectionSchema(
+        "t",
+        [
+            FieldSchema(100, "id", DataType.INT64, is_primary=True),
+            FieldSchema(101, "vec", DataType.FLOAT_VECTOR, dim=4),
+            text_field(),
+        ],
+    )
+    h.proxy.create_collection(schema, 1, ConsistencyLevel.STRONG, {}, b"")
+    h.proxy.alter_collection_field("t", "title", {"max_length": "64", MMAP_KEY: "true"}, [])
+    title = h.proxy.meta.get("t").schema.field("title")
+    assert (title.max_length, title.properties) == (64, {MMAP_KEY: "true"})
+    with pytest.raises(MilvusError, match="does not exist in collection t"):
+        h.proxy.alter_collection_field("t", "nope", {"max_length": "64"}, [])
