@@ -17,7 +17,6 @@ reports the result.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -62,19 +61,18 @@ def surviving(pks: pa.Array, stamps: pa.Array, deletes: dict, expire_ts: int = 0
 def compact(plan: CompactionPlan, store: binlog.Store) -> Binlog | None:
     """Write the plan's merged segment; its binlog, or None when no row survived."""
     deletes = latest_deletes(plan.deltalogs, plan.delete_ts, store)
-    columns: dict[str, list[pa.Array]] = defaultdict(list)
+    parts: list[dict[str, pa.Array]] = []
     for source in plan.sources:
         for part in source.parts_in_row_order():
             paths = part.paths
             pks = binlog.decode_arrow(store.get(paths[str(PK_FIELD)]))
             stamps = binlog.decode_arrow(store.get(paths[str(TS_FIELD)]))
             keep = surviving(pks, stamps, deletes, plan.expire_ts)
-            columns[str(PK_FIELD)].append(pks.filter(keep))
-            columns[str(TS_FIELD)].append(stamps.filter(keep))
-            for field_id, path in paths.items():
-                if field_id not in (str(PK_FIELD), str(TS_FIELD)):
-                    columns[field_id].append(binlog.decode_arrow(store.get(path)).filter(keep))
-    merged = {field_id: pa.concat_arrays(parts) for field_id, parts in columns.items()}
+            columns = {
+                field_id: binlog.decode_arrow(store.get(path)) for field_id, path in paths.items()
+            }
+            parts.append({field_id: column.filter(keep) for field_id, column in columns.items()})
+    merged = _merged(parts)
     rows = len(merged.get(str(PK_FIELD), []))
     if not rows:
         return None
@@ -94,6 +92,22 @@ def compact(plan: CompactionPlan, store: binlog.Store) -> Binlog | None:
     store.put(stats_key, binlog.PkStats.of(pks).to_json())
     stamps = merged[str(TS_FIELD)].to_numpy()
     return Binlog(log_id, rows, paths, stats_key, int(stamps.min()), int(stamps.max()))
+
+
+def _merged(parts: list[dict[str, pa.Array]]) -> dict[str, pa.Array]:
+    """Each field's column over every part; a part written before AddCollectionField added a
+    field has no file of it, so its rows get nulls there."""
+    kinds: dict[str, pa.DataType] = {}
+    for part in parts:
+        for field_id, column in part.items():
+            kinds.setdefault(field_id, column.type)
+    merged = {}
+    for field_id, kind in kinds.items():
+        columns = [p.get(field_id) for p in parts]
+        rows = [len(p[str(PK_FIELD)]) for p in parts]
+        filled = [pa.nulls(n, kind) if c is None else c for c, n in zip(columns, rows, strict=True)]
+        merged[field_id] = pa.concat_arrays(filled)
+    return merged
 
 
 def run_on_executor(task: tuple[CompactionPlan, dict[str, str]]) -> Binlog | None:

@@ -16,19 +16,22 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
-from vectide.services.common import binlog
+from vectide.services.common import binlog, nullable
 from vectide.services.common.binlog import PK_FIELD, TS_FIELD
 from vectide.services.common.msgstream import codec
 from vectide.services.common.msgstream.message import (
+    FIXED_DTYPES,
     DataType,
     DeleteMsg,
     FieldColumn,
     InsertMsg,
     Position,
     TimeTickMsg,
+    row_width,
 )
 from vectide.services.common.results import concat
 from vectide.services.common.segment import BatchReport, Binlog, Deltalog, part_log_id
@@ -171,9 +174,15 @@ def _write_segment_part(
         PK_FIELD: (pks, pk_type, 0, None),
         TS_FIELD: (timestamps, DataType.INT64, 0, None),
     }
-    for col in first.fields:
-        parts = [_field(m, col.field_id) for _, m in msgs]
-        columns[col.field_id] = (
+    # every field any message carries (one written before AddCollectionField lacks the new
+    # field: nulls for its rows), in the order the messages give them
+    fields: dict[int, FieldColumn] = {}
+    for _, m in msgs:
+        for c in m.fields:
+            fields.setdefault(c.field_id, c)
+    for field_id, col in fields.items():
+        parts = [_field(m, col) for _, m in msgs]
+        columns[field_id] = (
             concat([p.data for p in parts]),
             col.data_type,
             col.dim,
@@ -193,11 +202,20 @@ def _write_segment_part(
     return segment_id, coll, part, first.shard, record, start
 
 
-def _field(msg: InsertMsg, field_id: int) -> FieldColumn:
+def _field(msg: InsertMsg, like: FieldColumn) -> FieldColumn:
+    """``msg``'s column of ``like``'s field, or nulls for its rows when it has none."""
     for col in msg.fields:
-        if col.field_id == field_id:
+        if col.field_id == like.field_id:
             return col
-    raise ValueError(f"insert {msg.msg_id} lacks field {field_id}")
+    rows = msg.num_rows
+    if like.data_type in FIXED_DTYPES:
+        width = row_width(like.data_type, like.dim)
+        data: Any = np.zeros((rows, width) if width else rows, FIXED_DTYPES[like.data_type])
+    else:
+        data = [nullable.placeholder(like.data_type)] * rows
+    return FieldColumn(
+        like.field_id, like.name, like.data_type, data, like.dim, np.zeros(rows, bool)
+    )
 
 
 def _validity(parts: list[FieldColumn]) -> np.ndarray | None:

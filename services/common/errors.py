@@ -24,6 +24,9 @@ class Code(IntEnum):
     COLLECTION_NOT_LOADED = 101
     COLLECTION_NUM_LIMIT_EXCEEDED = 102
     COLLECTION_ILLEGAL_SCHEMA = 105
+    #: an insert built against an older schema (its ``schema_timestamp``): pymilvus
+    #: refreshes its cached schema and sends it again
+    COLLECTION_SCHEMA_MISMATCH = 109
     PARTITION_NOT_FOUND = 200
     PARTITION_NOT_LOADED = 201
     RESOURCE_GROUP_NOT_FOUND = 300
@@ -69,6 +72,7 @@ _LEGACY = {
     Code.SERVICE_NOT_READY: 56,  # NotReadyServe
     Code.DDL_OUT_OF_ORDER: 1000,  # DDRequestRace
     Code.RATE_LIMIT: 49,  # RateLimit (pymilvus retries it)
+    Code.COLLECTION_SCHEMA_MISMATCH: 62,  # SchemaMismatch (pymilvus retries it)
 }
 
 

@@ -6,8 +6,10 @@ cores never see protobuf.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
 from enum import IntEnum
+from typing import Any
 
 from vectide.services.common.msgstream.message import FIXED_DTYPES, VECTOR_TYPES, DataType
 
@@ -56,6 +58,17 @@ class FieldSchema:
     #: other type params a client set (AlterCollectionField's ``mmap.enabled``): kept and
     #: described, no effect
     properties: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self)).encode()
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> FieldSchema:
+        return FieldSchema(**{**data, "data_type": DataType(data["data_type"])})
+
+    @staticmethod
+    def from_json(raw: bytes) -> FieldSchema:
+        return FieldSchema.from_dict(json.loads(raw))
 
     @property
     def is_vector(self) -> bool:
@@ -152,6 +165,9 @@ class CollectionInfo:
     indexes: list[IndexInfo] = field(default_factory=list)
     properties: dict[str, str] = field(default_factory=dict)
     #: the serialized schema.proto as the client sent it (DescribeCollection echoes it)
+    #: when the schema last changed (AddCollectionField, AlterCollectionField; 0: never):
+    #: DescribeCollection's ``update_timestamp``, which clients send back with inserts
+    update_ts: int = 0
     raw_schema: bytes = b""
     #: the database holding it; catalogs written before databases existed read as default
     db_name: str = "default"

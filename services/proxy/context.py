@@ -23,6 +23,7 @@ from vectide.services.common.schema import (
     CollectionSchema,
     ConsistencyLevel,
     DatabaseInfo,
+    FieldSchema,
     IndexInfo,
 )
 from vectide.services.common.time_travel import Retention
@@ -62,6 +63,7 @@ class RootCoordPort(Protocol):
     def alter_collection(
         self, ts: int, name: str, properties: dict[str, str], delete_keys: Sequence[str] = ()
     ) -> CollectionInfo: ...
+    def add_collection_field(self, ts: int, name: str, added: FieldSchema) -> CollectionInfo: ...
     def alter_collection_field(
         self,
         ts: int,

@@ -94,33 +94,7 @@ def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
         raise errors.invalid(
             f"schema name {proto.name} differs from collection name {collection_name}"
         )
-    fields: list[FieldSchema] = []
-    for i, f in enumerate(proto.fields):
-        if f.data_type not in SUPPORTED:
-            raise MilvusError(
-                errors.Code.COLLECTION_ILLEGAL_SCHEMA,
-                f"field {f.name}: data type {_enum_name(schema_pb2.DataType, f.data_type)} is not "
-                "supported by Vectide yet",
-            )
-        _refuse_unsupported(f)
-        params = {kv.key: kv.value for kv in f.type_params}
-        fields.append(
-            FieldSchema(
-                field_id=FIRST_FIELD_ID + i,
-                name=f.name,
-                data_type=DataType(f.data_type),
-                is_primary=f.is_primary_key,
-                auto_id=f.autoID,
-                dim=int_param(params.get("dim", 0) or 0, "dim"),
-                max_length=int_param(params.get("max_length", 0) or 0, "max_length"),
-                element_type=f.element_type if f.data_type == DataType.ARRAY else 0,
-                max_capacity=int_param(params.get("max_capacity", 0) or 0, "max_capacity"),
-                description=f.description,
-                is_partition_key=f.is_partition_key,
-                nullable=f.nullable,
-                default_value=default_from_proto(f),
-            )
-        )
+    fields = [field_from_proto(f, FIRST_FIELD_ID + i) for i, f in enumerate(proto.fields)]
     schema = CollectionSchema(
         name=collection_name,
         fields=fields,
@@ -133,6 +107,55 @@ def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
             FieldSchema(FIRST_FIELD_ID + len(fields), DYNAMIC_FIELD, DataType.JSON, is_dynamic=True)
         )
     return schema
+
+
+def field_from_proto(f: schema_pb2.FieldSchema, field_id: int) -> FieldSchema:
+    """One field of a client's schema; types and features Vectide lacks are refused."""
+    if f.data_type not in SUPPORTED:
+        raise MilvusError(
+            errors.Code.COLLECTION_ILLEGAL_SCHEMA,
+            f"field {f.name}: data type {_enum_name(schema_pb2.DataType, f.data_type)} is not "
+            "supported by Vectide yet",
+        )
+    _refuse_unsupported(f)
+    params = {kv.key: kv.value for kv in f.type_params}
+    return FieldSchema(
+        field_id=field_id,
+        name=f.name,
+        data_type=DataType(f.data_type),
+        is_primary=f.is_primary_key,
+        auto_id=f.autoID,
+        dim=int_param(params.get("dim", 0) or 0, "dim"),
+        max_length=int_param(params.get("max_length", 0) or 0, "max_length"),
+        element_type=f.element_type if f.data_type == DataType.ARRAY else 0,
+        max_capacity=int_param(params.get("max_capacity", 0) or 0, "max_capacity"),
+        description=f.description,
+        is_partition_key=f.is_partition_key,
+        nullable=f.nullable,
+        default_value=default_from_proto(f),
+    )
+
+
+def added_field(raw: bytes, schema: CollectionSchema) -> FieldSchema:
+    """AddCollectionField's field, checked as Milvus 2.6 checks it: nullable, not a key, and
+    valid in the schema it joins (its id is the rootcoord's to give)."""
+    proto = parse_proto(schema_pb2.FieldSchema, raw, "schema")
+    field = field_from_proto(proto, 0)
+
+    def bad(message: str) -> MilvusError:
+        return MilvusError(errors.Code.COLLECTION_ILLEGAL_SCHEMA, message)
+
+    if not field.nullable:
+        raise bad(f"added field must be nullable, please check it, field name = {field.name}")
+    if field.is_primary or field.auto_id or field.is_partition_key:
+        raise bad(f"field {field.name}: a primary key or partition key cannot be added")
+    if field.is_vector:
+        raise bad(f"field {field.name}: adding a vector field is not supported by Vectide yet")
+    if schema.field(field.name) is not None:
+        raise bad(f"duplicate field name {field.name} in collection {schema.name}")
+    kept = [f for f in schema.fields if not f.is_dynamic]
+    validate_schema(CollectionSchema(schema.name, [*kept, field]))
+    return field
 
 
 def _refuse_unsupported(f: schema_pb2.FieldSchema) -> None:
@@ -229,6 +252,7 @@ def describe_response(
         physical_channel_names=info.pchannels,
         created_timestamp=info.create_ts,
         created_utc_timestamp=timestamp.physical_ms(info.create_ts),
+        update_timestamp=info.update_ts or info.create_ts,
         shards_num=info.shards_num,
         consistency_level=int(info.consistency_level),
         collection_name=info.name,

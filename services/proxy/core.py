@@ -30,6 +30,7 @@ from vectide.services.common.schema import (
     CollectionSchema,
     ConsistencyLevel,
     DatabaseInfo,
+    FieldSchema,
     IndexInfo,
 )
 from vectide.services.proxy import limits
@@ -214,6 +215,11 @@ class Proxy:
         self.scheduler.ddl(
             lambda ts: self.rootcoord.alter_collection(ts, name, properties, delete_keys)
         )
+        self.meta.invalidate(name)
+
+    def add_collection_field(self, name: str, added: FieldSchema) -> None:
+        """AddCollectionField (``added`` checked by ``convert.added_field``)."""
+        self.scheduler.ddl(lambda ts: self.rootcoord.add_collection_field(ts, name, added))
         self.meta.invalidate(name)
 
     def alter_collection_field(

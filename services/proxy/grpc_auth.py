@@ -35,7 +35,7 @@ CURRENT_USER: ContextVar[str] = ContextVar("vectide_current_user", default="")
 #: RPCs written to the audit log: DDL and permission changes
 AUDITED = frozenset((
     "CreateCollection", "DropCollection", "RenameCollection", "AlterCollection",
-    "AlterCollectionField",
+    "AlterCollectionField", "AddCollectionField",
     "CreatePartition", "DropPartition", "CreateIndex", "AlterIndex", "DropIndex",
     "LoadCollection", "ReleaseCollection", "LoadPartitions", "ReleasePartitions", "Flush",
     "CreateDatabase", "DropDatabase", "AlterDatabase", "CreateAlias", "DropAlias", "AlterAlias",

@@ -20,6 +20,7 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc, schema_pb
 from vectide.services import __version__
 from vectide.services.common import errors, timestamp
 from vectide.services.common.config import QuotaConfig
+from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.names import qualified, split
 from vectide.services.common.schema import IndexInfo
 from vectide.services.common.security.rbac import Rbac
@@ -123,6 +124,15 @@ class MilvusService(
             convert.kv_pairs(request.properties),
             list(request.delete_keys),
         )
+        return ok()
+
+    @rpc(common_pb2.Status)
+    def AddCollectionField(self, request, context):
+        """A nullable field added to an existing collection (pymilvus ``add_collection_field``):
+        rows written before read as its default value, or null."""
+        ref = ref_of(request, context)
+        info = self.proxy.describe_collection(ref)
+        self.proxy.add_collection_field(ref, convert.added_field(request.schema, info.schema))
         return ok()
 
     @rpc(common_pb2.Status)
@@ -319,6 +329,13 @@ class MilvusService(
 
     def _columns(self, request: Any, context: grpc.ServicerContext) -> tuple[str, dict, int]:
         info = self.proxy.meta.get(ref_of(request, context))
+        if 0 < request.schema_timestamp < info.update_ts:
+            # rows converted against the schema before a field was added or altered
+            raise MilvusError(
+                Code.COLLECTION_SCHEMA_MISMATCH,
+                f"collection schema mismatch[collection={info.name}]: it changed at "
+                f"{info.update_ts}, the request was built against {request.schema_timestamp}",
+            )
         columns = convert.columns_from_fields_data(
             info.schema, request.fields_data, request.num_rows
         )

@@ -24,6 +24,7 @@ from vectide.services.common.memory import add_bytes, release_freed
 from vectide.services.common.msgstream.channels import pchannel_of
 from vectide.services.common.msgstream.message import (
     CollectionDDLMsg,
+    DDLOp,
     InsertMsg,
     MsgPack,
     Position,
@@ -416,10 +417,14 @@ class QueryNode:
         if shard is None:
             return
         mine = [m for m in pack.msgs if self._is_for(shard, m)]
+        # fields added first: a pack's inserts that carry one are stamped after its
+        # AddCollectionField; those that lack it get its default, or nulls, either way
+        added = [m for m in mine if isinstance(m, CollectionDDLMsg) and m.op == DDLOp.ADD_FIELD]
         inserts = [m for m in mine if isinstance(m, InsertMsg)]
+        rest = [m for m in mine if not isinstance(m, InsertMsg) and m not in added]
         removals: list[Removal] = []
         with shard.lock:
-            for msg in [*inserts, *(m for m in mine if not isinstance(m, InsertMsg))]:
+            for msg in [*added, *inserts, *rest]:
                 try:
                     self._apply_one(shard, msg)
                 except Exception:  # a malformed message must not stop the shard
@@ -447,7 +452,9 @@ class QueryNode:
                 shard.store.insert(msg)
         elif is_removal(msg):
             hidden = apply_removal(shard, msg)
-            if isinstance(msg, CollectionDDLMsg):
+            if isinstance(msg, CollectionDDLMsg) and msg.op == DDLOp.ADD_FIELD:
+                log.info("field added", extra={"vchannel": shard.vchannel})
+            elif isinstance(msg, CollectionDDLMsg):
                 log.info(
                     "partition dropped",
                     extra={

@@ -282,7 +282,8 @@ class ScalarIndexes:
     index created after the collection was loaded)."""
 
     def __init__(self, schema: CollectionSchema, chunk_rows: int) -> None:
-        self._schema = schema
+        #: the fields ``add`` may index (a store replaces it when a field is added)
+        self.schema = schema
         self._chunk_rows = chunk_rows
         self._lock = threading.Lock()
         self.fields: dict[str, FieldChunks] = {}
@@ -290,7 +291,7 @@ class ScalarIndexes:
     def add(self, field_name: str, index_type: str) -> bool:
         """Index ``field_name`` from now on (built by ``build``); False if it already is or
         is no scalar field of the schema."""
-        field = self._schema.field(field_name)
+        field = self.schema.field(field_name)
         if field is None or field.is_vector or field.data_type == DataType.JSON:
             return False
         with self._lock:

@@ -35,7 +35,9 @@ def load_sealed(
         stamps = column(TS_FIELD, DataType.INT64)[0]
         fields = []
         for f in schema.fields:
-            if not f.is_primary:
+            # a part written before AddCollectionField added ``f`` has no file of it: the
+            # store fills the column (its default value, or nulls)
+            if not f.is_primary and str(f.field_id) in entry.paths:
                 values, valid = column(f.field_id, f.data_type, f.dim)
                 fields.append(FieldColumn(f.field_id, f.name, f.data_type, values, f.dim, valid))
         sealed.insert(

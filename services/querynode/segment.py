@@ -8,19 +8,20 @@ row at the same stamp, and the new row must survive its own delete.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import faiss
 import numpy as np
 
-from vectide.services.common import vector_types
+from vectide.services.common import nullable, vector_types
 from vectide.services.common.index_spec import InterimIndex, chunk_spec, is_interim
 from vectide.services.common.memory import faiss_bytes
 from vectide.services.common.msgstream.message import (
     FIXED_DTYPES,
     DataType,
     DeleteMsg,
+    FieldColumn,
     InsertMsg,
     row_width,
 )
@@ -128,8 +129,9 @@ class ShardStore:
         before the first one grows (a message that fails half-way would leave columns of
         different lengths, and every later row misaligned)."""
         n = msg.num_rows
-        values = self._checked(msg, n)
-        valid = self._checked_validity(msg, n)
+        columns = self._complete(msg, n)
+        values = self._checked(columns, n)
+        valid = self._checked_validity(columns, n)
         pks = self._pks.checked(msg.pks, n)
         stamps = self._insert_ts.checked(msg.timestamps, n)
         for name, mask in valid.items():
@@ -153,26 +155,64 @@ class ShardStore:
         for pks, stamps in self._early_deletes:
             self.delete_keys(pks, stamps, first_row=start)
 
-    def _checked(self, msg: InsertMsg, rows: int) -> dict[str, Any]:
+    def add_field(self, field: FieldSchema) -> None:
+        """A field AddCollectionField added: the rows held so far take its default value, or
+        null (added fields are nullable); a field already known is left as it is."""
+        if self.schema.field(field.name) is not None:
+            return
+        fields = [f for f in self.schema.fields if not f.is_dynamic]
+        dynamic = [f for f in self.schema.fields if f.is_dynamic]
+        self.schema = replace(self.schema, fields=[*fields, field, *dynamic])
+        self.scalar.schema = self.schema
+        self._types[field.name] = field.data_type
+        rows = self.num_rows
+        filled = nullable.absent(field, rows)
+        if filled is None:
+            raise ValueError(f"field {field.name} added to a collection must be nullable")
+        column = _new_column(field)
+        column.append(column.checked(filled.data, rows))
+        self._columns[field.name] = column
+        if field.nullable:
+            mask = FixedColumn(np.dtype("?"))
+            mask.append(np.ones(rows, bool) if filled.valid is None else filled.valid)
+            self._valid[field.name] = mask
+
+    def _complete(self, msg: InsertMsg, rows: int) -> list[FieldColumn]:
+        """The message's columns of the schema's fields, every one present. A field the
+        message lacks (written before AddCollectionField added it, or by a proxy that had
+        not heard of it yet) is all nulls or all its default value, as an insert leaving it
+        out would be; nulls in a field with a default value (rows from before the field
+        existed, read back from a binlog) take it. A column of a field this store does not
+        know is left out."""
         given = {c.name: c for c in msg.fields}
-        out: dict[str, Any] = {}
+        out: list[FieldColumn] = []
         for f in self.schema.fields:
             if f.is_primary:
                 continue
             col = given.get(f.name)
             if col is None:
-                raise ValueError(f"insert message lacks field {f.name}")
-            try:
-                out[f.name] = self._columns[f.name].checked(col.data, rows)
-            except ValueError as exc:
-                raise ValueError(f"field {f.name}: {exc}") from None
+                col = nullable.absent(f, rows)
+                if col is None:
+                    raise ValueError(f"insert message lacks field {f.name}")
+            elif f.default_value is not None and col.valid is not None:
+                col = nullable.settle(f, replace(col))
+            out.append(col)
         return out
 
-    def _checked_validity(self, msg: InsertMsg, rows: int) -> dict[str, np.ndarray]:
+    def _checked(self, columns: list[FieldColumn], rows: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for col in columns:
+            try:
+                out[col.name] = self._columns[col.name].checked(col.data, rows)
+            except ValueError as exc:
+                raise ValueError(f"field {col.name}: {exc}") from None
+        return out
+
+    def _checked_validity(self, columns: list[FieldColumn], rows: int) -> dict[str, np.ndarray]:
         """Each nullable field's mask for the message (all valid when it carries none); a
         null sent for a field that is not nullable is refused like any malformed column."""
         out: dict[str, np.ndarray] = {}
-        for col in msg.fields:
+        for col in columns:
             column = self._valid.get(col.name)
             if column is None:
                 if col.valid is not None and not col.valid.all():

@@ -10,12 +10,12 @@ chooses the snapshot of every read.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vectide.services.common import timestamp
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.msgstream.message import CollectionDDLMsg, DDLOp, DeleteMsg, InsertMsg
-from vectide.services.common.schema import CollectionInfo
+from vectide.services.common.schema import CollectionInfo, FieldSchema
 from vectide.services.querynode.segment import ShardStore
 from vectide.services.querynode.tsafe import TSafe
 
@@ -29,7 +29,8 @@ DEDUP_PRUNE_AT = 4096
 #: seconds behind the channel (minutes while the data node is down); older ones are dropped,
 #: else a single node that never moves a segment would keep every delete it ever met
 REMOVALS_WINDOW_MS = 600_000
-#: what a leader forwards to the nodes serving its sealed segments
+#: what a leader forwards to the nodes serving its sealed segments, and replays to a segment
+#: loaded later: deletes, partition drops, and fields added (AddCollectionField)
 Removal = DeleteMsg | CollectionDDLMsg
 
 
@@ -109,6 +110,18 @@ class Shard:
     def stores(self) -> list[ShardStore]:
         return [self.store, *self.sealed.values()]
 
+    def add_field(self, added: FieldSchema) -> None:
+        """AddCollectionField, met in the channel (or forwarded by the leader): the schema
+        and every store gain the field; rows held so far read as its default value, or null."""
+        schema = self.collection.schema
+        if schema.field(added.name) is None:
+            fields = [f for f in schema.fields if not f.is_dynamic]
+            dynamic = [f for f in schema.fields if f.is_dynamic]
+            new = replace(schema, fields=[*fields, added, *dynamic])
+            self.collection = replace(self.collection, schema=new)
+        for store in self.stores():
+            store.add_field(added)
+
     def memory_bytes(self) -> tuple[int, dict[int, int]]:
         """(growing rows, per sealed segment) estimated bytes held in memory."""
         row = self.collection.row_bytes()
@@ -116,15 +129,20 @@ class Shard:
 
 
 def is_removal(msg: object) -> bool:
+    """Whether ``msg`` changes every store of a shard (``Removal``)."""
     return isinstance(msg, DeleteMsg) or (
-        isinstance(msg, CollectionDDLMsg) and msg.op == DDLOp.DROP_PARTITION
+        isinstance(msg, CollectionDDLMsg) and msg.op in (DDLOp.DROP_PARTITION, DDLOp.ADD_FIELD)
     )
 
 
 def apply_removal(shard: Shard, msg: Removal) -> int:
-    """A delete or a partition drop on every store of ``shard``; returns the rows it hid."""
+    """A delete, a partition drop or an added field on every store of ``shard``; returns
+    the rows it hid."""
     if isinstance(msg, DeleteMsg):
         return sum(store.delete(msg) for store in shard.stores())
+    if msg.op == DDLOp.ADD_FIELD:
+        shard.add_field(FieldSchema.from_json(msg.schema))
+        return 0
     shard.dropped[msg.partition_id] = msg.ts
     shard.unfreed.add(msg.partition_id)
     return sum(store.drop_partition(msg.partition_id, msg.ts) for store in shard.stores())
@@ -135,5 +153,7 @@ def replay_removals(store: ShardStore, removals: list[Removal]) -> None:
     for msg in removals:
         if isinstance(msg, DeleteMsg):
             store.delete(msg)
+        elif msg.op == DDLOp.ADD_FIELD:
+            store.add_field(FieldSchema.from_json(msg.schema))
         else:
             store.drop_partition(msg.partition_id, msg.ts)

@@ -43,6 +43,7 @@ from vectide.services.common.schema import (
     CollectionSchema,
     ConsistencyLevel,
     DatabaseInfo,
+    FieldSchema,
     IndexInfo,
     PartitionInfo,
 )
@@ -225,7 +226,11 @@ class RootCoord:
         self._last_ddl_ts = ts
 
     def _broadcast_ddl(
-        self, info: CollectionInfo, op: DDLOp, partition: PartitionInfo | None = None
+        self,
+        info: CollectionInfo,
+        op: DDLOp,
+        partition: PartitionInfo | None = None,
+        field: FieldSchema | None = None,
     ) -> tuple[int, list[int]]:
         """Stamp a DDL message and write it to the collection's channels: (stamp, offsets)."""
         channels = list(dict.fromkeys(info.pchannels))
@@ -239,7 +244,7 @@ class RootCoord:
                 collection_name=info.name,
                 partition_id=partition.partition_id if partition else -1,
                 partition_name=partition.name if partition else "",
-                schema=info.raw_schema if op == DDLOp.CREATE_COLLECTION else b"",
+                schema=_ddl_payload(info, op, field),
             )
             for ch in channels:
                 self.ticks.begin_own(ch, msg.ts)
@@ -468,6 +473,29 @@ class RootCoord:
         return altered
 
     @once_per_stamp
+    def add_collection_field(self, ts: int, name: str, added: FieldSchema) -> CollectionInfo:
+        """AddCollectionField: ``added`` (checked by the proxy) joins the schema under the next
+        field id, and an ADD_FIELD message on every channel of the collection tells its
+        readers where in the stream it begins: rows written before lack it (null, or its
+        default value, when read)."""
+        with self._dd_lock:
+            info = self._require(name)
+            if info.schema.field(added.name) is not None:
+                raise errors.invalid(f"duplicate field name {added.name} in collection {info.name}")
+            field_id = max(f.field_id for f in info.schema.fields) + 1
+            new = replace(added, field_id=field_id)
+            fields = [f for f in info.schema.fields if not f.is_dynamic]
+            dynamic = [f for f in info.schema.fields if f.is_dynamic]
+            altered = replace(info, schema=replace(info.schema, fields=[*fields, new, *dynamic]))
+            self._begin_ddl(ts)
+            added_ts, _ = self._broadcast_ddl(altered, DDLOp.ADD_FIELD, field=new)
+            altered = replace(altered, update_ts=added_ts)
+            self.meta.update(altered)
+        self._invalidate_collection(info)
+        log.info("collection field added", extra={"collection": info.name, "field": new.name})
+        return altered
+
+    @once_per_stamp
     def alter_collection_field(
         self,
         ts: int,
@@ -487,7 +515,7 @@ class RootCoord:
             schema = replace(
                 info.schema, fields=[new if f.name == field_name else f for f in info.schema.fields]
             )
-            altered = replace(info, schema=schema)
+            altered = replace(info, schema=schema, update_ts=ts)
             self._begin_ddl(ts)
             self.meta.update(altered)
         self._invalidate_collection(info)
@@ -696,6 +724,16 @@ class RootCoord:
                 self._invalidator.invalidate(name)
             except Exception:
                 log.exception("cache invalidation failed", extra={"collection": name})
+
+
+def _ddl_payload(info: CollectionInfo, op: DDLOp, field: FieldSchema | None) -> bytes:
+    """What a DDL message carries in ``schema``: the collection's schema as created, or the
+    field added."""
+    if op == DDLOp.CREATE_COLLECTION:
+        return info.raw_schema
+    if op == DDLOp.ADD_FIELD and field is not None:
+        return field.to_json()
+    return b""
 
 
 def _alias_desc(alias: str) -> str:

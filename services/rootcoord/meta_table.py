@@ -18,7 +18,6 @@ from dataclasses import asdict
 from typing import Any
 
 from vectide.services.common.kv.base import MetaKV, Txn
-from vectide.services.common.msgstream.message import DataType
 from vectide.services.common.names import DEFAULT_DB, qualified, split
 from vectide.services.common.schema import (
     CollectionInfo,
@@ -52,9 +51,7 @@ def collection_to_json(info: CollectionInfo) -> bytes:
 def collection_from_json(raw: bytes) -> CollectionInfo:
     data: dict[str, Any] = json.loads(raw)
     schema = data.pop("schema")
-    schema["fields"] = [
-        FieldSchema(**{**f, "data_type": DataType(f["data_type"])}) for f in schema["fields"]
-    ]
+    schema["fields"] = [FieldSchema.from_dict(f) for f in schema["fields"]]
     data["schema"] = CollectionSchema(**schema)
     data["consistency_level"] = ConsistencyLevel(data["consistency_level"])
     data["partitions"] = [PartitionInfo(**p) for p in data["partitions"]]

@@ -80,3 +80,35 @@ def test_a_field_altered_takes_longer_values_and_describes_its_params(client, na
     assert title["params"] == {"max_length": 32, "mmap_enabled": True}  # as pymilvus shows it
     with pytest.raises(MilvusException, match="applies to VarChar fields"):
         client.alter_collection_field(name, "vec", {"max_length": 32})
+
+
+def test_a_field_added_to_a_collection_with_rows_reads_as_its_default_or_null(client, name):
+    """AddCollectionField: rows flushed to S3 before, rows still growing, rows written after
+    (given or left out), all read through pymilvus before and after a flush and reload."""
+    client.create_collection(name, dimension=DIM, consistency_level="Strong")
+    client.insert(name, _rows(range(3)))
+    client.flush(name)  # sealed: binlogs without the new fields
+    client.insert(name, _rows(range(3, 5)))  # growing
+    client.add_collection_field(name, "score", DataType.INT64, nullable=True, default_value=7)
+    client.add_collection_field(name, "note", DataType.VARCHAR, max_length=16, nullable=True)
+    fields = {f["name"]: f for f in client.describe_collection(name)["fields"]}
+    assert fields["score"]["default_value"].long_data == 7 and fields["note"]["nullable"] is True
+    client.insert(name, [{"id": 5, "vector": [5.0] * DIM, "score": 1, "note": "new"}])
+    client.insert(name, _rows([6]))  # leaves both out
+
+    def rows() -> dict[int, tuple]:
+        got = client.query(name, filter="id >= 0", output_fields=["score", "note"])
+        return {r["id"]: (r["score"], r["note"]) for r in got}
+
+    expected = {i: (7, None) for i in (0, 1, 2, 3, 4, 6)} | {5: (1, "new")}
+    assert rows() == expected
+    assert sorted(r["id"] for r in client.query(name, filter="score == 1")) == [5]
+    assert len(client.query(name, filter="note is null")) == 6
+    client.flush(name)  # old and new rows in the same binlogs now
+    client.release_collection(name)
+    client.load_collection(name)  # everything from S3
+    assert rows() == expected
+    with pytest.raises(MilvusException, match="must be nullable"):
+        client.add_collection_field(name, "other", DataType.INT64, nullable=False)
+    with pytest.raises(MilvusException, match="duplicate field name score"):
+        client.add_collection_field(name, "score", DataType.INT64, nullable=True)

@@ -3,6 +3,8 @@ edge, the channel codec, the query node's columns, filters, and binlogs."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from pymilvus.grpc_gen import schema_pb2
@@ -208,17 +210,23 @@ def test_the_store_keeps_validity_and_outputs_none_for_nulls():
 
 
 def test_a_null_in_a_field_that_is_not_nullable_is_refused_by_the_store():
-    store = ShardStore(nullable_schema())
+    """...unless the field has a default value: a null there is a row written before the
+    field was added (AddCollectionField), read back from a binlog, and takes the default."""
     fields = [
         FieldColumn(101, "v", DataType.FLOAT_VECTOR, np.ones((1, 2), np.float32), 2),
         FieldColumn(102, "n", DataType.INT32, np.array([1])),
         FieldColumn(103, "s", DataType.VARCHAR, [""]),
-        FieldColumn(104, "d", DataType.DOUBLE, np.full(1, 1.5), 0, np.array([False])),
+        FieldColumn(104, "d", DataType.DOUBLE, np.full(1, 0.0), 0, np.array([False])),
     ]
-    msg = insert_msg(fields, 1)
+    schema = nullable_schema()
+    plain = replace(schema.fields[4], default_value=None)
+    store = ShardStore(replace(schema, fields=[*schema.fields[:4], plain]))
     with pytest.raises(ValueError, match="not nullable"):
-        store.insert(msg)
+        store.insert(insert_msg(fields, 1))
     assert store.num_rows == 0
+    defaulted = ShardStore(schema)
+    defaulted.insert(insert_msg(fields, 1))
+    assert defaulted.column("d").tolist() == [1.5]
 
 
 def source() -> FakeSource:

@@ -154,6 +154,8 @@ class DDLOp(StrEnum):
     DROP_COLLECTION = "DROP_COLLECTION"
     CREATE_PARTITION = "CREATE_PARTITION"
     DROP_PARTITION = "DROP_PARTITION"
+    #: AddCollectionField: ``schema`` holds the new field (``FieldSchema.to_json``)
+    ADD_FIELD = "ADD_FIELD"
 
 
 @dataclass(slots=True)

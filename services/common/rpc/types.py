@@ -83,6 +83,7 @@ ROOTCOORD_METHODS = (
     "rename_collection",
     "alter_collection",
     "alter_collection_field",
+    "add_collection_field",
     "create_alias",
     "alter_alias",
     "drop_alias",
