@@ -33,6 +33,23 @@ def check(properties: Mapping[str, str]) -> None:
             ) from None
 
 
+def one_change(what: str, properties: Mapping[str, str], delete_keys: Sequence[str]) -> None:
+    """Milvus's rule for its Alter* calls: set properties or delete keys, one per call."""
+    if properties and delete_keys:
+        raise errors.invalid(f"{what} cannot modify properties and delete keys at the same time")
+    if not properties and not delete_keys:
+        raise errors.invalid(f"{what} with empty properties and delete keys")
+
+
+def merged(
+    what: str, current: Mapping[str, str], properties: Mapping[str, str], delete_keys: Sequence[str]
+) -> dict[str, str]:
+    """``current`` with ``properties`` set or ``delete_keys`` deleted (``one_change``)."""
+    one_change(what, properties, delete_keys)
+    gone = set(delete_keys)
+    return {k: v for k, v in current.items() if k not in gone} | dict(properties)
+
+
 def ttl_seconds(properties: Mapping[str, str]) -> int:
     """The collection's TTL in seconds, 0 for none (values are checked when set)."""
     try:
@@ -69,12 +86,7 @@ def altered_field(
     VarChar, ``max_capacity`` of an Array, ``mmap.enabled``) and ``mmap.enabled`` deleted
     if asked; anything else is refused, naming the field. Rows already stored keep their
     values: a lower ``max_length`` bounds new rows only."""
-    if properties and delete_keys:
-        raise errors.invalid(
-            "alter collection field cannot modify properties and delete keys at the same time"
-        )
-    if not properties and not delete_keys:
-        raise errors.invalid("alter collection field with empty properties and delete keys")
+    one_change("alter collection field", properties, delete_keys)
     if field.is_primary:
         raise errors.invalid(f"the primary key field {field.name} cannot be altered")
     changes: dict[str, object] = {}

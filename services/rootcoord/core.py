@@ -303,16 +303,12 @@ class RootCoord:
     ) -> DatabaseInfo:
         """Set or delete properties (one or the other per call, as Milvus requires). They are
         stored and described; none changes Vectide's behaviour yet."""
-        if properties and delete_keys:
-            raise errors.invalid(
-                "alter database cannot modify properties and delete keys at the same time"
-            )
-        if not properties and not delete_keys:
-            raise errors.invalid("alter database with empty properties and delete keys")
         with self._dd_lock:
             db = self._require_db(name)
-            kept = {k: v for k, v in db.properties.items() if k not in set(delete_keys)}
-            altered = replace(db, properties=kept | dict(properties))
+            kept = collection_properties.merged(
+                "alter database", db.properties, properties, delete_keys
+            )
+            altered = replace(db, properties=kept)
             self._begin_ddl(ts)
             self.meta.update_database(altered)
             return altered
@@ -455,17 +451,13 @@ class RootCoord:
         """Set or delete properties (one or the other per call, as Milvus requires), through
         an alias too. Proxies are told at once: a new TTL bounds the next read
         (``collection_properties``)."""
-        if properties and delete_keys:
-            raise errors.invalid(
-                "alter collection cannot modify properties and delete keys at the same time"
-            )
-        if not properties and not delete_keys:
-            raise errors.invalid("alter collection with empty properties and delete keys")
         collection_properties.check(properties)
         with self._dd_lock:
             info = self._require(name)
-            kept = {k: v for k, v in info.properties.items() if k not in set(delete_keys)}
-            altered = replace(info, properties=kept | dict(properties))
+            kept = collection_properties.merged(
+                "alter collection", info.properties, properties, delete_keys
+            )
+            altered = replace(info, properties=kept)
             self._begin_ddl(ts)
             self.meta.update(altered)
         self._invalidate_collection(info)
