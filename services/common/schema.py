@@ -7,7 +7,7 @@ cores never see protobuf.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import IntEnum
 from typing import Any
 
@@ -100,6 +100,13 @@ class CollectionSchema:
 
     def field(self, name: str) -> FieldSchema | None:
         return next((f for f in self.fields if f.name == name), None)
+
+    def with_field(self, added: FieldSchema) -> CollectionSchema:
+        """This schema with ``added`` after its own fields (AddCollectionField; ``$meta``, the
+        dynamic field, stays last)."""
+        fields = [f for f in self.fields if not f.is_dynamic]
+        dynamic = [f for f in self.fields if f.is_dynamic]
+        return replace(self, fields=[*fields, added, *dynamic])
 
     def row_bytes(self) -> int:
         """What a row costs a query node in memory, roughly: fixed-width values at their

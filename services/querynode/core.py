@@ -24,7 +24,6 @@ from vectide.services.common.memory import add_bytes, release_freed
 from vectide.services.common.msgstream.channels import pchannel_of
 from vectide.services.common.msgstream.message import (
     CollectionDDLMsg,
-    DDLOp,
     InsertMsg,
     MsgPack,
     Position,
@@ -56,6 +55,7 @@ from vectide.services.querynode.segment import ShardStore
 from vectide.services.querynode.shard import (
     Removal,
     Shard,
+    adds_field,
     apply_removal,
     is_removal,
     replay_removals,
@@ -419,9 +419,9 @@ class QueryNode:
         mine = [m for m in pack.msgs if self._is_for(shard, m)]
         # fields added first: a pack's inserts that carry one are stamped after its
         # AddCollectionField; those that lack it get its default, or nulls, either way
-        added = [m for m in mine if isinstance(m, CollectionDDLMsg) and m.op == DDLOp.ADD_FIELD]
+        added = [m for m in mine if adds_field(m)]
         inserts = [m for m in mine if isinstance(m, InsertMsg)]
-        rest = [m for m in mine if not isinstance(m, InsertMsg) and m not in added]
+        rest = [m for m in mine if not isinstance(m, InsertMsg) and not adds_field(m)]
         removals: list[Removal] = []
         with shard.lock:
             for msg in [*added, *inserts, *rest]:
@@ -452,7 +452,7 @@ class QueryNode:
                 shard.store.insert(msg)
         elif is_removal(msg):
             hidden = apply_removal(shard, msg)
-            if isinstance(msg, CollectionDDLMsg) and msg.op == DDLOp.ADD_FIELD:
+            if adds_field(msg):
                 log.info("field added", extra={"vchannel": shard.vchannel})
             elif isinstance(msg, CollectionDDLMsg):
                 log.info(

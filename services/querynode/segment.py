@@ -160,9 +160,7 @@ class ShardStore:
         null (added fields are nullable); a field already known is left as it is."""
         if self.schema.field(field.name) is not None:
             return
-        fields = [f for f in self.schema.fields if not f.is_dynamic]
-        dynamic = [f for f in self.schema.fields if f.is_dynamic]
-        self.schema = replace(self.schema, fields=[*fields, field, *dynamic])
+        self.schema = self.schema.with_field(field)
         self.scalar.schema = self.schema
         self._types[field.name] = field.data_type
         rows = self.num_rows

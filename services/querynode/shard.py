@@ -115,10 +115,7 @@ class Shard:
         and every store gain the field; rows held so far read as its default value, or null."""
         schema = self.collection.schema
         if schema.field(added.name) is None:
-            fields = [f for f in schema.fields if not f.is_dynamic]
-            dynamic = [f for f in schema.fields if f.is_dynamic]
-            new = replace(schema, fields=[*fields, added, *dynamic])
-            self.collection = replace(self.collection, schema=new)
+            self.collection = replace(self.collection, schema=schema.with_field(added))
         for store in self.stores():
             store.add_field(added)
 
@@ -126,6 +123,10 @@ class Shard:
         """(growing rows, per sealed segment) estimated bytes held in memory."""
         row = self.collection.row_bytes()
         return self.store.num_rows * row, {s: st.num_rows * row for s, st in self.sealed.items()}
+
+
+def adds_field(msg: object) -> bool:
+    return isinstance(msg, CollectionDDLMsg) and msg.op == DDLOp.ADD_FIELD
 
 
 def is_removal(msg: object) -> bool:

@@ -476,9 +476,7 @@ class RootCoord:
                 raise errors.invalid(f"duplicate field name {added.name} in collection {info.name}")
             field_id = max(f.field_id for f in info.schema.fields) + 1
             new = replace(added, field_id=field_id)
-            fields = [f for f in info.schema.fields if not f.is_dynamic]
-            dynamic = [f for f in info.schema.fields if f.is_dynamic]
-            altered = replace(info, schema=replace(info.schema, fields=[*fields, new, *dynamic]))
+            altered = replace(info, schema=info.schema.with_field(new))
             self._begin_ddl(ts)
             added_ts, _ = self._broadcast_ddl(altered, DDLOp.ADD_FIELD, field=new)
             altered = replace(altered, update_ts=added_ts)
