@@ -68,9 +68,10 @@ def compact(plan: CompactionPlan, store: binlog.Store) -> Binlog | None:
             pks = binlog.decode_arrow(store.get(paths[str(PK_FIELD)]))
             stamps = binlog.decode_arrow(store.get(paths[str(TS_FIELD)]))
             keep = surviving(pks, stamps, deletes, plan.expire_ts)
-            columns = {
-                field_id: binlog.decode_arrow(store.get(path)) for field_id, path in paths.items()
-            }
+            columns = {str(PK_FIELD): pks, str(TS_FIELD): stamps}
+            for field_id, path in paths.items():
+                if field_id not in columns:
+                    columns[field_id] = binlog.decode_arrow(store.get(path))
             parts.append({field_id: column.filter(keep) for field_id, column in columns.items()})
     merged = _merged(parts)
     rows = len(merged.get(str(PK_FIELD), []))
