@@ -3,7 +3,8 @@
 Milvus keeps a collection's properties as free key/value pairs (CreateCollection's
 ``properties``, AlterCollection) and acts on a few of them; Vectide stores every pair the same
 way and acts on ``collection.ttl.seconds``: rows older than that many seconds are no longer
-read (docs/compatibility.md, "Collection properties"). The others it keeps and describes. A
+read, and garbage collection and compaction remove them later (docs/compatibility.md,
+"Collection properties"). The others it keeps and describes. A
 field's alterable params are Milvus's: ``max_length``, ``max_capacity`` and ``mmap.enabled``.
 """
 
