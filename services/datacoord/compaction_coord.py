@@ -46,20 +46,25 @@ class CompactionCoord:
     def compact(self, collection_id: int) -> tuple[int, int]:
         """ManualCompaction: plan every merge and rewrite worth doing now; (job id, plans)."""
         with self._lock:
-            job_id, plans = self._plan_job(collection_id, manual=True)
+            expire_ts = self.expiries().get(collection_id, 0)
+            job_id, plans = self._plan_job(collection_id, manual=True, expire_ts=expire_ts)
             return job_id, plans
 
     def auto_compact(self) -> int:
         """One automatic round over every collection (periodic); returns the plans made."""
         with self._lock:
             collections = {s.collection_id for s in self._segments.values() if s.state in PERSISTED}
-            return sum(self._plan_job(c, manual=False)[1] for c in sorted(collections))
+            bounds = self.expiries()  # every collection's TTL bound, looked up once a round
+            return sum(
+                self._plan_job(c, manual=False, expire_ts=bounds.get(c, 0))[1]
+                for c in sorted(collections)
+            )
 
-    def _plan_job(self, collection_id: int, manual: bool) -> tuple[int, int]:
+    def _plan_job(self, collection_id: int, manual: bool, expire_ts: int = 0) -> tuple[int, int]:
+        """Plan a job for one collection; ``expire_ts``: its TTL bound (0: none)."""
         deltas = list(self._deltalogs.get(collection_id, {}).values())
         mine = [s for s in self._segments.values() if s.collection_id == collection_id]
         purge_ts = self._purge_ts()
-        expire_ts = self.expiries().get(collection_id, 0)
         busy = self.jobs.busy_segments()
         groups = plan_groups(mine, deltas, self.policy, manual, busy, purge_ts, expire_ts)
         if not groups and not manual:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from vectide.services.common.msgstream.channels import pchannel_of
 from vectide.services.common.msgstream.message import Position
 from vectide.services.common.segment import PERSISTED, RETIRED, Deltalog, SegmentInfo
+from vectide.services.datacoord.compaction import expired_estimate
 
 #: the object kinds garbage collection looks after (Milvus's layout, ``services.common.binlog``)
 PREFIXES = ("insert_log/", "stats_log/", "delta_log/", "index_files/")
@@ -94,7 +95,7 @@ def expired(segments: Iterable[SegmentInfo], expiries: Mapping[int, int]) -> lis
         if s.state in PERSISTED
         and s.binlogs
         and s.collection_id in expiries
-        and max(b.max_ts for b in s.binlogs.values()) < expiries[s.collection_id]
+        and expired_estimate(s, expiries[s.collection_id]) == s.num_rows
     ]
 
 
