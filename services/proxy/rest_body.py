@@ -245,11 +245,12 @@ def full_schema(body: dict[str, Any], name: str) -> schema_pb2.CollectionSchema:
     for i, raw in enumerate(get(spec, "fields", list)):
         if not isinstance(raw, dict):
             raise bad_format(f"schema.fields[{i}] must be an object")
-        proto.fields.append(_field(raw, auto_id))
+        proto.fields.append(field_schema(raw, auto_id))
     return proto
 
 
-def _field(raw: dict[str, Any], auto_id: bool) -> schema_pb2.FieldSchema:
+def field_schema(raw: dict[str, Any], auto_id: bool) -> schema_pb2.FieldSchema:
+    """One field as ``schema.fields`` writes it (Milvus type names, ``elementTypeParams``)."""
     name = get(raw, "fieldName", str)
     field = schema_pb2.FieldSchema(
         name=name,

@@ -42,6 +42,8 @@ class CollectionHandlers:
             "rename": self.rename,
             "alter_properties": self.alter_properties,
             "drop_properties": self.drop_properties,
+            "fields/add": self.add_field,
+            "fields/alter_properties": self.alter_field,
         }
 
     def _simple(self, method: str, proto: type, call: RestCall) -> dict[str, Any]:
@@ -193,6 +195,26 @@ class CollectionHandlers:
             collection_name=call.collection, delete_keys=[str(k) for k in keys]
         )
         self.api.call("AlterCollection", request, call.db_name)
+        return {}
+
+    def add_field(self, call: RestCall) -> dict[str, Any]:
+        """``schema``: one field, written as create's ``schema.fields`` writes it
+        (AddCollectionField)."""
+        field = rb.field_schema(rb.get(call.body, "schema", dict), auto_id=False)
+        request = milvus_pb2.AddCollectionFieldRequest(
+            collection_name=call.collection, schema=field.SerializeToString()
+        )
+        self.api.call("AddCollectionField", request, call.db_name)
+        return {}
+
+    def alter_field(self, call: RestCall) -> dict[str, Any]:
+        """``fieldName`` and ``fieldParams``: the field's keys to set (AlterCollectionField)."""
+        request = milvus_pb2.AlterCollectionFieldRequest(
+            collection_name=call.collection,
+            field_name=rb.get(call.body, "fieldName", str),
+            properties=rb.key_values(rb.get(call.body, "fieldParams", dict)),
+        )
+        self.api.call("AlterCollectionField", request, call.db_name)
         return {}
 
 

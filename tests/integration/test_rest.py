@@ -258,6 +258,48 @@ def test_collection_properties_at_create_alter_and_drop(rest, client):
         client.drop_collection("props")
 
 
+def test_fields_add_and_alter_properties(rest, client):
+    """``collections/fields/add`` adds a nullable field to a collection holding rows (they
+    read it as null, new rows carry it); ``fields/alter_properties`` changes its max_length,
+    and inserts are checked against the new bound."""
+    ok(rest("collections/create", {"collectionName": "grow", "dimension": DIM}))
+    try:
+        old = {"collectionName": "grow", "data": [{"id": 1, "vector": vector(1)}]}
+        ok(rest("entities/insert", old))
+        field = {
+            "fieldName": "tag",
+            "dataType": "VarChar",
+            "nullable": True,
+            "elementTypeParams": {"max_length": 4},
+        }
+        ok(rest("collections/fields/add", {"collectionName": "grow", "schema": field}))
+        described = {f["name"]: f for f in client.describe_collection("grow")["fields"]}
+        assert described["tag"]["params"]["max_length"] == 4
+        assert described["tag"]["nullable"] is True
+        long_tag = {
+            "collectionName": "grow",
+            "data": [{"id": 2, "vector": vector(2), "tag": "longer"}],
+        }
+        assert rest("entities/insert", long_tag)["code"] != 0
+        widen = {"collectionName": "grow", "fieldName": "tag", "fieldParams": {"max_length": 16}}
+        ok(rest("collections/fields/alter_properties", widen))
+        ok(rest("entities/insert", long_tag))
+        query = {
+            "collectionName": "grow",
+            "filter": "id in [1, 2]",
+            "outputFields": ["tag"],
+            "consistencyLevel": "Strong",
+        }
+        rows = sorted(ok(rest("entities/query", query)), key=lambda r: r["id"])
+        assert [(r["id"], r["tag"]) for r in rows] == [(1, None), (2, "longer")]
+        not_nullable = {"collectionName": "grow", "schema": {"fieldName": "n", "dataType": "Int64"}}
+        assert rest("collections/fields/add", not_nullable)["code"] != 0
+        pk = {"collectionName": "grow", "fieldName": "id", "fieldParams": {"max_length": 9}}
+        assert rest("collections/fields/alter_properties", pk)["code"] != 0
+    finally:
+        client.drop_collection("grow")
+
+
 def test_int64_as_strings_on_request(rest):
     ok(rest("collections/create", {"collectionName": "js", "dimension": DIM}))
     rows = [{"id": 2**60 + 1, "vector": vector(1)}]
