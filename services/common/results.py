@@ -15,7 +15,7 @@ import numpy as np
 from vectide.services.common.msgstream.message import PrimaryKeys
 
 #: metrics where a larger score is better
-SIMILARITY_METRICS = frozenset({"IP", "COSINE"})
+SIMILARITY_METRICS = frozenset({"IP", "COSINE", "BM25"})
 
 
 @dataclass

@@ -55,9 +55,12 @@ class FieldSchema:
     #: ARRAY fields: the elements' DataType code, and at most how many a row holds
     element_type: int = 0
     max_capacity: int = 0
-    #: other type params a client set (AlterCollectionField's ``mmap.enabled``): kept and
-    #: described, no effect
+    #: other type params a client set, kept and described: AlterCollectionField's
+    #: ``mmap.enabled`` (no effect), and a VarChar's ``enable_analyzer``,
+    #: ``analyzer_params`` (JSON) and ``enable_match`` (full-text search, ``analyzer.py``)
     properties: dict[str, str] = field(default_factory=dict)
+    #: a sparse vector field whose rows a function computes (BM25): clients never send it
+    is_function_output: bool = False
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -78,6 +81,37 @@ class FieldSchema:
     def is_fixed_width(self) -> bool:
         return self.data_type in FIXED_DTYPES
 
+    @property
+    def analyzer_params(self) -> str | None:
+        """The field's analyzer (JSON), when its text is analyzed (``enable_analyzer``)."""
+        if self.properties.get(ENABLE_ANALYZER, "").lower() != "true":
+            return None
+        return self.properties.get(ANALYZER_PARAMS, "")
+
+
+#: a VarChar field's type params that make its text analyzed, and how
+ENABLE_ANALYZER = "enable_analyzer"
+ANALYZER_PARAMS = "analyzer_params"
+ENABLE_MATCH = "enable_match"
+
+
+@dataclass
+class FunctionSchema:
+    """A schema function (Milvus 2.5): BM25 turns an analyzed VarChar field's text into the
+    sparse vector of its output field, at insert and for a search's query text."""
+
+    name: str
+    #: Milvus's FunctionType name; only ``BM25`` runs in Vectide
+    function_type: str
+    input_fields: list[str]
+    output_fields: list[str]
+    params: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> FunctionSchema:
+        return FunctionSchema(**data)
+
 
 @dataclass
 class CollectionSchema:
@@ -85,6 +119,7 @@ class CollectionSchema:
     fields: list[FieldSchema]
     description: str = ""
     enable_dynamic_field: bool = False
+    functions: list[FunctionSchema] = field(default_factory=list)
 
     @property
     def primary(self) -> FieldSchema:
@@ -100,6 +135,10 @@ class CollectionSchema:
 
     def field(self, name: str) -> FieldSchema | None:
         return next((f for f in self.fields if f.name == name), None)
+
+    def function_of(self, output_field: str) -> FunctionSchema | None:
+        """The function computing ``output_field``, if one does."""
+        return next((f for f in self.functions if output_field in f.output_fields), None)
 
     def with_field(self, added: FieldSchema) -> CollectionSchema:
         """This schema with ``added`` after its own fields (AddCollectionField; ``$meta``, the

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from vectide.services.common import errors
+from vectide.services.common.results import SIMILARITY_METRICS
 
-#: metrics whose scores grow with similarity (their distance is the negated score)
-SIMILARITIES = frozenset({"IP", "COSINE"})
 #: the search-params key carrying the iterator's last bound to the query nodes
 LAST_BOUND = "search_iter_last_bound"
 
@@ -44,7 +43,7 @@ class ScoreBand:
 
 def distances(metric: str, scores: np.ndarray) -> np.ndarray:
     """Scores as distances (smaller is better)."""
-    return -scores if metric in SIMILARITIES else scores
+    return -scores if metric in SIMILARITY_METRICS else scores
 
 
 def band_of(metric: str, params: Mapping[str, object]) -> ScoreBand | None:
@@ -55,7 +54,7 @@ def band_of(metric: str, params: Mapping[str, object]) -> ScoreBand | None:
     last = _number(params, LAST_BOUND)
     if radius is None and range_filter is None and last is None:
         return None
-    sign = -1.0 if metric in SIMILARITIES else 1.0
+    sign = -1.0 if metric in SIMILARITY_METRICS else 1.0
     if radius is not None and range_filter is not None and sign * radius <= sign * range_filter:
         side = "larger" if sign > 0 else "smaller"
         raise errors.invalid(

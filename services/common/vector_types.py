@@ -23,7 +23,8 @@ from vectide.services.common.msgstream.message import DataType
 
 FLOAT_METRICS = frozenset({"L2", "IP", "COSINE"})
 BINARY_METRICS = frozenset({"HAMMING", "JACCARD"})
-SPARSE_METRICS = frozenset({"IP"})
+#: BM25 only for a BM25 function's output field (the proxy checks which field it is)
+SPARSE_METRICS = frozenset({"IP", "BM25"})
 FLOAT_TYPES = frozenset({DataType.FLOAT_VECTOR, DataType.FLOAT16_VECTOR, DataType.BFLOAT16_VECTOR})
 #: index types per kind of vector (AUTOINDEX picks HNSW for float vectors)
 FLOAT_INDEXES = frozenset({"FLAT", "IVF_FLAT", "HNSW", "AUTOINDEX"})

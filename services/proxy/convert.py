@@ -31,7 +31,7 @@ from vectide.services.common.schema import (
     ConsistencyLevel,
     FieldSchema,
 )
-from vectide.services.proxy import typed_fields
+from vectide.services.proxy import functions, typed_fields
 from vectide.services.proxy.default_values import default_from_proto, default_to_proto
 from vectide.services.proxy.dql import Outputs
 
@@ -100,8 +100,10 @@ def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
         fields=fields,
         description=proto.description,
         enable_dynamic_field=proto.enable_dynamic_field,
+        functions=[functions.from_proto(f) for f in proto.functions],
     )
     validate_schema(schema)
+    functions.validate(schema)
     if schema.enable_dynamic_field:
         schema.fields.append(
             FieldSchema(FIRST_FIELD_ID + len(fields), DYNAMIC_FIELD, DataType.JSON, is_dynamic=True)
@@ -133,6 +135,8 @@ def field_from_proto(f: schema_pb2.FieldSchema, field_id: int) -> FieldSchema:
         is_partition_key=f.is_partition_key,
         nullable=f.nullable,
         default_value=default_from_proto(f),
+        properties=functions.text_params(f.name, DataType(f.data_type), params),
+        is_function_output=f.is_function_output,
     )
 
 
@@ -151,6 +155,8 @@ def added_field(raw: bytes, schema: CollectionSchema) -> FieldSchema:
         raise bad(f"field {field.name}: a primary key or partition key cannot be added")
     if field.is_vector:
         raise bad(f"field {field.name}: adding a vector field is not supported by Vectide yet")
+    if field.is_function_output:
+        raise bad(f"field {field.name}: a function output field cannot be added")
     if schema.field(field.name) is not None:
         raise bad(f"duplicate field name {field.name} in collection {schema.name}")
     kept = [f for f in schema.fields if not f.is_dynamic]
@@ -160,16 +166,11 @@ def added_field(raw: bytes, schema: CollectionSchema) -> FieldSchema:
 
 def _refuse_unsupported(f: schema_pb2.FieldSchema) -> None:
     """Schema features Vectide cannot honour yet are refused, not silently dropped."""
-    unsupported = [
-        ("clustering key", f.is_clustering_key),
-        ("function output", f.is_function_output),
-    ]
-    for what, used in unsupported:
-        if used:
-            raise MilvusError(
-                errors.Code.COLLECTION_ILLEGAL_SCHEMA,
-                f"field {f.name}: {what} is not supported by Vectide yet",
-            )
+    if f.is_clustering_key:
+        raise MilvusError(
+            errors.Code.COLLECTION_ILLEGAL_SCHEMA,
+            f"field {f.name}: clustering key is not supported by Vectide yet",
+        )
 
 
 def validate_schema(schema: CollectionSchema) -> None:
@@ -225,6 +226,7 @@ def schema_to_proto(schema: CollectionSchema) -> schema_pb2.CollectionSchema:
             autoID=f.auto_id,
             is_partition_key=f.is_partition_key,
             nullable=f.nullable,
+            is_function_output=f.is_function_output,
         )
         default = default_to_proto(f)
         if default is not None:
@@ -238,6 +240,7 @@ def schema_to_proto(schema: CollectionSchema) -> schema_pb2.CollectionSchema:
             field.type_params.add(key="max_capacity", value=str(f.max_capacity))
         for key, value in f.properties.items():
             field.type_params.add(key=key, value=value)
+    proto.functions.extend(functions.to_proto(fn, schema) for fn in schema.functions)
     return proto
 
 
@@ -484,9 +487,14 @@ def _column(schema: CollectionSchema, name: str, values: dict[str, Any]) -> tupl
     return field, values[name]
 
 
-def read_vectors(placeholder_group: bytes, field: FieldSchema) -> np.ndarray | list[bytes]:
-    """A search's query vectors for ``field`` (see ``typed_fields.read_queries``)."""
+def read_vectors(
+    placeholder_group: bytes, field: FieldSchema, schema: CollectionSchema
+) -> np.ndarray | list[bytes]:
+    """A search's query vectors for ``field`` (see ``typed_fields.read_queries``); query
+    texts for a BM25 function's output, analyzed into sparse rows."""
     group = parse_proto(common_pb2.PlaceholderGroup, placeholder_group, "placeholder_group")
+    if field.is_function_output and group.placeholders:
+        return functions.queries(schema, field, group)
     return typed_fields.read_queries(group, field)
 
 

@@ -26,6 +26,7 @@ from vectide.services.common.msgstream.message import (
 )
 from vectide.services.common.results import MutationResult, take
 from vectide.services.common.schema import CollectionInfo
+from vectide.services.proxy import functions
 from vectide.services.proxy.task_scheduler import Queue, Task
 
 if TYPE_CHECKING:
@@ -113,8 +114,9 @@ class InsertTask(Task):
             if given is None:
                 raise errors.invalid(f"the primary key field {pk.name} is missing")
             self._pks = _pk_array(given.data, pk.data_type == DataType.VARCHAR)
+        functions.refuse_outputs(schema, self._columns)
         for f in schema.fields:
-            if f.is_primary or f.name in self._columns:
+            if f.is_primary or f.is_function_output or f.name in self._columns:
                 continue
             if f.is_dynamic:
                 self._columns[f.name] = FieldColumn(
@@ -125,6 +127,7 @@ class InsertTask(Task):
                 if column is None:
                     raise errors.invalid(f"field {f.name} is missing from the insert")
                 self._columns[f.name] = column
+        functions.run(schema, self._columns, self._num_rows)
         self._groups = _by_shard(self._pks, info)
 
     def channels(self) -> list[str]:

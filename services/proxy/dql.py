@@ -25,7 +25,7 @@ from vectide.services.common.schema import (
 )
 from vectide.services.common.search_range import band_of
 from vectide.services.common.time_travel import EVENTUALLY_TS
-from vectide.services.proxy import limits
+from vectide.services.proxy import functions, limits
 from vectide.services.proxy.task_scheduler import Queue, Task
 
 if TYPE_CHECKING:
@@ -109,7 +109,8 @@ def resolve_outputs(schema: CollectionSchema, requested: list[str]) -> Outputs:
         name = raw.strip()
         if not name:
             continue
-        for each in [f.name for f in schema.fields] if name == "*" else [name]:
+        everything = [f.name for f in schema.fields if not f.is_function_output]
+        for each in everything if name == "*" else [name]:
             column = _column_of(schema, each)
             if column is not None and column not in fetch:
                 fetch.append(column)
@@ -121,6 +122,8 @@ def resolve_outputs(schema: CollectionSchema, requested: list[str]) -> Outputs:
 def _column_of(schema: CollectionSchema, name: str) -> str | None:
     """The column holding output ``name`` (None for the primary key: hits carry it)."""
     field = schema.field(name)
+    if field is not None and field.is_function_output:
+        raise errors.invalid(f"not allowed to retrieve raw data of field {name} (function output)")
     if field is not None:
         return None if field.is_primary else field.name
     if schema.enable_dynamic_field and name != COUNT_STAR:
@@ -270,13 +273,20 @@ def _resolve_names(
     if field is None or not field.is_vector:
         raise errors.invalid(f"anns_field {anns_field} is not a vector field")
     index = info.index_on(field.name)
-    metric = index.metric_type if index else vector_types.kind_of(field.data_type).default_metric
+    metric = index.metric_type if index else _default_metric(field)
     if metric_type and metric_type.upper() != metric:
         raise errors.invalid(
             f"metric type not match: invalid parameter[expected={metric}][actual={metric_type}]"
         )
     outputs = resolve_outputs(schema, output_fields)
     return _Names(field, metric, outputs, info.scalar_indexes())
+
+
+def _default_metric(field: FieldSchema) -> str:
+    """A search's metric when the field has no index: BM25 for a BM25 function's output."""
+    if field.is_function_output:
+        return functions.BM25
+    return vector_types.kind_of(field.data_type).default_metric
 
 
 def _for_shards(request: _ShardRequest, vchannels: list[str]) -> _ShardRequest:
@@ -328,6 +338,9 @@ class SearchTask(_ReadTask):
                 vector_types.drop_ratio(spec.params)
             except ValueError as exc:
                 raise errors.invalid(str(exc)) from None
+        if self.metric == functions.BM25:
+            index = self.info.index_on(spec.anns_field)
+            spec.params = functions.bm25_params(index.params if index else {}, spec.params)
 
     def _check_grouping(self) -> None:
         spec = self._spec

@@ -111,7 +111,7 @@ class SearchRpcs:
             raise errors.invalid("anns_field is required")
         group_by = decoded.group_by
         spec = SearchSpec(
-            vectors=convert.read_vectors(request.placeholder_group, field),
+            vectors=convert.read_vectors(request.placeholder_group, field, info.schema),
             anns_field=field.name,
             metric_type=decoded.metric_type,
             limit=decoded.limit,

@@ -17,15 +17,18 @@ def index_kind(field: FieldSchema, params: dict[str, Any]) -> tuple[str, str]:
     name, kind = field.data_type.name, vector_types.kind_of(field.data_type)
     index_type = str(params.pop("index_type", "AUTOINDEX") or "AUTOINDEX").upper()
     automatic = index_type == "AUTOINDEX" and field.data_type in vector_types.FLOAT_TYPES
-    default = "COSINE" if automatic else kind.default_metric
+    default = "COSINE" if automatic else "BM25" if field.is_function_output else kind.default_metric
     metric = str(params.pop("metric_type", default) or default).upper()
     if index_type not in kind.indexes:
         raise errors.invalid(
             f"invalid index type: {index_type} for {name} field {field.name} "
             f"(supported: {', '.join(sorted(kind.indexes))})"
         )
-    if metric == "BM25":
-        raise errors.invalid("metric type BM25 is not supported by Vectide (full-text search)")
+    if (metric == "BM25") != field.is_function_output:
+        raise errors.invalid(
+            f"metric type {metric} does not fit field {field.name}: BM25 is the metric of a "
+            "BM25 function's output field, and only of it"
+        )
     if metric not in kind.metrics:
         allowed = ", ".join(sorted(kind.metrics))
         raise errors.invalid(f"metric type {metric} not supported for {name} ({allowed})")

@@ -94,6 +94,8 @@ def normalizer(metric: str, norm_score: bool, mixed: bool) -> Any:
         return lambda s: (1 + s) * 0.5
     if metric == "IP":
         return lambda s: 0.5 + np.arctan(s) / math.pi
+    if metric == "BM25":  # scores are 0 or more
+        return lambda s: 2 * np.arctan(s) / math.pi
     return lambda d: 1.0 - 2 * np.arctan(d) / math.pi
 
 

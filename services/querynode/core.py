@@ -17,6 +17,8 @@ import threading
 from collections import Counter
 from typing import Any, Protocol
 
+import numpy as np
+
 from vectide.services.common import binlog
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.index_spec import InterimIndex
@@ -34,6 +36,7 @@ from vectide.services.common.results import QueryRows, SearchHits, merge_rows
 from vectide.services.common.schema import CollectionInfo
 from vectide.services.common.search_range import ScoreBand, band_of
 from vectide.services.common.segment import Deltalog, LoadPlan, SegmentInfo
+from vectide.services.querynode import bm25
 from vectide.services.querynode.chunk_index import DEFAULT_CHUNK_ROWS, ChunkIndexes
 from vectide.services.querynode.hosting import HostedSegments
 from vectide.services.querynode.reads import (
@@ -43,6 +46,7 @@ from vectide.services.querynode.reads import (
     query_store,
     reduce_hits,
     search_store,
+    visible,
 )
 from vectide.services.querynode.scatter import PeerNode, Peers, Scatter, by_node
 from vectide.services.querynode.sealed import (
@@ -623,6 +627,8 @@ class QueryNode:
         found = self._snapshot(shard, req)
         with shard.lock:
             snapshot = self._kept(shard, req, found)
+            if req.metric_type == "BM25" and bm25.AVGDL not in req.search_params:
+                req = bm25.weighted(req, self._corpus(shard, snapshot, req.expire_ts))
 
             def remote(peer: PeerNode, ids: list[int]) -> tuple[SearchHits | None, list[int]]:
                 return peer.search_segments(req, shard.vchannel, ids, snapshot)
@@ -644,6 +650,16 @@ class QueryNode:
         parts += [search_store(s, req, tree, band, snapshot, mask) for s, mask in seen]
         parts += self._scatter.gather(shard, remote, pending)
         return reduce_hits(parts, req)
+
+    def _corpus(
+        self, shard: Shard, snapshot: int, expire_ts: int
+    ) -> list[tuple[ShardStore, np.ndarray]]:
+        """Every store of ``shard`` with the rows a read at ``snapshot`` sees whatever its
+        filter and partitions: what BM25's statistics count (under the shard lock)."""
+        growing = [(shard.store, visible(shard.store, snapshot, [], None, expire_ts))]
+        seeing = self._sealed_seen.visible
+        sealed = [(s, seeing(s, snapshot, [], None, expire_ts)) for s in shard.sealed.values()]
+        return growing + sealed
 
     def _query_shard(self, shard: Shard, req: ShardQueryRequest, tree: Any) -> QueryRows:
         found = self._snapshot(shard, req)

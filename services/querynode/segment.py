@@ -494,6 +494,16 @@ class ShardStore:
         """Float vectors of rows ``start:end`` as float32, what the faiss indexes take."""
         return vector_types.as_float32(self._types[field], self._columns[field].view()[start:end])
 
+    def term_stats(
+        self, field: str, terms: np.ndarray, mask: np.ndarray
+    ) -> tuple[int, float, np.ndarray]:
+        """A sparse field's rows where ``mask`` holds: how many, their total length, and how
+        many hold each of ``terms`` (BM25's statistics, ``SparseColumn.term_stats``)."""
+        column = self._columns[field]
+        if not isinstance(column, SparseColumn):
+            raise ValueError(f"field {field} is not a sparse vector field")
+        return column.term_stats(terms, mask)
+
     def search(
         self,
         field: str,
@@ -519,7 +529,7 @@ class ShardStore:
             )
         column = self._columns[field]
         if isinstance(column, SparseColumn):
-            return column.search(list(queries), k, mask, params or {})
+            return column.search(list(queries), k, mask, params or {}, metric)
         if data_type == DataType.BINARY_VECTOR:
             return self._exact_binary(field, np.asarray(queries), metric, k, mask)
         indexes = self.indexes.get(field)

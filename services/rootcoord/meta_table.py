@@ -25,6 +25,7 @@ from vectide.services.common.schema import (
     ConsistencyLevel,
     DatabaseInfo,
     FieldSchema,
+    FunctionSchema,
     IndexInfo,
     PartitionInfo,
 )
@@ -52,6 +53,7 @@ def collection_from_json(raw: bytes) -> CollectionInfo:
     data: dict[str, Any] = json.loads(raw)
     schema = data.pop("schema")
     schema["fields"] = [FieldSchema.from_dict(f) for f in schema["fields"]]
+    schema["functions"] = [FunctionSchema.from_dict(f) for f in schema.get("functions", [])]
     data["schema"] = CollectionSchema(**schema)
     data["consistency_level"] = ConsistencyLevel(data["consistency_level"])
     data["partitions"] = [PartitionInfo(**p) for p in data["partitions"]]

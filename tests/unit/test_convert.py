@@ -8,7 +8,7 @@ from pymilvus.grpc_gen import common_pb2, schema_pb2
 
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.msgstream.message import DataType
-from vectide.services.common.schema import DYNAMIC_FIELD, FieldSchema
+from vectide.services.common.schema import DYNAMIC_FIELD, CollectionSchema, FieldSchema
 from vectide.services.proxy import convert
 
 
@@ -89,9 +89,10 @@ def test_query_vectors_must_match_the_dimension():
         tag="$0", type=common_pb2.PlaceholderType.FloatVector, values=[np.ones(3, "<f4").tobytes()]
     )
     field = FieldSchema(101, "v", DataType.FLOAT_VECTOR, dim=3)
-    assert convert.read_vectors(group.SerializeToString(), field).shape == (1, 3)
+    schema = CollectionSchema("c", [field])
+    assert convert.read_vectors(group.SerializeToString(), field, schema).shape == (1, 3)
     with pytest.raises(MilvusError, match="dim"):
-        convert.read_vectors(group.SerializeToString(), replace(field, dim=4))
+        convert.read_vectors(group.SerializeToString(), replace(field, dim=4), schema)
 
 
 def test_error_status_carries_both_codes():

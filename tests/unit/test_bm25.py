@@ -1,0 +1,368 @@
+"""Full-text search: analyzers, the BM25 function at insert, and BM25 scores equal to the
+formula computed here independently, over growing rows, sealed segments, a split between
+both, and after deletes; the schema rules Milvus applies; and what is refused."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+
+import numpy as np
+import pytest
+from pymilvus import DataType as ClientType
+from pymilvus import Function, FunctionType, MilvusClient
+from pymilvus.client.prepare import Prepare
+from pymilvus.grpc_gen import common_pb2
+
+from benchmarks.search_path import Context
+from vectide.services.common import analyzer
+from vectide.services.common.errors import MilvusError
+from vectide.services.common.msgstream.message import DataType, FieldColumn
+from vectide.services.proxy import convert, rerank
+from vectide.services.proxy.grpc_service import MilvusService
+from vectide.services.testing import Harness
+
+DOCS = [
+    "The quick brown fox jumps over the lazy dog",
+    "A quick brown dog outpaces a quick fox",
+    "Lazy afternoons are for sleeping dogs",
+    "Foxes are quick and clever animals",
+    "Information retrieval ranks documents by relevance",
+    "BM25 ranks documents with term frequency and inverse document frequency",
+    "The dog barks",
+    "Nothing in this sentence matters",
+]
+
+
+# -- analyzers --------------------------------------------------------------------------------
+
+
+def test_the_standard_analyzer_splits_unicode_words_and_lowercases():
+    standard = analyzer.analyzer_of(None)
+    assert standard.terms("Hello, World! Don't stop: 3.14 café") == [
+        "hello",
+        "world",
+        "don't",
+        "stop",
+        "3.14",
+        "café",
+    ]
+    assert analyzer.analyzer_of('{"type": "standard", "stop_words": ["the"]}').terms(
+        "The end of THE story"
+    ) == ["end", "of", "story"]
+
+
+def test_the_english_analyzer_drops_stop_words_and_stems():
+    english = analyzer.analyzer_of({"type": "english"})
+    assert english.terms("The running dogs are jumping") == ["run", "dog", "jump"]
+
+
+def test_custom_chains_apply_their_filters_in_order():
+    custom = analyzer.analyzer_of(
+        {
+            "tokenizer": "whitespace",
+            "filter": ["lowercase", "asciifolding", "alphanumonly", {"type": "length", "max": 5}],
+        }
+    )
+    assert custom.terms("Café AU-lait Extraordinary x") == ["cafe", "x"]
+
+
+@pytest.mark.parametrize(
+    "params, named",
+    [
+        ({"type": "chinese"}, "analyzer type 'chinese' is not supported"),
+        ({"tokenizer": "jieba"}, "tokenizer 'jieba' is not supported"),
+        ({"filter": ["cnalphanumonly"]}, "filter 'cnalphanumonly' is not supported"),
+        ({"type": "standard", "tokenizer": "x"}, "does not take tokenizer"),
+        ({"filter": [{"type": "length"}]}, "needs max"),
+        ("{oops", "not valid JSON"),
+    ],
+)
+def test_analyzers_vectide_does_not_offer_are_refused_by_name(params, named):
+    with pytest.raises(analyzer.AnalyzerError, match=re.escape(named)):
+        analyzer.analyzer_of(params)
+
+
+def test_a_text_becomes_its_term_counts():
+    row = analyzer.analyzer_of(None).sparse_row("b a B c")
+    indices, values = np.frombuffer(row, "<u4")[0::2], np.frombuffer(row, "<f4")[1::2]
+    counts = dict(zip(indices.tolist(), values.tolist(), strict=True))
+    assert counts == {analyzer.term_index(t): n for t, n in {"a": 1, "b": 2, "c": 1}.items()}
+    assert analyzer.analyzer_of(None).sparse_row(None) == b""
+
+
+# -- the BM25 function end to end through the service ---------------------------------------
+
+
+def bm25_schema(analyzer_params: dict | None = None):
+    schema = MilvusClient.create_schema()
+    schema.add_field("id", ClientType.INT64, is_primary=True)
+    extra = {"analyzer_params": analyzer_params} if analyzer_params else {}
+    schema.add_field("text", ClientType.VARCHAR, max_length=256, enable_analyzer=True, **extra)
+    schema.add_field("sparse", ClientType.SPARSE_FLOAT_VECTOR)
+    schema.add_field("dense", ClientType.FLOAT_VECTOR, dim=2)
+    bm25 = Function(
+        "bm25", FunctionType.BM25, input_field_names=["text"], output_field_names=["sparse"]
+    )
+    schema.add_function(bm25)
+    return schema
+
+
+def bm25_function(source: str, target: str, name: str = "bm25") -> Function:
+    return Function(
+        name, FunctionType.BM25, input_field_names=[source], output_field_names=[target]
+    )
+
+
+@pytest.fixture()
+def docs():
+    """A harness holding DOCS (keys 0..7) in a collection with a BM25 function, indexed and
+    loaded; the service to call."""
+    h = Harness()
+    service = MilvusService(h.proxy)
+    create = Prepare.create_collection_request("docs", bm25_schema(), consistency_level="Strong")
+    assert service.CreateCollection(create, Context()).code == 0
+    h.proxy.create_index("docs", "sparse", "s", {"index_type": "SPARSE_INVERTED_INDEX"})
+    h.proxy.create_index("docs", "dense", "d", {"index_type": "FLAT", "metric_type": "L2"})
+    h.proxy.load_collection("docs")
+    h.tick()
+    insert(h, dict(enumerate(DOCS)))
+    return h, service
+
+
+def insert(h: Harness, texts: dict[int, str]) -> None:
+    keys = list(texts)
+    columns = {
+        "id": FieldColumn(100, "id", DataType.INT64, np.array(keys, dtype=np.int64)),
+        "text": FieldColumn(101, "text", DataType.VARCHAR, list(texts.values())),
+        "dense": FieldColumn(
+            103, "dense", DataType.FLOAT_VECTOR, np.ones((len(keys), 2), np.float32), 2
+        ),
+    }
+    h.proxy.insert("docs", "", columns, len(keys))
+    h.tick()
+    h.pump()
+
+
+def search(service: MilvusService, texts: list[str], limit: int = 10, **param) -> list[dict]:
+    request = Prepare.search_requests_with_expr(
+        collection_name="docs",
+        anns_field="sparse",
+        param={"metric_type": "BM25", **param},
+        limit=limit,
+        data=texts,
+        expr=None,
+        output_fields=["text"],
+        expr_params={},
+        consistency_level="Strong",
+    )
+    reply = service.Search(request, Context())
+    assert reply.status.code == 0, reply.status.reason
+    res = reply.results
+    ids, scores, out = list(res.ids.int_id.data), list(res.scores), []
+    start = 0
+    for n in res.topks:
+        out.append(dict(zip(ids[start : start + n], scores[start : start + n], strict=True)))
+        start += n
+    return out
+
+
+def reference(query: str, docs: dict[int, str], k1: float = 1.2, b: float = 0.75) -> dict:
+    """BM25 as Lucene and Milvus define it, over ``docs`` (key -> text)."""
+    words = {k: re.findall(r"\w+", t.lower()) for k, t in docs.items()}
+    avgdl = sum(len(w) for w in words.values()) / len(words)
+    scores = {}
+    for key, terms in words.items():
+        tf, score = Counter(terms), 0.0
+        for term, q in Counter(re.findall(r"\w+", query.lower())).items():
+            df = sum(term in w for w in words.values())
+            idf = math.log(1 + (len(words) - df + 0.5) / (df + 0.5))
+            norm = k1 * (1 - b + b * len(terms) / avgdl)
+            score += q * idf * tf[term] * (k1 + 1) / (tf[term] + norm) if tf[term] else 0.0
+        if score:
+            scores[key] = score
+    return scores
+
+
+def assert_scores(got: dict, expected: dict) -> None:
+    assert set(got) == set(expected)
+    for key, score in expected.items():
+        assert got[key] == pytest.approx(score, rel=1e-5), key
+    ranked = sorted(got, key=lambda k: -got[k])
+    assert [expected[k] for k in ranked] == sorted(expected.values(), reverse=True)
+
+
+QUERIES = ["quick fox", "lazy dog dog", "documents frequency", "zebra"]
+
+
+def test_growing_rows_score_as_the_formula(docs):
+    _, service = docs
+    corpus = dict(enumerate(DOCS))
+    for query, got in zip(QUERIES, search(service, QUERIES), strict=True):
+        assert_scores(got, reference(query, corpus))
+    assert search(service, ["zebra"]) == [{}]  # no row shares a term: no hit
+
+
+def test_sealed_and_growing_rows_share_the_shards_statistics(docs):
+    h, service = docs
+    h.proxy.flush(["docs"])
+    for _ in range(3):
+        h.step()
+    later = {8: "quick quick fox", 9: "a dog reads documents"}
+    insert(h, later)  # growing beside the sealed segment
+    [node] = [h.nodes.node(n) for n in h.nodes.live_nodes()]
+    [shard] = node._shards.values()
+    assert sum(s.num_rows for s in shard.sealed.values()) == len(DOCS)
+    assert shard.store.num_rows == 2
+    corpus = {**dict(enumerate(DOCS)), **later}
+    for query, got in zip(QUERIES, search(service, QUERIES), strict=True):
+        assert_scores(got, reference(query, corpus))
+    h.proxy.delete("docs", "", "id in [0, 3]")
+    h.tick()
+    h.pump()
+    left = {k: t for k, t in corpus.items() if k not in (0, 3)}
+    for query, got in zip(QUERIES, search(service, QUERIES), strict=True):
+        assert_scores(got, reference(query, left))
+
+
+def test_k1_and_b_come_from_the_search_or_the_index(docs):
+    _, service = docs
+    corpus = dict(enumerate(DOCS))
+    [got] = search(service, ["quick fox"], params={"bm25_k1": 2.0, "bm25_b": 0.3})
+    assert_scores(got, reference("quick fox", corpus, k1=2.0, b=0.3))
+    [top] = search(service, ["quick fox"], limit=2)
+    assert len(top) == 2
+
+
+def test_output_fields_filters_and_hybrid_search_work_on_bm25(docs):
+    _, service = docs
+    request = Prepare.search_requests_with_expr(
+        collection_name="docs",
+        anns_field="sparse",
+        param={"metric_type": "BM25"},
+        limit=3,
+        data=["quick dog"],
+        expr="id > 0",
+        output_fields=["*"],
+        expr_params={},
+        consistency_level="Strong",
+    )
+    reply = service.Search(request, Context())
+    assert reply.status.code == 0, reply.status.reason
+    assert 0 not in reply.results.ids.int_id.data
+    names = {f.field_name for f in reply.results.fields_data}
+    assert "text" in names and "sparse" not in names  # '*' leaves function outputs out
+    assert rerank.normalizer("BM25", True, True)(np.float32(1.0)) == pytest.approx(0.5)
+
+
+def test_an_insert_may_not_carry_the_output_and_searches_need_texts(docs):
+    h, service = docs
+    columns = {
+        "id": FieldColumn(100, "id", DataType.INT64, np.array([99])),
+        "text": FieldColumn(101, "text", DataType.VARCHAR, ["x"]),
+        "sparse": FieldColumn(102, "sparse", DataType.SPARSE_FLOAT_VECTOR, [b""]),
+        "dense": FieldColumn(103, "dense", DataType.FLOAT_VECTOR, np.ones((1, 2), np.float32), 2),
+    }
+    with pytest.raises(MilvusError, match="output of function bm25"):
+        h.proxy.insert("docs", "", columns, 1)
+    request = Prepare.search_requests_with_expr(
+        collection_name="docs",
+        anns_field="sparse",
+        param={"metric_type": "BM25"},
+        limit=3,
+        data=[{1: 0.5}],
+        expr=None,
+        output_fields=[],
+        expr_params={},
+    )
+    reply = service.Search(request, Context())
+    assert reply.status.code != 0 and "search it with texts" in reply.status.reason
+    query = Prepare.query_request("docs", "id >= 0", ["sparse"], [], consistency_level="Strong")
+    answer = service.Query(query, Context())
+    assert "not allowed to retrieve raw data of field sparse" in answer.status.reason
+
+
+def test_describe_returns_the_function_and_the_analyzer():
+    h = Harness()
+    service = MilvusService(h.proxy)
+    params = {"type": "english"}
+    create = Prepare.create_collection_request("docs", bm25_schema(params))
+    assert service.CreateCollection(create, Context()).code == 0
+    described = convert.describe_response(h.proxy.describe_collection("docs")).schema
+    [fn] = described.functions
+    assert (fn.name, list(fn.input_field_names), list(fn.output_field_names)) == (
+        "bm25",
+        ["text"],
+        ["sparse"],
+    )
+    assert fn.type == 1 and list(fn.output_field_ids) == [102]
+    fields = {f.name: f for f in described.fields}
+    assert fields["sparse"].is_function_output
+    text_params = {kv.key: kv.value for kv in fields["text"].type_params}
+    assert text_params["enable_analyzer"] == "true"
+    assert '"english"' in text_params["analyzer_params"]
+
+
+def schema_refused(schema) -> str:
+    h = Harness()
+    request = Prepare.create_collection_request("c", schema)
+    status = MilvusService(h.proxy).CreateCollection(request, Context())
+    assert status.code != 0
+    return status.reason
+
+
+def test_schemas_milvus_refuses_are_refused():
+    no_analyzer = MilvusClient.create_schema()
+    no_analyzer.add_field("id", ClientType.INT64, is_primary=True)
+    no_analyzer.add_field("text", ClientType.VARCHAR, max_length=16)
+    no_analyzer.add_field("sparse", ClientType.SPARSE_FLOAT_VECTOR)
+    no_analyzer.add_function(bm25_function("text", "sparse"))
+    assert "with enable_analyzer=True" in schema_refused(no_analyzer)
+    dense_out = MilvusClient.create_schema()
+    dense_out.add_field("id", ClientType.INT64, is_primary=True)
+    dense_out.add_field("text", ClientType.VARCHAR, max_length=16, enable_analyzer=True)
+    dense_out.add_field("vec", ClientType.FLOAT_VECTOR, dim=2)
+    dense_out.add_function(bm25_function("text", "vec"))
+    assert "must be a SparseFloatVector field" in schema_refused(dense_out)
+    chinese = bm25_schema({"type": "chinese"})
+    assert "analyzer type 'chinese' is not supported" in schema_refused(chinese)
+
+
+def test_bm25_is_the_metric_of_function_outputs_only(docs):
+    h, _ = docs
+    with pytest.raises(MilvusError, match="BM25 is the metric of a BM25 function's output"):
+        h.proxy.create_index("docs", "sparse", "s2", {"metric_type": "IP"})
+    with pytest.raises(MilvusError, match="BM25 is the metric"):
+        h.proxy.create_index("docs", "dense", "d2", {"index_type": "FLAT", "metric_type": "BM25"})
+
+
+def test_placeholder_types_pymilvus_sends_for_texts():
+    request = Prepare.search_requests_with_expr(
+        collection_name="docs",
+        anns_field="sparse",
+        param={"metric_type": "BM25"},
+        limit=1,
+        data=["words"],
+        expr=None,
+        output_fields=[],
+        expr_params={},
+    )
+    group = common_pb2.PlaceholderGroup.FromString(request.placeholder_group)
+    assert group.placeholders[0].type == common_pb2.PlaceholderType.VarChar
+
+
+def test_a_sparse_column_drops_its_head_after_handoff():
+    from vectide.services.querynode.sparse import SparseColumn
+
+    column = SparseColumn()
+    rows = [analyzer.analyzer_of(None).sparse_row(t) for t in ("a b", "b c", "c d d")]
+    column.append(rows[:2])
+    column.append(rows[2:])
+    before = column.nbytes
+    column.drop_head(2)
+    assert column.view() == rows[2:] and column.nbytes < before
+    assert column.lengths().tolist() == [3.0]
+    query = [analyzer.analyzer_of(None).sparse_row("d")]
+    scores, found = column.search(query, 5, np.ones(1, bool), {})
+    assert found.tolist() == [[0]] and scores.tolist() == [[2.0]]
