@@ -92,11 +92,11 @@ def avro_schema(schema: CollectionSchema) -> dict[str, Any]:
 
     The primary key is optional (null: the record key carries it) and absent for auto_id
     collections; so are nullable fields and fields with a default value (null: the default);
-    dynamic fields have no Avro form.
+    dynamic fields have no Avro form, and a function's output (BM25) is computed, not sent.
     """
     fields: list[dict[str, Any]] = []
     for f in schema.fields:
-        if f.is_dynamic or (f.is_primary and f.auto_id):
+        if f.is_dynamic or f.is_function_output or (f.is_primary and f.auto_id):
             continue
         avro_type = _avro_type(f)
         if avro_type is None:
@@ -132,7 +132,11 @@ class RecordDecoder:
         self._registry = registry
         self._pk = schema.primary
         self._dynamic = schema.dynamic_field
-        self._fields = {f.name: f for f in schema.fields if not f.is_dynamic}
+        self._fields = {
+            f.name: f for f in schema.fields if not (f.is_dynamic or f.is_function_output)
+        }
+        #: fields a function computes from the record's others (BM25): never in a record
+        self._computed = frozenset(f.name for f in schema.fields if f.is_function_output)
         #: the fields a row carries besides the key, and those it may leave null or out
         self._row_fields = [n for n, f in self._fields.items() if not f.is_primary]
         self._optional = frozenset(n for n in self._row_fields if may_be_null(self._fields[n]))
@@ -287,6 +291,8 @@ class RecordDecoder:
         for name, value in row.items():
             field = fields.get(name)
             if field is None:
+                if name in self._computed:
+                    raise RecordError(f"field {name!r} is computed by a function: leave it out")
                 if self._dynamic is None:
                     raise RecordError(
                         f"field {name!r} is not in collection {self.schema.name!r} "

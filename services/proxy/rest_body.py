@@ -240,13 +240,36 @@ def full_schema(body: dict[str, Any], name: str) -> schema_pb2.CollectionSchema:
         enable_dynamic_field=get(spec, "enableDynamicField", bool, False),
         description=get(body, "description", str, ""),
     )
-    if spec.get("functions"):
-        raise MilvusError(Code.PARAMETER_INVALID, "schema functions are not supported by Vectide")
     for i, raw in enumerate(get(spec, "fields", list)):
         if not isinstance(raw, dict):
             raise bad_format(f"schema.fields[{i}] must be an object")
         proto.fields.append(field_schema(raw, auto_id))
+    for i, raw in enumerate(get(spec, "functions", list, [])):
+        if not isinstance(raw, dict):
+            raise bad_format(f"schema.functions[{i}] must be an object")
+        proto.functions.append(function_schema(raw))
     return proto
+
+
+_FUNCTION_TYPES = {name.upper(): name for name, _ in schema_pb2.FunctionType.items()}
+
+
+def function_schema(raw: dict[str, Any]) -> schema_pb2.FunctionSchema:
+    """One of ``schema.functions``: ``type`` ``BM25`` (or ``FunctionType.BM25``), its
+    ``inputFieldNames`` and ``outputFieldNames``; the output fields become function outputs
+    when the schema is checked."""
+    given = get(raw, "type", str)
+    kind = _FUNCTION_TYPES.get(given.removeprefix("FunctionType.").upper())
+    if kind is None:
+        raise MilvusError(Code.PARAMETER_INVALID, f"unknown function type {given!r}")
+    return schema_pb2.FunctionSchema(
+        name=get(raw, "name", str),
+        description=get(raw, "description", str, ""),
+        type=schema_pb2.FunctionType.Value(kind),
+        input_field_names=[str(n) for n in get(raw, "inputFieldNames", list)],
+        output_field_names=[str(n) for n in get(raw, "outputFieldNames", list)],
+        params=key_values(get(raw, "params", dict, {})),
+    )
 
 
 def field_schema(raw: dict[str, Any], auto_id: bool) -> schema_pb2.FieldSchema:

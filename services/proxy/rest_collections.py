@@ -109,7 +109,7 @@ class CollectionHandlers:
             "description": coll.schema.description,
             "autoId": bool(pk and pk.autoID),
             "fields": [_field_info(f) for f in coll.schema.fields],
-            "functions": [],
+            "functions": [_function_info(fn) for fn in coll.schema.functions],
             "aliases": list(coll.aliases),
             "indexes": self._index_summaries(call),
             "load": self._load_state_name(call),
@@ -236,4 +236,19 @@ def _field_info(f: schema_pb2.FieldSchema) -> dict[str, Any]:
         info["defaultValue"] = getattr(f.default_value, f.default_value.WhichOneof("data"))
     if f.data_type == schema_pb2.DataType.Array:
         info["elementType"] = schema_pb2.DataType.Name(f.element_type)
+    if f.is_function_output:
+        info["isFunctionOutput"] = True
     return info
+
+
+def _function_info(fn: schema_pb2.FunctionSchema) -> dict[str, Any]:
+    """A schema function as Milvus's REST describe lists it."""
+    return {
+        "name": fn.name,
+        "id": fn.id,
+        "description": fn.description,
+        "type": schema_pb2.FunctionType.Name(fn.type),
+        "inputFieldNames": list(fn.input_field_names),
+        "outputFieldNames": list(fn.output_field_names),
+        "params": [{"key": kv.key, "value": kv.value} for kv in fn.params],
+    }

@@ -40,8 +40,16 @@ def columns(
     upserts name it, as Milvus requires."""
     if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
         raise invalid_data("data must be a non-empty array of objects")
-    fields = [f for f in schema.fields if not (f.is_primary_key and f.autoID and not upsert)]
+    fields = [
+        f
+        for f in schema.fields
+        if not (f.is_function_output or (f.is_primary_key and f.autoID and not upsert))
+    ]
     known = {f.name for f in schema.fields}
+    computed = {f.name for f in schema.fields if f.is_function_output}
+    given = next((name for row in rows for name in computed & row.keys()), None)
+    if given:
+        raise invalid_data(f"field {given} is the output of a function: leave it out of rows")
     auto = next((f.name for f in schema.fields if f.is_primary_key and f.autoID), None)
     if auto and not upsert and any(auto in row for row in rows):
         raise invalid_data(f"field {auto} is auto_id: leave it out of inserted rows")
@@ -179,7 +187,18 @@ _WRITERS: dict[int, Callable[[schema_pb2.FieldData, schema_pb2.FieldSchema, list
 
 def placeholder_group(data: Any, field: schema_pb2.FieldSchema) -> bytes:
     """Search vectors (``data``: an array of float arrays, or of sparse objects for a sparse
-    field) as the serialized PlaceholderGroup pymilvus sends; a wrong shape is Milvus's 1801."""
+    field, of texts for a BM25 function's output) as the serialized PlaceholderGroup pymilvus
+    sends; a wrong shape is Milvus's 1801."""
+    if field.is_function_output and isinstance(data, list) and data:
+        if not all(isinstance(v, str) for v in data):
+            raise MilvusError(
+                Code.INCORRECT_PARAMETER_FORMAT,
+                f"data must be an array of texts for field {field.name} (a BM25 function's output)",
+            )
+        holder = common_pb2.PlaceholderValue(
+            tag="$0", type=common_pb2.PlaceholderType.VarChar, values=[v.encode() for v in data]
+        )
+        return common_pb2.PlaceholderGroup(placeholders=[holder]).SerializeToString()
     if field.data_type in rest_vectors.TYPES:
         return _typed_placeholders(data, field)
     dim = int(next((kv.value for kv in field.type_params if kv.key == "dim"), "0") or 0)

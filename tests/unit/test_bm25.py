@@ -366,3 +366,25 @@ def test_a_sparse_column_drops_its_head_after_handoff():
     query = [analyzer.analyzer_of(None).sparse_row("d")]
     scores, found = column.search(query, 5, np.ones(1, bool), {})
     assert found.tolist() == [[0]] and scores.tolist() == [[2.0]]
+
+
+def test_kafka_ingest_and_rest_rows_leave_the_output_to_the_function(docs):
+    import json
+
+    from vectide.services.ingest.decode import RecordDecoder, RecordError, avro_schema
+    from vectide.services.proxy import rest_rows
+
+    h, _ = docs
+    info = h.proxy.meta.get("docs")
+    decoder = RecordDecoder(info.schema)
+    record = {"id": 20, "text": "a kafka record", "dense": [0.0, 1.0]}
+    row = decoder.decode(None, json.dumps(record).encode())
+    assert set(row.values) == {"text", "dense"}  # the proxy's insert adds the sparse column
+    with pytest.raises(RecordError, match="computed by a function"):
+        decoder.decode(None, json.dumps({**record, "sparse": {"1": 1.0}}).encode())
+    assert "sparse" not in {f["name"] for f in avro_schema(info.schema)["fields"]}
+    proto = convert.schema_to_proto(info.schema)
+    columns = rest_rows.columns([record], proto)
+    assert {c.field_name for c in columns} == {"id", "text", "dense"}
+    with pytest.raises(MilvusError, match="output of a function"):
+        rest_rows.columns([{**record, "sparse": {"1": 1.0}}], proto)
