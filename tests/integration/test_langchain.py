@@ -70,3 +70,10 @@ def test_added_documents_are_found_and_deleted(observed):
 
 def test_max_marginal_relevance_reads_vectors_back(observed):
     assert observed["mmr"][0] == TEXTS[3][0] and len(set(observed["mmr"])) == 3
+
+
+def test_bm25_full_text_and_hybrid_search(observed):
+    """``BM25BuiltInFunction``: the text sharing the query's words ranks first alone, and
+    the text both the dense and the BM25 search rank first wins the fusion."""
+    assert observed["bm25"][0] == TEXTS[3][0]  # "The data node persists segments to S3"
+    assert observed["hybrid"] == [TEXTS[1][0]]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
-from langchain_milvus import Milvus
+from langchain_milvus import BM25BuiltInFunction, Milvus
 
 #: (text, topic) pairs, shared with the test that checks what this prints
 TEXTS = [tuple(pair) for pair in json.loads((Path(__file__).parent / "texts.json").read_text())]
@@ -48,6 +48,39 @@ def main(uri: str, collection: str) -> dict:
     mmr = store.max_marginal_relevance_search(TEXTS[3][0], k=3, fetch_k=6)
     seen["mmr"] = [d.page_content for d in mmr]
     store.client.drop_collection(collection)
+    seen.update(full_text(uri, collection))
+    return seen
+
+
+def full_text(uri: str, collection: str) -> dict:
+    """LangChain's BM25 built-in function: full-text search alone, and hybrid with a dense
+    vector (RRF), as its docs show them."""
+    texts = [t for t, _ in TEXTS]
+    common = {"connection_args": {"uri": uri}, "consistency_level": "Strong", "drop_old": True}
+    seen: dict = {}
+    fts = Milvus.from_texts(
+        texts,
+        None,
+        builtin_function=BM25BuiltInFunction(),
+        vector_field="sparse",
+        collection_name=f"{collection}_fts",
+        **common,
+    )
+    seen["bm25"] = [
+        d.page_content for d in fts.similarity_search("which node persists segments", k=2)
+    ]
+    fts.client.drop_collection(f"{collection}_fts")
+    hybrid = Milvus.from_texts(
+        texts,
+        DeterministicFakeEmbedding(size=32),
+        builtin_function=BM25BuiltInFunction(),
+        vector_field=["dense", "sparse"],
+        collection_name=f"{collection}_hybrid",
+        **common,
+    )
+    found = hybrid.similarity_search(TEXTS[1][0], k=1, ranker_type="rrf")
+    seen["hybrid"] = [d.page_content for d in found]
+    hybrid.client.drop_collection(f"{collection}_hybrid")
     return seen
 
 
