@@ -1,32 +1,59 @@
-"""Sparse float vectors in a shard store: the rows as clients wrote them, plus one flat
-(row, index, value) listing of every non-zero, grown as rows arrive.
+"""Sparse float vectors in a shard store: the rows as clients wrote them, plus their
+non-zeros laid out for search as an inverted index.
 
-Search is exact: for each query, the non-zeros whose index the query also has are weighted
-by the query's value and summed per row (``np.bincount``), so a query costs one pass over the
-stored non-zeros. The score is the inner product, or for a BM25 function's rows (term counts)
-the BM25 score, each count saturated by ``k1`` and normalised by the row's length against
-the shard's average (``services/querynode/bm25.py`` weights the query by IDF).
-SPARSE_INVERTED_INDEX and SPARSE_WAND are exact in Milvus too (WAND only prunes), so both
-give these results; ``drop_ratio_search`` (dropping the query's smallest values) is applied
-to the query as Milvus does.
+Search is exact. The non-zeros are kept sorted by index (a term, for BM25 rows), so a
+query reads only the postings of its own indices: two binary searches per query index find
+each run, and the runs' values, weighted by the query's, are summed per row
+(``np.bincount``). Rows appended since the last sort (a growing segment's newest) are a
+row-ordered tail, scanned whole; the tail is folded into the sorted runs once it holds a
+quarter of them, so sorting costs O(log n) per non-zero over a segment's life.
+
+The score is the inner product, or for a BM25 function's rows (term counts) the BM25 score,
+each count saturated by ``k1`` and normalised by the row's length against the shard's
+average (``services/querynode/bm25.py`` weights the query by IDF). SPARSE_INVERTED_INDEX and
+SPARSE_WAND are exact in Milvus too (WAND only prunes), so both give these results;
+``drop_ratio_search`` (dropping the query's smallest values) is applied to the query as
+Milvus does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from vectide.services.common import vector_types
 
+#: a tail of at most this many non-zeros is scanned rather than sorted in
+_SCANNED_TAIL = 65_536
+
+#: (indices, rows, values) of some non-zeros
+Postings = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _empty() -> Postings:
+    return np.empty(0, np.uint32), np.empty(0, np.int64), np.empty(0, np.float32)
+
+
+def _joined(parts: list[Postings]) -> Postings:
+    if not parts:
+        return _empty()
+    if len(parts) == 1:
+        return parts[0]
+    indices, rows, values = zip(*parts, strict=True)
+    return np.concatenate(indices), np.concatenate(rows), np.concatenate(values)
+
 
 class SparseColumn:
-    """Sparse rows (Milvus's byte layout) with their non-zeros flattened for search."""
+    """Sparse rows (Milvus's byte layout) with their non-zeros as an inverted index."""
 
     def __init__(self) -> None:
         self._rows: list[bytes] = []
-        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self._flat: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        #: non-zeros sorted by index (stable: by row within an index)
+        self._sorted: Postings = _empty()
+        #: non-zeros of the rows appended since, in row order
+        self._tail: list[Postings] = []
         self._lengths: np.ndarray | None = None
         #: the rows' bytes (kept, not summed per call: memory reports ask often)
         self._row_bytes = 0
@@ -51,11 +78,10 @@ class SparseColumn:
         self._row_bytes += sum(len(v) for v in values)
         entries = [vector_types.sparse_entries(v) for v in values]
         counts = np.fromiter((len(i) for i, _ in entries), dtype=np.int64, count=len(entries))
-        owners = np.repeat(np.arange(start, start + len(values), dtype=np.int64), counts)
+        rows = np.repeat(np.arange(start, start + len(values), dtype=np.int64), counts)
         indices = np.concatenate([i for i, _ in entries]) if entries else np.empty(0, "<u4")
         weights = np.concatenate([w for _, w in entries]) if entries else np.empty(0, "<f4")
-        self._parts.append((owners, indices.astype(np.uint32), weights.astype(np.float32)))
-        self._flat = None
+        self._tail.append((indices.astype(np.uint32), rows, weights.astype(np.float32)))
         self._lengths = None
 
     def view(self) -> list[bytes]:
@@ -63,41 +89,69 @@ class SparseColumn:
 
     @property
     def nbytes(self) -> int:
-        """The flattened non-zeros (16 bytes each) and the rows' own bytes."""
-        return sum(len(owners) for owners, _, _ in self._parts) * 16 + self._row_bytes
+        """The non-zeros (16 bytes each) and the rows' own bytes."""
+        nonzeros = len(self._sorted[0]) + sum(len(i) for i, _, _ in self._tail)
+        return nonzeros * 16 + self._row_bytes
 
     def drop_head(self, rows: int) -> None:
         """Forget the first ``rows`` rows (handed off to a sealed segment) and their
-        non-zeros; the others are numbered from 0 again."""
-        owners, indices, weights = self._nonzeros()
-        keep = owners >= rows
+        non-zeros; the others are numbered from 0 again (filtering keeps the sort)."""
+
+        def kept(part: Postings) -> Postings:
+            indices, owners, values = part
+            keep = owners >= rows
+            return indices[keep], owners[keep] - rows, values[keep]
+
         self._row_bytes -= sum(len(r) for r in self._rows[:rows])
         self._rows = self._rows[rows:]
-        self._parts = [(owners[keep] - rows, indices[keep], weights[keep])]
-        self._flat, self._lengths = None, None
-
-    def _nonzeros(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self._flat is None:
-            if self._parts:
-                self._parts = [tuple(np.concatenate(p) for p in zip(*self._parts, strict=True))]
-                self._flat = self._parts[0]
-            else:
-                self._flat = (np.empty(0, np.int64), np.empty(0, np.uint32), np.empty(0, "<f4"))
-        return self._flat
+        self._sorted = kept(self._sorted)
+        self._tail = [kept(_joined(self._tail))]
+        self._lengths = None
 
     def lengths(self) -> np.ndarray:
         """Each row's sum of values: a BM25 row's length in terms."""
         if self._lengths is None:
-            owners, _, weights = self._nonzeros()
-            self._lengths = np.bincount(owners, weights=weights, minlength=len(self._rows))
+            _, rows, values = _joined([self._sorted, *self._tail])
+            self._lengths = np.bincount(rows, weights=values, minlength=len(self._rows))
         return self._lengths
+
+    def _postings(self, terms: np.ndarray) -> tuple[Postings, np.ndarray]:
+        """The non-zeros whose index is one of ``terms`` (sorted, unique), and for each the
+        position of its index in ``terms``."""
+        self._fold_tail()
+        indices, rows, values = self._sorted
+        starts = np.searchsorted(indices, terms, side="left")
+        ends = np.searchsorted(indices, terms, side="right")
+        sizes = ends - starts
+        # every run's positions, end to end: each position minus where its run begins in
+        # the output, plus where it begins in the sorted arrays
+        offsets = np.repeat(starts - np.cumsum(sizes) + sizes, sizes)
+        at = np.arange(int(sizes.sum())) + offsets
+        which = np.repeat(np.arange(len(terms)), sizes)
+        t_indices, t_rows, t_values = _joined(self._tail)
+        hit = np.isin(t_indices, terms)
+        found = (
+            np.concatenate([indices[at], t_indices[hit]]),
+            np.concatenate([rows[at], t_rows[hit]]),
+            np.concatenate([values[at], t_values[hit]]),
+        )
+        return found, np.concatenate([which, np.searchsorted(terms, t_indices[hit])])
+
+    def _fold_tail(self) -> None:
+        """Sort the tail into the inverted index once it is large beside it."""
+        tail = sum(len(i) for i, _, _ in self._tail)
+        if tail <= max(len(self._sorted[0]) // 4, _SCANNED_TAIL):
+            return
+        indices, rows, values = _joined([self._sorted, *self._tail])
+        order = np.argsort(indices, kind="stable")
+        self._sorted = indices[order], rows[order], values[order]
+        self._tail = []
 
     def term_stats(self, terms: np.ndarray, mask: np.ndarray) -> tuple[int, float, np.ndarray]:
         """Over the rows where ``mask`` holds: how many, their total length, and how many
         hold each of ``terms`` (sorted, unique)."""
-        owners, indices, _ = self._nonzeros()
-        hit = np.isin(indices, terms) & mask[owners]
-        counts = np.bincount(np.searchsorted(terms, indices[hit]), minlength=len(terms))
+        (_, rows, _), which = self._postings(terms)
+        counts = np.bincount(which[mask[rows]], minlength=len(terms))
         return int(np.count_nonzero(mask)), float(self.lengths()[mask].sum()), counts
 
     def search(
@@ -112,17 +166,17 @@ class SparseColumn:
         BM25 (the query already IDF-weighted, ``bm25.weighted``): ``(scores, rows)``,
         ``nq x k'``. Rows sharing no index with the query score 0 and are not hits, as in
         Milvus."""
-        owners, indices, weights = self._nonzeros()
         drop = vector_types.drop_ratio(params)
         saturate = _bm25(params, self.lengths()) if metric == "BM25" else None
         scores_out, rows_out = [], []
         for query in queries:
             q_idx, q_val = _dropped(*vector_types.sparse_entries(query), drop)
-            hit = np.isin(indices, q_idx) & mask[owners]
-            rows = owners[hit]
-            stored = weights[hit] if saturate is None else saturate(weights[hit], rows)
-            contrib = stored * q_val[np.searchsorted(q_idx, indices[hit])]
-            totals = np.bincount(rows, weights=contrib, minlength=len(self._rows))
+            (_, rows, stored), which = self._postings(q_idx.astype(np.uint32))
+            seen = mask[rows]
+            rows, stored, which = rows[seen], stored[seen], which[seen]
+            if saturate is not None:
+                stored = saturate(stored, rows)
+            totals = np.bincount(rows, weights=stored * q_val[which], minlength=len(self._rows))
             candidates = np.unique(rows)
             order = np.argsort(-totals[candidates], kind="stable")[:k]
             scores_out.append(totals[candidates][order].astype(np.float32))
@@ -135,7 +189,7 @@ class SparseColumn:
         return scores, rows
 
 
-def _bm25(params: dict[str, object], lengths: np.ndarray):
+def _bm25(params: dict[str, object], lengths: np.ndarray) -> Callable[..., np.ndarray]:
     """BM25's term-frequency part: a count saturated by ``k1``, shorter rows than the
     average (``bm25_avgdl``) counting more as ``b`` says."""
     k1, b = float(params["bm25_k1"]), float(params["bm25_b"])  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ from vectide.services.common.errors import MilvusError
 from vectide.services.common.msgstream.message import DataType, FieldColumn
 from vectide.services.proxy import convert, rerank
 from vectide.services.proxy.grpc_service import MilvusService
+from vectide.services.querynode import sparse
 from vectide.services.testing import Harness
 
 DOCS = [
@@ -115,10 +116,13 @@ def bm25_function(source: str, target: str, name: str = "bm25") -> Function:
     )
 
 
-@pytest.fixture()
-def docs():
+@pytest.fixture(params=["postings", "scanned"])
+def docs(request, monkeypatch):
     """A harness holding DOCS (keys 0..7) in a collection with a BM25 function, indexed and
-    loaded; the service to call."""
+    loaded; the service to call. Its sparse rows are searched through sorted postings, or
+    scanned as a tail (a few rows never reach the size at which the tail is sorted in)."""
+    if request.param == "postings":
+        monkeypatch.setattr(sparse, "_SCANNED_TAIL", 0)
     h = Harness()
     service = MilvusService(h.proxy)
     create = Prepare.create_collection_request("docs", bm25_schema(), consistency_level="Strong")
@@ -353,9 +357,7 @@ def test_placeholder_types_pymilvus_sends_for_texts():
 
 
 def test_a_sparse_column_drops_its_head_after_handoff():
-    from vectide.services.querynode.sparse import SparseColumn
-
-    column = SparseColumn()
+    column = sparse.SparseColumn()
     rows = [analyzer.analyzer_of(None).sparse_row(t) for t in ("a b", "b c", "c d d")]
     column.append(rows[:2])
     column.append(rows[2:])
