@@ -102,9 +102,13 @@ def binary_scores(queries: np.ndarray, rows: np.ndarray, metric: str) -> np.ndar
 
 
 def sparse_row(entries: Mapping[int, float]) -> bytes:
-    """A sparse vector in Milvus's row layout (indices ascending, zeros kept out)."""
-    items = sorted((int(k), float(v)) for k, v in entries.items())
-    row = np.array(items, dtype=_SPARSE_ROW) if items else np.empty(0, _SPARSE_ROW)
+    """A sparse vector in Milvus's row layout (indices ascending)."""
+    n = len(entries)
+    indices = np.fromiter(entries.keys(), dtype=np.int64, count=n)
+    values = np.fromiter(entries.values(), dtype=np.float32, count=n)
+    order = np.argsort(indices, kind="stable")
+    row = np.empty(n, dtype=_SPARSE_ROW)
+    row["index"], row["value"] = indices[order], values[order]
     return row.tobytes()
 
 
