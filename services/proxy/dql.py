@@ -99,17 +99,17 @@ def resolve_outputs(schema: CollectionSchema, requested: list[str]) -> Outputs:
     """The :class:`Outputs` of ``requested`` (Milvus 2.6 semantics).
 
     ``*`` means every field, vectors and ``$meta`` included (Milvus >= 2.4; older servers left
-    vectors out); a name the schema does not know is a dynamic key when the collection has
-    dynamic fields (the query nodes return ``$meta`` and the client picks the key), and an
-    error otherwise.
+    vectors out), but not a function's output (never returned); a name the schema does not
+    know is a dynamic key when the collection has dynamic fields (the query nodes return
+    ``$meta`` and the client picks the key), and an error otherwise.
     """
     fetch: list[str] = []
     names: list[str] = []
+    everything = [f.name for f in schema.fields if not f.is_function_output]
     for raw in requested:
         name = raw.strip()
         if not name:
             continue
-        everything = [f.name for f in schema.fields if not f.is_function_output]
         for each in everything if name == "*" else [name]:
             column = _column_of(schema, each)
             if column is not None and column not in fetch:

@@ -27,6 +27,7 @@ from vectide.services.common.schema import (
 )
 
 BM25 = "BM25"
+_TYPES = frozenset(v for _, v in schema_pb2.FunctionType.items())
 #: the type params a VarChar field keeps for text analysis
 TEXT_PARAMS = (ENABLE_ANALYZER, ANALYZER_PARAMS, ENABLE_MATCH)
 
@@ -54,9 +55,6 @@ def from_proto(proto: schema_pb2.FunctionSchema) -> FunctionSchema:
     )
 
 
-_TYPES = frozenset(v for _, v in schema_pb2.FunctionType.items())
-
-
 def to_proto(fn: FunctionSchema, schema: CollectionSchema) -> schema_pb2.FunctionSchema:
     def ids(names: list[str]) -> list[int]:
         return [f.field_id for n in names if (f := schema.field(n)) is not None]
@@ -76,6 +74,8 @@ def to_proto(fn: FunctionSchema, schema: CollectionSchema) -> schema_pb2.Functio
 def text_params(name: str, data_type: DataType, params: dict[str, str]) -> dict[str, str]:
     """A field's text-analysis type params, checked: VarChar only, and an analyzer Vectide
     offers (refused at create, not at the first insert)."""
+    if "multi_analyzer_params" in params:
+        raise _illegal(f"field {name}: multi-language analyzers are not supported by Vectide")
     kept = {k: str(params[k]) for k in TEXT_PARAMS if k in params}
     if not kept:
         return {}

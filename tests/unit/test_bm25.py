@@ -390,3 +390,9 @@ def test_kafka_ingest_and_rest_rows_leave_the_output_to_the_function(docs):
     assert {c.field_name for c in columns} == {"id", "text", "dense"}
     with pytest.raises(MilvusError, match="output of a function"):
         rest_rows.columns([{**record, "sparse": {"1": 1.0}}], proto)
+
+
+def test_multi_language_analyzers_are_refused_not_ignored():
+    schema = bm25_schema()
+    schema.fields[1].params["multi_analyzer_params"] = {"analyzers": {"default": {}}}
+    assert "multi-language analyzers are not supported" in schema_refused(schema)
