@@ -144,7 +144,8 @@ class _ReadTask(Task):
         self.info = proxy.meta.get(spec.collection_name)
         self.partition_ids = proxy.readable_partitions(self.info, spec.partition_names)
         if spec.expr.strip():
-            limits.parse_filter(proxy.config.quota, spec.expr, spec.expr_params)
+            tree = limits.parse_filter(proxy.config.quota, spec.expr, spec.expr_params)
+            functions.check_text_match(tree, self.info.schema)
 
     def _guarantee(self) -> tuple[int, float, int, list[Position]]:
         """The guarantee timestamp for this read, how long it may wait for it, the snapshot

@@ -16,6 +16,7 @@ from pymilvus.grpc_gen import common_pb2, schema_pb2
 
 from vectide.services.common import analyzer, errors
 from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.expr.parser import Expr, TextMatch
 from vectide.services.common.msgstream.message import DataType, FieldColumn
 from vectide.services.common.schema import (
     ANALYZER_PARAMS,
@@ -134,6 +135,20 @@ def _one_field(
     if field is None:
         raise _illegal(f"function {fn.name}: {role} field {names[0]} not found")
     return field
+
+
+def check_text_match(tree: Expr, schema: CollectionSchema) -> None:
+    """Each ``text_match`` of a filter names a VarChar field with ``enable_match=True``
+    (checked here, so an empty collection refuses it as a full one does)."""
+    if isinstance(tree, TextMatch):
+        field = schema.field(tree.operand.name)
+        if field is None or field.properties.get(ENABLE_MATCH) != "true":
+            raise errors.invalid(
+                f"field {tree.operand.name} does not enable match: text_match needs a VarChar "
+                "field created with enable_match=True"
+            )
+    for child in tree.children():
+        check_text_match(child, schema)
 
 
 # -- data -------------------------------------------------------------------------------------

@@ -46,6 +46,12 @@ class StoreColumns:
     def valid(self, name: str) -> np.ndarray | None:
         return self._store.valid(name)
 
+    def text_match(self, name: str, query: str) -> np.ndarray:
+        try:
+            return self._store.text_match(name, query)
+        except ValueError as exc:
+            raise ExprError(str(exc)) from None
+
 
 def ensure_indexes(stores: list[ShardStore], wanted: dict[str, str]) -> None:
     """Index the fields a read says are indexed (an index created after these stores

@@ -8,13 +8,14 @@ row at the same stamp, and the new row must survive its own delete.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
 import faiss
 import numpy as np
 
-from vectide.services.common import nullable, vector_types
+from vectide.services.common import analyzer, nullable, vector_types
 from vectide.services.common.index_spec import InterimIndex, chunk_spec, is_interim
 from vectide.services.common.memory import faiss_bytes
 from vectide.services.common.msgstream.message import (
@@ -28,6 +29,8 @@ from vectide.services.common.msgstream.message import (
 from vectide.services.common.nullable import with_nulls
 from vectide.services.common.results import SIMILARITY_METRICS, take
 from vectide.services.common.schema import (
+    ANALYZER_PARAMS,
+    ENABLE_MATCH,
     SCALAR_INDEX_ROW_BYTES,
     CollectionSchema,
     FieldSchema,
@@ -103,6 +106,11 @@ class ShardStore:
         self._valid: dict[str, FixedColumn] = {
             f.name: FixedColumn(np.dtype("?")) for f in schema.fields if f.nullable
         }
+        #: TEXT_MATCH's inverted index of each ``enable_match`` field's analyzed text, built
+        #: on the first match and extended as rows arrive (under its own lock: a hosted
+        #: segment serves reads at once)
+        self._matches: dict[str, SparseColumn] = {}
+        self._match_lock = threading.Lock()
         #: squared norms of each float vector field's rows (L2 and COSINE reuse them)
         self._sq_norms: dict[str, FixedColumn] = {
             f.name: FixedColumn(np.dtype("<f4"))
@@ -327,6 +335,9 @@ class ShardStore:
         for indexes in self.indexes.values():
             indexes.drop_head(chunks)
         self.scalar.drop_head(chunks)
+        with self._match_lock:
+            for matches in self._matches.values():  # one not caught up yet starts afresh
+                matches.drop_head(min(rows, len(matches)))
         self._measure_stamps()
         if self._pk_is_str:
             self._str_rows = {}
@@ -489,6 +500,23 @@ class ShardStore:
         values = take(self.raw_column(name), rows)
         valid = self._valid.get(name)
         return values if valid is None else with_nulls(values, valid.view()[rows])
+
+    def text_match(self, name: str, query: str) -> np.ndarray:
+        """Rows whose text in ``name`` holds any of ``query``'s terms, both analyzed with the
+        field's analyzer (TEXT_MATCH); ValueError when the field does not enable match."""
+        field = self.schema.field(name)
+        if field is None or field.properties.get(ENABLE_MATCH) != "true":
+            raise ValueError(f"field {name} does not enable match (enable_match=True)")
+        analyze = analyzer.analyzer_of(field.properties.get(ANALYZER_PARAMS))
+        with self._match_lock:
+            matches = self._matches.setdefault(name, SparseColumn())
+            if len(matches) < self.num_rows:
+                texts = self.output(name, np.arange(len(matches), self.num_rows))
+                matches.append([analyze.sparse_row(text) for text in texts])
+            terms = [analyzer.term_index(t) for t in analyze.terms(query)]
+            mask = np.zeros(self.num_rows, dtype=bool)
+            mask[matches.rows_with(np.unique(np.array(terms, dtype=np.uint32)))] = True
+        return mask
 
     def vectors(self, field: str, start: int, end: int) -> np.ndarray:
         """Float vectors of rows ``start:end`` as float32, what the faiss indexes take."""

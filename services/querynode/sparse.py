@@ -147,6 +147,11 @@ class SparseColumn:
         self._sorted = indices[order], rows[order], values[order]
         self._tail = []
 
+    def rows_with(self, terms: np.ndarray) -> np.ndarray:
+        """Rows holding any of ``terms`` (sorted, unique), each once."""
+        (_, rows, _), _ = self._postings(terms)
+        return np.unique(rows)
+
     def term_stats(self, terms: np.ndarray, mask: np.ndarray) -> tuple[int, float, np.ndarray]:
         """Over the rows where ``mask`` holds: how many, their total length, and how many
         hold each of ``terms`` (sorted, unique)."""

@@ -19,7 +19,9 @@ from benchmarks.search_path import Context
 from vectide.services.common import analyzer
 from vectide.services.common.errors import MilvusError
 from vectide.services.common.msgstream.message import DataType, FieldColumn
+from vectide.services.common.schema import ConsistencyLevel
 from vectide.services.proxy import convert, rerank
+from vectide.services.proxy.dql import QuerySpec
 from vectide.services.proxy.grpc_service import MilvusService
 from vectide.services.querynode import sparse
 from vectide.services.testing import Harness
@@ -396,3 +398,70 @@ def test_multi_language_analyzers_are_refused_not_ignored():
     schema = bm25_schema()
     schema.fields[1].params["multi_analyzer_params"] = {"analyzers": {"default": {}}}
     assert "multi-language analyzers are not supported" in schema_refused(schema)
+
+
+# -- TEXT_MATCH ---------------------------------------------------------------------------------
+
+
+def match_schema():
+    schema = MilvusClient.create_schema()
+    schema.add_field("id", ClientType.INT64, is_primary=True)
+    schema.add_field(
+        "text", ClientType.VARCHAR, max_length=256, enable_analyzer=True, enable_match=True
+    )
+    schema.add_field("plain", ClientType.VARCHAR, max_length=256, nullable=True)
+    schema.add_field("dense", ClientType.FLOAT_VECTOR, dim=2)
+    return schema
+
+
+def matched(h: Harness, expr: str) -> list[int]:
+    spec = QuerySpec(
+        collection_name="m",
+        expr=expr,
+        output_fields=[],
+        use_default_consistency=False,
+        consistency_level=ConsistencyLevel.STRONG,
+    )
+    return sorted(int(pk) for pk in h.proxy.query(spec)[1].pks)
+
+
+def insert_texts(h: Harness, texts: dict[int, str]) -> None:
+    keys = list(texts)
+    columns = {
+        "id": FieldColumn(100, "id", DataType.INT64, np.array(keys, dtype=np.int64)),
+        "text": FieldColumn(101, "text", DataType.VARCHAR, list(texts.values())),
+        "dense": FieldColumn(
+            103, "dense", DataType.FLOAT_VECTOR, np.ones((len(keys), 2), np.float32), 2
+        ),
+    }
+    h.proxy.insert("m", "", columns, len(keys))
+    h.tick()
+    h.pump()
+
+
+def test_text_match_finds_rows_holding_any_of_the_words_growing_sealed_and_after_handoff():
+    h = Harness()
+    create = Prepare.create_collection_request("m", match_schema())
+    assert MilvusService(h.proxy).CreateCollection(create, Context()).code == 0
+    h.proxy.create_index("m", "dense", "d", {"index_type": "FLAT", "metric_type": "L2"})
+    h.proxy.create_index("m", "id", "i", {"index_type": "STL_SORT"})
+    h.proxy.load_collection("m")
+    h.tick()
+    insert_texts(h, dict(enumerate(DOCS)))
+    expected = {"fox": [0, 1], "DOG barks": [0, 1, 6], "zebra": [], "lazy afternoons": [0, 2]}
+    for words, keys in expected.items():
+        assert matched(h, f"text_match(text, '{words}')") == keys, words
+    assert matched(h, "id > 0 and text_match(text, 'dog')") == [1, 6]  # indexed candidates
+    assert matched(h, "not text_match(text, 'the')") == [1, 2, 3, 4, 5, 7]
+    h.proxy.flush(["m"])
+    for _ in range(3):
+        h.step()
+    insert_texts(h, {10: "a fox again"})
+    [node] = [h.nodes.node(n) for n in h.nodes.live_nodes()]
+    [shard] = node._shards.values()
+    assert sum(s.num_rows for s in shard.sealed.values()) == len(DOCS)  # handed off
+    assert matched(h, "text_match(text, 'fox')") == [0, 1, 10]
+    insert_texts(h, {11: "foxes are not a fox"})  # the growing store's index grows
+    assert matched(h, "text_match(text, 'fox')") == [0, 1, 10, 11]
+    with pytest.raises(MilvusError, match="field plain does not enable match"):
+        matched(h, "text_match(plain, 'fox')")

@@ -45,6 +45,7 @@ from vectide.services.common.expr.parser import (
     Or,
     PathKey,
     Scalar,
+    TextMatch,
     referenced_fields,
 )
 from vectide.services.common.msgstream.message import DENSE_VECTORS, FIXED_DTYPES, DataType
@@ -64,6 +65,11 @@ class ColumnSource(Protocol):
     def valid(self, name: str) -> np.ndarray | None:
         """A nullable field's validity mask (True where the row has a value); None when
         every row has one or ``name`` is not a nullable field."""
+        ...
+
+    def text_match(self, name: str, query: str) -> np.ndarray:
+        """Rows whose analyzed text in ``name`` holds any of ``query``'s terms (ExprError
+        when the field does not enable match)."""
         ...
 
 
@@ -194,6 +200,8 @@ class _Evaluator:
                 return self._bools(row is not _MISSING for row in self._json(operand, node).rows)
             case JsonContains(operand, values, match_all):
                 return self._json_contains(self._json(operand, node), values, match_all)
+            case TextMatch(operand, query) if not operand.path:
+                return np.asarray(self.source.text_match(operand.name, query), dtype=bool)
         raise ExprError(f"{node.text!r} is not a boolean expression")
 
     def _bool_field(self, node: Field) -> np.ndarray:

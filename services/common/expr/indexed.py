@@ -130,6 +130,9 @@ class RowsSource:
         valid = self._source.valid(name)
         return None if valid is None else np.asarray(valid)[self._rows]
 
+    def text_match(self, name: str, query: str) -> np.ndarray:
+        return self._source.text_match(name, query)[self._rows]
+
 
 class _Leaf:
     """A predicate one index answers: its rows, or (negated) the field's other non-null rows."""

@@ -118,6 +118,15 @@ class ArrayLength(Expr):
 
 
 @dataclass(frozen=True, slots=True)
+class TextMatch(Expr):
+    """``text_match(field, 'words')``: rows whose analyzed text holds any of the words'
+    terms (the source analyzes, with the field's analyzer)."""
+
+    operand: Field
+    query: str
+
+
+@dataclass(frozen=True, slots=True)
 class Not(Expr):
     operand: Expr
 
@@ -134,7 +143,7 @@ class Or(Expr):
 
 #: Nodes that can only stand where a boolean is expected. A Field (a BOOL column) and a
 #: boolean Literal can stand in both places.
-_PREDICATES = (Compare, InList, Like, IsNull, Exists, JsonContains, Not, And, Or)
+_PREDICATES = (Compare, InList, Like, IsNull, Exists, JsonContains, TextMatch, Not, And, Or)
 
 
 # --------------------------------------------------------------------------------- tokenizer
@@ -521,6 +530,14 @@ class _Parser:
     def _array_length(self, operand: Field) -> Expr:
         return ArrayLength(operand)
 
+    def _text_match(self, operand: Field) -> Expr:
+        self._expect(",")
+        pos = self._peek().pos
+        query = self._scalar_argument("text_match needs a string as its second argument")
+        if not isinstance(query, str):
+            raise self._error("text_match needs a string as its second argument", pos)
+        return TextMatch(operand, query)
+
 
 _FUNCTIONS: dict[str, Callable[[_Parser, Field], Expr]] = {
     "json_contains": _Parser._json_contains,
@@ -531,6 +548,7 @@ _FUNCTIONS: dict[str, Callable[[_Parser, Field], Expr]] = {
     "array_contains": _Parser._json_contains,
     "array_contains_all": _Parser._json_contains_all,
     "array_contains_any": _Parser._json_contains_any,
+    "text_match": _Parser._text_match,
 }
 
 
