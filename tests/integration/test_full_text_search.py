@@ -69,7 +69,9 @@ def name(client):
 def create(client, name: str) -> None:
     schema = client.create_schema()
     schema.add_field("id", DataType.INT64, is_primary=True)
-    schema.add_field("text", DataType.VARCHAR, max_length=1000, enable_analyzer=True)
+    schema.add_field(
+        "text", DataType.VARCHAR, max_length=1000, enable_analyzer=True, enable_match=True
+    )
     schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
     schema.add_field("dense", DataType.FLOAT_VECTOR, dim=2)
     schema.add_function(
@@ -113,6 +115,10 @@ def test_pymilvus_full_text_search_growing_flushed_and_reloaded(client, name):
     client.load_collection(name)
     for query, hits in zip(QUERIES, search(client, name, QUERIES), strict=True):
         check(hits, bm25(query, corpus), 3)
+    matched = client.query(
+        name, filter="text_match(text, 'documents kafka')", consistency_level="Strong"
+    )
+    assert sorted(r["id"] for r in matched) == [0, 3, 5]
     client.delete(name, ids=[0, 5])
     left = {k: t for k, t in corpus.items() if k not in (0, 5)}
     [hits] = search(client, name, ["documents query"])
