@@ -7,7 +7,8 @@ value is the term's count in the text; a query's text is analyzed the same way. 
 does both here (inserts, Kafka ingest and searches all pass through it), so every role
 agrees on the terms: a collection's analyzer is fixed when it is created.
 
-What is offered is Milvus's ``standard`` analyzer (Unicode words, lowercased), its
+What is offered is Milvus's ``standard`` analyzer (runs of letters, digits and underscores,
+lowercased: milvus-lite splits ``don't`` and ``3.14`` in two, so does this), its
 ``english`` analyzer (plus English stop words and the Snowball stemmer, which tantivy's
 stemmer also is), and custom chains of the ``standard`` or ``whitespace`` tokenizer with the
 filters ``lowercase``, ``asciifolding``, ``alphanumonly``, ``stop``, ``length`` and
@@ -39,8 +40,9 @@ ENGLISH_STOP_WORDS = frozenset(
         *("there", "these", "they", "this", "to", "was", "will", "with"),
     }
 )
-#: a word: letters and digits, with inner apostrophes (also U+2019) and dots (``don't``, ``3.14``)
-_WORDS = re.compile(r"\w+(?:['\u2019.]\w+)*", re.UNICODE)
+#: a word of the standard tokenizer: a run of letters, digits and underscores; apostrophes,
+#: dots and dashes split (``don't`` is ``don`` and ``t``, as Milvus's tokenizer has it)
+_WORDS = re.compile(r"\w+", re.UNICODE)
 _ALPHANUMERIC = re.compile(r"^[A-Za-z0-9]+$")
 _TOKENIZERS = ("standard", "whitespace")
 _FILTERS = ("lowercase", "asciifolding", "alphanumonly", "stop", "length", "stemmer")
