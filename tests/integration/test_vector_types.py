@@ -556,3 +556,24 @@ def test_rest_carries_every_vector_type_and_array_fields(deployment):
         "outputFields": ["tags"], "consistencyLevel": "Strong",
     })["data"]  # fmt: skip
     assert got == [{"id": 2, "tags": ["blue", "red"]}]
+
+
+def test_full_text_search_crosses_the_internal_rpc_of_a_cluster(cluster):
+    """A BM25 function's schema reaches every role over RPC; the proxy analyzes, the query
+    node in its own process scores: the formula's scores, and text_match's rows."""
+    from tests.integration.test_full_text_search import QUERIES, TEXTS, bm25, check, create, search
+
+    client = MilvusClient(cluster.uris[0])
+    name = _name("fts")
+    create(client, name)
+    try:
+        client.insert(
+            name, [{"id": i, "text": t, "dense": [0.0, 1.0]} for i, t in enumerate(TEXTS)]
+        )
+        for query, hits in zip(QUERIES, search(client, name, QUERIES), strict=True):
+            check(hits, bm25(query, dict(enumerate(TEXTS))), 3)
+        matched = client.query(name, filter="text_match(text, 'kafka')", consistency_level="Strong")
+        assert [r["id"] for r in matched] == [3]
+        assert client.describe_collection(name)["functions"][0]["name"] == "text_bm25"
+    finally:
+        client.drop_collection(name)

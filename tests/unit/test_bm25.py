@@ -461,3 +461,13 @@ def test_text_match_finds_rows_holding_any_of_the_words_growing_sealed_and_after
     assert matched(h, "text_match(text, 'fox')") == [0, 1, 10, 11]
     with pytest.raises(MilvusError, match="field plain does not enable match"):
         matched(h, "text_match(plain, 'fox')")
+
+
+def test_a_schema_with_functions_crosses_the_rpc_codec_and_the_catalog(docs):
+    from vectide.services.common.rpc import codec, types  # noqa: F401 (registers the types)
+    from vectide.services.rootcoord.meta_table import collection_from_json, collection_to_json
+
+    h, _ = docs
+    info = h.proxy.meta.get("docs")
+    assert codec.decode(codec.encode(info)).schema.functions == info.schema.functions
+    assert collection_from_json(collection_to_json(info)).schema == info.schema

@@ -19,6 +19,7 @@ from vectide.services.common.schema import (
     ConsistencyLevel,
     DatabaseInfo,
     FieldSchema,
+    FunctionSchema,
     IndexInfo,
     PartitionInfo,
 )
@@ -35,6 +36,7 @@ codec.register(
     DataType,
     ConsistencyLevel,
     FieldSchema,
+    FunctionSchema,
     CollectionSchema,
     IndexInfo,
     PartitionInfo,
