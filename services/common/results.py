@@ -19,6 +19,19 @@ SIMILARITY_METRICS = frozenset({"IP", "COSINE", "BM25"})
 
 
 @dataclass
+class TermStats:
+    """BM25's statistics of some rows (``services/querynode/bm25.py``): how many, their
+    total length in terms, and how many hold each of a search's terms (aligned with them)."""
+
+    rows: int
+    length: float
+    df: np.ndarray
+
+    def __add__(self, other: TermStats) -> TermStats:
+        return TermStats(self.rows + other.rows, self.length + other.length, self.df + other.df)
+
+
+@dataclass
 class SearchHits:
     metric_type: str
     counts: list[int]

@@ -32,7 +32,7 @@ from vectide.services.common.msgstream.message import (
 )
 from vectide.services.common.placement import NodeLoad
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
-from vectide.services.common.results import QueryRows, SearchHits, merge_rows
+from vectide.services.common.results import QueryRows, SearchHits, TermStats, merge_rows
 from vectide.services.common.schema import CollectionInfo
 from vectide.services.common.search_range import ScoreBand, band_of
 from vectide.services.common.segment import Deltalog, LoadPlan, SegmentInfo
@@ -625,10 +625,10 @@ class QueryNode:
         self, shard: Shard, req: ShardSearchRequest, tree: Any, band: ScoreBand | None
     ) -> SearchHits:
         found = self._snapshot(shard, req)
+        if req.metric_type == "BM25" and bm25.AVGDL not in req.search_params:
+            req = self._bm25_weighted(shard, req, found)
         with shard.lock:
             snapshot = self._kept(shard, req, found)
-            if req.metric_type == "BM25" and bm25.AVGDL not in req.search_params:
-                req = bm25.weighted(req, self._corpus(shard, snapshot, req.expire_ts))
 
             def remote(peer: PeerNode, ids: list[int]) -> tuple[SearchHits | None, list[int]]:
                 return peer.search_segments(req, shard.vchannel, ids, snapshot)
@@ -650,6 +650,26 @@ class QueryNode:
         parts += [search_store(s, req, tree, band, snapshot, mask) for s, mask in seen]
         parts += self._scatter.gather(shard, remote, pending)
         return reduce_hits(parts, req)
+
+    def _bm25_weighted(
+        self, shard: Shard, req: ShardSearchRequest, found: int
+    ) -> ShardSearchRequest:
+        """``req`` weighted by the shard's BM25 statistics: this node's stores' and those of
+        the sealed segments other nodes serve for the shard, at the read's snapshot."""
+        with shard.lock:
+            snapshot = self._kept(shard, req, found)
+
+            def remote(peer: PeerNode, ids: list[int]) -> tuple[TermStats | None, list[int]]:
+                return peer.segment_term_stats(req, shard.vchannel, ids, snapshot)
+
+            pending = self._scatter.start(shard, remote)
+            local = bm25.corpus_stats(req, self._corpus(shard, snapshot, req.expire_ts))
+        return bm25.weighted(req, sum(self._scatter.gather(shard, remote, pending), local))
+
+    def segment_term_stats(
+        self, req: ShardSearchRequest, vchannel: str, segment_ids: list[int], snapshot: int
+    ) -> tuple[TermStats | None, list[int]]:
+        return self._hosted.term_stats(req, vchannel, segment_ids, snapshot)
 
     def _corpus(
         self, shard: Shard, snapshot: int, expire_ts: int

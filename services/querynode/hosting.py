@@ -18,16 +18,18 @@ from vectide.services.common import binlog
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.memory import release_freed
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
-from vectide.services.common.results import QueryRows, SearchHits, merge_rows
+from vectide.services.common.results import QueryRows, SearchHits, TermStats, merge_rows
 from vectide.services.common.schema import CollectionInfo
 from vectide.services.common.search_range import band_of
 from vectide.services.common.segment import Deltalog, SegmentInfo
+from vectide.services.querynode import bm25
 from vectide.services.querynode.reads import (
     ensure_indexes,
     parse_filter,
     query_store,
     reduce_hits,
     search_store,
+    visible,
 )
 from vectide.services.querynode.sealed import install_index_files, load_sealed, read_deltalogs
 from vectide.services.querynode.segment import ShardStore
@@ -92,6 +94,17 @@ class HostedSegments:
         ensure_indexes(stores, req.scalar_indexes)
         parts = [search_store(s, req, tree, band, snapshot) for s in stores]
         return (reduce_hits(parts, req) if parts else None), missing
+
+    def term_stats(
+        self, req: ShardSearchRequest, vchannel: str, segment_ids: list[int], snapshot: int
+    ) -> tuple[TermStats | None, list[int]]:
+        """BM25's statistics of these segments' rows visible at ``snapshot`` (None: none is
+        held here), and the ids not held here."""
+        stores, missing = self._stores(vchannel, segment_ids)
+        if not stores:
+            return None, missing
+        seen = [(s, visible(s, snapshot, [], None, req.expire_ts)) for s in stores]
+        return bm25.corpus_stats(req, seen), missing
 
     def query(
         self, req: ShardQueryRequest, vchannel: str, segment_ids: list[int], snapshot: int

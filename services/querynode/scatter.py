@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
-from vectide.services.common.results import QueryRows, SearchHits
+from vectide.services.common.results import QueryRows, SearchHits, TermStats
 from vectide.services.querynode.shard import Removal, Shard
 
 log = logging.getLogger(__name__)
@@ -30,6 +30,9 @@ class PeerNode(Protocol):
     def query_segments(
         self, req: ShardQueryRequest, vchannel: str, segment_ids: list[int], snapshot: int
     ) -> tuple[QueryRows | None, list[int]]: ...
+    def segment_term_stats(
+        self, req: ShardSearchRequest, vchannel: str, segment_ids: list[int], snapshot: int
+    ) -> tuple[TermStats | None, list[int]]: ...
 
 
 class Peers(Protocol):

@@ -471,3 +471,84 @@ def test_a_schema_with_functions_crosses_the_rpc_codec_and_the_catalog(docs):
     info = h.proxy.meta.get("docs")
     assert codec.decode(codec.encode(info)).schema.functions == info.schema.functions
     assert collection_from_json(collection_to_json(info)).schema == info.schema
+
+
+# -- statistics across query nodes --------------------------------------------------------------
+
+
+def sparse_collection():
+    from tests.unit.test_querynode import VCH
+    from vectide.services.common.schema import (
+        CollectionInfo,
+        CollectionSchema,
+        FieldSchema,
+        IndexInfo,
+    )
+
+    schema = CollectionSchema(
+        "c",
+        [
+            FieldSchema(100, "id", DataType.INT64, is_primary=True),
+            FieldSchema(101, "sv", DataType.SPARSE_FLOAT_VECTOR, is_function_output=True),
+        ],
+    )
+    index = IndexInfo(1, "sv", "sv", "SPARSE_INVERTED_INDEX", "BM25", {})
+    return CollectionInfo(
+        7,
+        "c",
+        schema,
+        1,
+        [VCH],
+        ["c-dml_0"],
+        ConsistencyLevel.STRONG,
+        1,
+        {"c-dml_0": 0},
+        indexes=[index],
+    )
+
+
+def test_a_leader_weighs_queries_with_the_statistics_of_segments_other_nodes_serve():
+    """Every row of the shard sits in a sealed segment node 2 serves; the leader holds none,
+    yet scores by the whole shard's IDF and average length (asked of node 2 first)."""
+    from tests.fakes import DictStore
+    from tests.unit.test_querynode import VCH, pack, persisted
+    from tests.unit.test_segment_placement import Peers
+    from vectide.services.common.msgstream.message import InsertMsg
+    from vectide.services.common.requests import ShardSearchRequest
+    from vectide.services.querynode.core import QueryNode
+
+    store, peers = DictStore(), Peers()
+    leader, two = (peers.add(QueryNode(n, binlogs=store)) for n in (1, 2))
+    leader.watch(sparse_collection(), VCH)
+    standard = analyzer.analyzer_of(None)
+    keys = np.arange(len(DOCS), dtype=np.int64)
+    rows = InsertMsg(
+        5,
+        5,
+        0,
+        7,
+        1,
+        9,
+        VCH,
+        keys,
+        np.zeros(len(keys), np.int64),
+        np.full(len(keys), 5),
+        [
+            FieldColumn(
+                101, "sv", DataType.SPARSE_FLOAT_VECTOR, [standard.sparse_row(t) for t in DOCS]
+            )
+        ],
+    )
+    leader.apply(VCH, pack(0, 10, rows))
+    assert two.host_segment(sparse_collection(), VCH, persisted([rows], store), [])
+    leader.attach_segment(VCH, 9, 2, since_ts=0)
+    assert leader.load_report().rows == 0  # every row handed off to node 2
+    query = standard.sparse_row("quick fox")
+    params = {"bm25_k1": 1.2, "bm25_b": 0.75}
+    hits = leader.search(
+        ShardSearchRequest(7, [VCH], "sv", [query], "BM25", 5, 10, 0.1, search_params=params)
+    )
+    expected = reference("quick fox", dict(enumerate(DOCS)))
+    assert_scores(
+        dict(zip(np.asarray(hits.pks).tolist(), hits.scores.tolist(), strict=True)), expected
+    )

@@ -11,7 +11,7 @@ from vectide.services.common.msgstream.message import (
 )
 from vectide.services.common.placement import NodeLoad
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
-from vectide.services.common.results import MutationResult, QueryRows, SearchHits
+from vectide.services.common.results import MutationResult, QueryRows, SearchHits, TermStats
 from vectide.services.common.rpc import codec
 from vectide.services.common.schema import (
     CollectionInfo,
@@ -46,6 +46,7 @@ codec.register(
     ShardQueryRequest,
     SearchHits,
     QueryRows,
+    TermStats,
     Position,
     SegmentState,
     SegmentInfo,
@@ -139,6 +140,7 @@ QUERYNODE_METHODS = (
     "forward",
     "search_segments",
     "query_segments",
+    "segment_term_stats",
     "release_hosted",
     "load_report",
 )
