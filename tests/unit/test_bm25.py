@@ -133,7 +133,7 @@ def docs(request, monkeypatch):
     return h, service
 
 
-def insert(h: Harness, texts: dict[int, str]) -> None:
+def insert(h: Harness, texts: dict[int, str], collection: str = "docs") -> None:
     keys = list(texts)
     columns = {
         "id": FieldColumn(100, "id", DataType.INT64, np.array(keys, dtype=np.int64)),
@@ -142,7 +142,7 @@ def insert(h: Harness, texts: dict[int, str]) -> None:
             103, "dense", DataType.FLOAT_VECTOR, np.ones((len(keys), 2), np.float32), 2
         ),
     }
-    h.proxy.insert("docs", "", columns, len(keys))
+    h.proxy.insert(collection, "", columns, len(keys))
     h.tick()
     h.pump()
 
@@ -421,20 +421,6 @@ def matched(h: Harness, expr: str) -> list[int]:
     return sorted(int(pk) for pk in h.proxy.query(spec)[1].pks)
 
 
-def insert_texts(h: Harness, texts: dict[int, str]) -> None:
-    keys = list(texts)
-    columns = {
-        "id": FieldColumn(100, "id", DataType.INT64, np.array(keys, dtype=np.int64)),
-        "text": FieldColumn(101, "text", DataType.VARCHAR, list(texts.values())),
-        "dense": FieldColumn(
-            103, "dense", DataType.FLOAT_VECTOR, np.ones((len(keys), 2), np.float32), 2
-        ),
-    }
-    h.proxy.insert("m", "", columns, len(keys))
-    h.tick()
-    h.pump()
-
-
 def test_text_match_finds_rows_holding_any_of_the_words_growing_sealed_and_after_handoff():
     h = Harness()
     create = Prepare.create_collection_request("m", match_schema())
@@ -443,7 +429,7 @@ def test_text_match_finds_rows_holding_any_of_the_words_growing_sealed_and_after
     h.proxy.create_index("m", "id", "i", {"index_type": "STL_SORT"})
     h.proxy.load_collection("m")
     h.tick()
-    insert_texts(h, dict(enumerate(DOCS)))
+    insert(h, dict(enumerate(DOCS)), "m")
     expected = {"fox": [0, 1], "DOG barks": [0, 1, 6], "zebra": [], "lazy afternoons": [0, 2]}
     for words, keys in expected.items():
         assert matched(h, f"text_match(text, '{words}')") == keys, words
@@ -452,12 +438,12 @@ def test_text_match_finds_rows_holding_any_of_the_words_growing_sealed_and_after
     h.proxy.flush(["m"])
     for _ in range(3):
         h.step()
-    insert_texts(h, {10: "a fox again"})
+    insert(h, {10: "a fox again"}, "m")
     [node] = [h.nodes.node(n) for n in h.nodes.live_nodes()]
     [shard] = node._shards.values()
     assert sum(s.num_rows for s in shard.sealed.values()) == len(DOCS)  # handed off
     assert matched(h, "text_match(text, 'fox')") == [0, 1, 10]
-    insert_texts(h, {11: "foxes are not a fox"})  # the growing store's index grows
+    insert(h, {11: "foxes are not a fox"}, "m")  # the growing store's index grows
     assert matched(h, "text_match(text, 'fox')") == [0, 1, 10, 11]
     with pytest.raises(MilvusError, match="field plain does not enable match"):
         matched(h, "text_match(plain, 'fox')")
