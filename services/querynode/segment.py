@@ -414,6 +414,7 @@ class ShardStore:
         held = {"vectors": 0, "vector_index": 0, "fields": self._pks.nbytes, "rows": 0}
         for name, column in self._columns.items():
             held["vectors" if name in vectors else "fields"] += getattr(column, "nbytes", 0)
+        held["fields"] += sum(matches.nbytes for matches in self._matches.values())
         for column in self._bookkeeping_columns():
             held["rows"] += column.nbytes
         for indexes in self.indexes.values():
