@@ -109,6 +109,8 @@ class SearchRpcs:
             field = vectors[0] if len(vectors) == 1 else None
         if field is None:
             raise errors.invalid("anns_field is required")
+        if not field.is_vector:  # before its vectors are read as the field's type
+            raise errors.invalid(f"anns_field {field.name} is not a vector field")
         group_by = decoded.group_by
         spec = SearchSpec(
             vectors=convert.read_vectors(request.placeholder_group, field, info.schema),

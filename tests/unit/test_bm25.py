@@ -538,3 +538,22 @@ def test_a_leader_weighs_queries_with_the_statistics_of_segments_other_nodes_ser
     assert_scores(
         dict(zip(np.asarray(hits.pks).tolist(), hits.scores.tolist(), strict=True)), expected
     )
+
+
+def test_a_search_of_a_scalar_field_is_refused_clearly(docs):
+    """Found by the fuzzer: a VarChar ``anns_field`` (with text data) crashed the handler
+    with a KeyError instead of a Milvus error."""
+    _, service = docs
+    request = Prepare.search_requests_with_expr(
+        collection_name="docs",
+        anns_field="text",
+        param={"metric_type": "BM25"},
+        limit=3,
+        data=["quick fox"],
+        expr=None,
+        output_fields=[],
+        expr_params={},
+    )
+    reply = service.Search(request, Context())
+    assert reply.status.code == 1100, reply.status
+    assert "anns_field text is not a vector field" in reply.status.reason
