@@ -147,18 +147,31 @@ def insert(h: Harness, texts: dict[int, str], collection: str = "docs") -> None:
     h.pump()
 
 
-def search(service: MilvusService, texts: list[str], limit: int = 10, **param) -> list[dict]:
-    request = Prepare.search_requests_with_expr(
+def search_request(
+    data: list,
+    *,
+    anns_field: str = "sparse",
+    limit: int = 3,
+    expr: str | None = None,
+    output_fields: tuple[str, ...] = (),
+    params: dict | None = None,
+):
+    """The SearchRequest pymilvus sends for ``data`` (query texts, or vectors) on ``docs``."""
+    return Prepare.search_requests_with_expr(
         collection_name="docs",
-        anns_field="sparse",
-        param={"metric_type": "BM25", **param},
+        anns_field=anns_field,
+        param={"metric_type": "BM25", **(params or {})},
         limit=limit,
-        data=texts,
-        expr=None,
-        output_fields=["text"],
+        data=data,
+        expr=expr,
+        output_fields=list(output_fields),
         expr_params={},
         consistency_level="Strong",
     )
+
+
+def search(service: MilvusService, texts: list[str], limit: int = 10, **param) -> list[dict]:
+    request = search_request(texts, limit=limit, output_fields=("text",), params=param)
     reply = service.Search(request, Context())
     assert reply.status.code == 0, reply.status.reason
     res = reply.results
@@ -239,17 +252,7 @@ def test_k1_and_b_come_from_the_search_or_the_index(docs):
 
 def test_output_fields_filters_and_hybrid_search_work_on_bm25(docs):
     _, service = docs
-    request = Prepare.search_requests_with_expr(
-        collection_name="docs",
-        anns_field="sparse",
-        param={"metric_type": "BM25"},
-        limit=3,
-        data=["quick dog"],
-        expr="id > 0",
-        output_fields=["*"],
-        expr_params={},
-        consistency_level="Strong",
-    )
+    request = search_request(["quick dog"], expr="id > 0", output_fields=("*",))
     reply = service.Search(request, Context())
     assert reply.status.code == 0, reply.status.reason
     assert 0 not in reply.results.ids.int_id.data
@@ -268,16 +271,7 @@ def test_an_insert_may_not_carry_the_output_and_searches_need_texts(docs):
     }
     with pytest.raises(MilvusError, match="output of function bm25"):
         h.proxy.insert("docs", "", columns, 1)
-    request = Prepare.search_requests_with_expr(
-        collection_name="docs",
-        anns_field="sparse",
-        param={"metric_type": "BM25"},
-        limit=3,
-        data=[{1: 0.5}],
-        expr=None,
-        output_fields=[],
-        expr_params={},
-    )
+    request = search_request([{1: 0.5}])
     reply = service.Search(request, Context())
     assert reply.status.code != 0 and "search it with texts" in reply.status.reason
     query = Prepare.query_request("docs", "id >= 0", ["sparse"], [], consistency_level="Strong")
@@ -340,16 +334,7 @@ def test_bm25_is_the_metric_of_function_outputs_only(docs):
 
 
 def test_placeholder_types_pymilvus_sends_for_texts():
-    request = Prepare.search_requests_with_expr(
-        collection_name="docs",
-        anns_field="sparse",
-        param={"metric_type": "BM25"},
-        limit=1,
-        data=["words"],
-        expr=None,
-        output_fields=[],
-        expr_params={},
-    )
+    request = search_request(["words"], limit=1)
     group = common_pb2.PlaceholderGroup.FromString(request.placeholder_group)
     assert group.placeholders[0].type == common_pb2.PlaceholderType.VarChar
 
@@ -544,16 +529,7 @@ def test_a_search_of_a_scalar_field_is_refused_clearly(docs):
     """Found by the fuzzer: a VarChar ``anns_field`` (with text data) crashed the handler
     with a KeyError instead of a Milvus error."""
     _, service = docs
-    request = Prepare.search_requests_with_expr(
-        collection_name="docs",
-        anns_field="text",
-        param={"metric_type": "BM25"},
-        limit=3,
-        data=["quick fox"],
-        expr=None,
-        output_fields=[],
-        expr_params={},
-    )
+    request = search_request(["quick fox"], anns_field="text")
     reply = service.Search(request, Context())
     assert reply.status.code == 1100, reply.status
     assert "anns_field text is not a vector field" in reply.status.reason
