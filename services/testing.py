@@ -47,6 +47,7 @@ from vectide.services.launcher import LocalNodes, LocalProxies
 from vectide.services.proxy.context import ProxyConfig
 from vectide.services.proxy.core import Proxy
 from vectide.services.proxy.dql import QuerySpec, SearchSpec
+from vectide.services.proxy.imports import Importer
 from vectide.services.querynode.core import QueryNode
 from vectide.services.rootcoord.coordinators import Coordinators, build_coordinators
 from vectide.streaming.flush import Record, process_batch
@@ -91,6 +92,10 @@ class MemoryObjectStore:
 
     def get(self, key: str) -> bytes:
         return self.objects[key]
+
+    def size(self, key: str) -> int | None:
+        data = self.objects.get(key)
+        return None if data is None else len(data)
 
     def list(self, prefix: str = "") -> list[str]:
         return sorted(k for k in self.objects if k.startswith(prefix))
@@ -300,6 +305,9 @@ class Harness:
             self.coordinators.rootcoord.pchannels,
             ProxyConfig.from_config(self.config),
             datacoord=self.datacoord,  # type: ignore[arg-type]
+        )
+        proxy.importer = Importer(
+            proxy, self.store, clock=lambda: self.clock.now_ms() / 1000, background=False
         )
         self.local_proxies.proxies.append(proxy)
         self.live_proxies.add(proxy.server_id)

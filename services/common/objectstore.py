@@ -84,14 +84,18 @@ class ObjectStore:
                 raise KeyError(key) from exc
             raise ObjectStoreError(f"get {key}: {exc}") from exc
 
-    def exists(self, key: str) -> bool:
+    def size(self, key: str) -> int | None:
+        """The object's size in bytes; None when there is no such object."""
         try:
-            self._s3.head_object(Bucket=self._bucket, Key=self._key(key))
-            return True
+            head = self._s3.head_object(Bucket=self._bucket, Key=self._key(key))
         except ClientError as exc:
             if exc.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
-                return False
+                return None
             raise ObjectStoreError(f"head {key}: {exc}") from exc
+        return int(head["ContentLength"])
+
+    def exists(self, key: str) -> bool:
+        return self.size(key) is not None
 
     def list(self, prefix: str = "") -> Iterator[str]:
         """Keys under ``prefix`` (relative to the root), in lexical order."""

@@ -44,6 +44,7 @@ from vectide.services.datacoord.compaction import CompactionPolicy
 from vectide.services.datacoord.compaction_coord import CompactionCoord
 from vectide.services.datacoord.compaction_jobs import CompactionJobs
 from vectide.services.datacoord.garbage import GcPlan
+from vectide.services.datacoord.import_jobs import ImportCoord
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class DataCoordConfig:
     compaction_job_retention_s: float = 3600.0
 
 
-class DataCoord(CompactionCoord):
+class DataCoord(CompactionCoord, ImportCoord):
     def __init__(
         self,
         kv: MetaKV,
@@ -90,6 +91,7 @@ class DataCoord(CompactionCoord):
         self._segments: dict[int, SegmentInfo] = {}
         self._checkpoints: dict[str, Position] = {}
         self._deltalogs: dict[int, dict[str, Deltalog]] = {}
+        self._imports = {}
         self._dirty: set[int] = set()
         #: told (pchannel, seal_ts) of every seal: the data node's checkpoint there must pass
         #: the stamp, so the rootcoord ticks that channel though nothing may be written there
@@ -137,6 +139,7 @@ class DataCoord(CompactionCoord):
                     # retired by a version without garbage collection: the delay starts now
                     self._retire(segment, segment.state)
             self._resume_compactions()
+            self._load_imports()
 
     # -- allocation (proxies) ------------------------------------------------------------------
 

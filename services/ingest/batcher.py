@@ -228,7 +228,7 @@ class BatchApplier:
             self._writer.delete_pks(self._collection, self._partition, keys)
             return
         rows = [item.values for _, item in items if isinstance(item, Upsert)]
-        columns = _columns(decoder, rows)
+        columns = columns_of(decoder, rows)
         if pk.auto_id:  # no key to upsert on: plain inserts, at-least-once
             self._writer.insert(self._collection, self._partition, columns, len(rows))
             return
@@ -274,7 +274,7 @@ def _last_per_key(
     return [items[i] for i in sorted(last.values())]
 
 
-def _columns(decoder: RecordDecoder, rows: list[dict[str, Any]]) -> dict[str, FieldColumn]:
+def columns_of(decoder: RecordDecoder, rows: list[dict[str, Any]]) -> dict[str, FieldColumn]:
     out: dict[str, FieldColumn] = {}
     for f in decoder.schema.fields:
         if f.is_primary:

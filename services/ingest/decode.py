@@ -178,6 +178,19 @@ class RecordDecoder:
             _convert_vectors(field, out)
         return out
 
+    def decode_rows(self, rows: Sequence[dict[str, Any]]) -> list[Upsert | RecordError]:
+        """Rows already parsed (bulk import files): each checked as a record's value is.
+        The dicts become the upserts' values."""
+        out: list[Upsert | RecordError] = []
+        for row in rows:
+            try:
+                out.append(self._row(row, None))
+            except RecordError as exc:
+                out.append(exc)
+        for field in self._vectors:
+            _convert_vectors(field, out)  # type: ignore[arg-type]
+        return out
+
     def _one(
         self, key: bytes | None, value: bytes | None, parser: simdjson.Parser | None = None
     ) -> Decoded:

@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,6 +55,9 @@ from vectide.services.proxy.segment_placement import (
 )
 from vectide.services.proxy.shard_cache import ShardLeaderCache
 from vectide.services.proxy.task_scheduler import TaskScheduler
+
+if TYPE_CHECKING:
+    from vectide.services.proxy.imports import Importer
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +108,8 @@ class Proxy:
         self.scheduler = TaskScheduler(
             rootcoord.alloc_timestamp, self.ticker, self.config.max_concurrent_reads
         )
+        #: runs bulk imports (set by the service, which knows the object store)
+        self.importer: Importer | None = None
 
     def next_replica(self, replicas: int) -> int:
         """The replica the next read starts with (turns, so replicas share the reads)."""

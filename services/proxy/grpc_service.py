@@ -2,8 +2,8 @@
 calls the proxy core and packs the answer; every error becomes a Milvus status.
 
 Search and HybridSearch live in grpc_search.py, databases, aliases and the cluster RPCs in
-grpc_admin.py, users, roles and grants in grpc_rbac.py, compaction in grpc_compaction.py
-(mixins). RPCs listed in none answer with
+grpc_admin.py, users, roles and grants in grpc_rbac.py, compaction in grpc_compaction.py,
+bulk import in grpc_import.py (mixins). RPCs listed in none answer with
 pymilvus's base class (UNIMPLEMENTED), which pymilvus reports as an error, never as silent
 success.
 """
@@ -32,6 +32,7 @@ from vectide.services.proxy.grpc_admin import AdminRpcs
 from vectide.services.proxy.grpc_auth import CURRENT_USER
 from vectide.services.proxy.grpc_common import MILVUS_VERSION, db_of, ok, ref_of, rpc
 from vectide.services.proxy.grpc_compaction import CompactionRpcs
+from vectide.services.proxy.grpc_import import ImportRpcs
 from vectide.services.proxy.grpc_rbac import RbacRpcs
 from vectide.services.proxy.grpc_search import SearchRpcs
 from vectide.services.proxy.limits import RateLimiter
@@ -39,7 +40,12 @@ from vectide.services.proxy.system_info import Member
 
 
 class MilvusService(
-    SearchRpcs, AdminRpcs, RbacRpcs, CompactionRpcs, milvus_pb2_grpc.MilvusServiceServicer
+    SearchRpcs,
+    AdminRpcs,
+    RbacRpcs,
+    CompactionRpcs,
+    ImportRpcs,
+    milvus_pb2_grpc.MilvusServiceServicer,
 ):
     def __init__(
         self,

@@ -29,6 +29,7 @@ from vectide.services.proxy.grpc_service import MilvusService
 from vectide.services.proxy.rest_call import Handler, RestCall
 from vectide.services.proxy.rest_collections import CollectionHandlers
 from vectide.services.proxy.rest_entities import EntityHandlers
+from vectide.services.proxy.rest_import import import_routes
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class RestApi:
             **_prefixed("indexes", admin.index_routes(self)),
             **_prefixed("databases", admin.database_routes(self)),
             **_prefixed("aliases", admin.alias_routes(self)),
+            **_prefixed("jobs/import", import_routes(self)),
         }
 
     def handle(self, path: str, raw: bytes, headers: Mapping[str, str]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from kazoo.client import KazooClient
@@ -19,6 +20,7 @@ from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.kv.zookeeper import ZooKeeperKV, cluster_root
 from vectide.services.common.msgstream.channels import pchannels
 from vectide.services.common.msgstream.writer import KafkaChannelWriter
+from vectide.services.common.objectstore import ObjectStore
 from vectide.services.common.observability import Health
 from vectide.services.common.periodic import Periodic
 from vectide.services.common.rpc import types as rpc_types
@@ -38,6 +40,7 @@ from vectide.services.proxy.context import (
 from vectide.services.proxy.core import Proxy
 from vectide.services.proxy.grpc_auth import PRIVILEGE_NAMES, AuthInterceptor
 from vectide.services.proxy.grpc_service import MilvusService
+from vectide.services.proxy.imports import Importer
 from vectide.services.proxy.interceptor import MILVUS_SERVICE, MetricsInterceptor
 from vectide.services.proxy.limits import RateLimiter
 from vectide.services.proxy.rest import RestServer
@@ -84,6 +87,7 @@ class ProxyService:
         self._ports = (rootcoord, querycoord, nodes)
         self._deploy_mode = deploy_mode
         self.proxy: Proxy
+        self._importer: Importer | None = None
         self._loop: Periodic | None = None
         self._server = None
         #: the standard grpc.health.v1 service, on the Milvus port (load balancers, probes)
@@ -136,6 +140,9 @@ class ProxyService:
             ProxyConfig.from_config(self.config),
             datacoord=self._datacoord,
         )
+        # import files are keys of the bucket itself, not of the binlogs' root path
+        files = ObjectStore(replace(self.config.s3, root_path=""))
+        self.proxy.importer = self._importer = Importer(self.proxy, files)
         # promise the rootcoord a timetick before taking any write
         self._first_report()
         pacer = self.proxy.report_pacer
@@ -218,6 +225,8 @@ class ProxyService:
             self._rest.stop()
         if self._server is not None:
             self._server.stop(grace=2).wait()
+        if self._importer is not None:
+            self._importer.stop()  # a job cut short deletes its rows while writes still work
         if self._loop is not None:
             self._loop.stop()
         self.writer.close()

@@ -1,6 +1,7 @@
 """The dataclasses and enums allowed on the internal RPC wire."""
 
 from vectide.services.common.compaction_plan import CompactionPlan, JobState
+from vectide.services.common.import_job import ImportJob
 from vectide.services.common.msgstream.message import (
     CollectionDDLMsg,
     DataType,
@@ -58,6 +59,7 @@ codec.register(
     MutationResult,
     CompactionPlan,
     JobState,
+    ImportJob,
     NodeLoad,
     DeleteMsg,
     CollectionDDLMsg,
@@ -111,6 +113,10 @@ DATACOORD_METHODS = (
     "complete_compaction",
     "compaction_state",
     "compaction_plans",
+    "new_import",
+    "save_import",
+    "import_job",
+    "import_jobs",
 )
 QUERYCOORD_METHODS = (
     "load_collection",

@@ -1,0 +1,233 @@
+"""Bulk import (Import / GetImportState / ListImportTasks, REST jobs/import) on the fault
+harness: files in the in-memory object store, rows through the real proxy, query node and
+coordinators."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pymilvus import DataType as PyDataType
+from pymilvus import MilvusClient
+from pymilvus.client.prepare import Prepare
+from pymilvus.grpc_gen import common_pb2, milvus_pb2
+
+from benchmarks.search_path import Context
+from vectide.services.common.errors import Code
+from vectide.services.common.import_job import ImportJob
+from vectide.services.common.msgstream.message import DataType
+from vectide.services.common.rpc import codec
+from vectide.services.common.rpc import types as rpc_types
+from vectide.services.common.schema import CollectionSchema, ConsistencyLevel, FieldSchema
+from vectide.services.proxy import import_files
+from vectide.services.proxy.dql import QuerySpec
+from vectide.services.proxy.grpc_import import state_response
+from vectide.services.proxy.grpc_service import MilvusService
+from vectide.services.proxy.rest_import import describe_job
+from vectide.services.testing import Harness
+
+
+def rows(keys: range, dim: int = 4) -> list[dict]:
+    return [{"id": k, "vec": [float(k)] * dim} for k in keys]
+
+
+def parquet(records: list[dict]) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(records), buf)
+    return buf.getvalue()
+
+
+@pytest.fixture
+def h():
+    h = Harness()
+    h.create_collection("c")
+    return h
+
+
+def service_of(h: Harness) -> MilvusService:
+    return MilvusService(h.proxy)
+
+
+def submit(service: MilvusService, files: list[str], collection: str = "c", partition: str = ""):
+    request = Prepare.do_bulk_insert(collection, partition, files)
+    return service.Import(request, Context())
+
+
+def run(
+    h: Harness, service: MilvusService, files: list[str], **kw
+) -> milvus_pb2.GetImportStateResponse:
+    reply = submit(service, files, **kw)
+    assert reply.status.code == 0, reply.status.reason
+    assert h.proxy.importer.drain() == 1
+    h.tick()
+    h.pump()
+    state = service.GetImportState(milvus_pb2.GetImportStateRequest(task=reply.tasks[0]), Context())
+    assert state.status.code == 0
+    return state
+
+
+def infos(state) -> dict[str, str]:
+    return {kv.key: kv.value for kv in state.infos}
+
+
+def test_parquet_json_and_json_lines_files_are_imported(h):
+    service = service_of(h)
+    h.store.objects["in/a.parquet"] = parquet(rows(range(0, 3000)))
+    h.store.objects["in/b.json"] = orjson.dumps({"rows": rows(range(3000, 3010))})
+    h.store.objects["in/c.jsonl"] = b"\n".join(orjson.dumps(r) for r in rows(range(3010, 3012)))
+    h.store.objects["in/d.json"] = orjson.dumps(rows(range(3012, 3013)))  # a bare list
+    files = ["in/a.parquet", "in/b.json", "in/c.jsonl", "in/d.json"]
+    state = run(h, service, files)
+    assert state.state == common_pb2.ImportCompleted
+    assert state.row_count == 3013
+    assert infos(state)["progress_percent"] == "100"
+    assert infos(state)["file_rows"] == "3000,10,2,1"
+    assert h.query_ids("c") == list(range(3013))
+    assert h.search_ids("c", 5, limit=1) == [5]
+    listed = service.ListImportTasks(
+        milvus_pb2.ListImportTasksRequest(collection_name="c"), Context()
+    )
+    assert [t.id for t in listed.tasks] == [state.id]
+    described = describe_job(state)
+    assert described["state"] == "Completed" and described["totalRows"] == 3013
+    assert described["details"][1] == {"fileName": "in/b.json", "totalRows": 10}
+
+
+def test_a_bad_row_fails_the_job_before_any_row_is_written(h):
+    service = service_of(h)
+    h.store.objects["in/good.parquet"] = parquet(rows(range(0, 100)))
+    bad = rows(range(100, 110))
+    bad[7]["vec"] = [1.0, 2.0]
+    h.store.objects["in/bad.json"] = orjson.dumps(bad)
+    state = run(h, service, ["in/good.parquet", "in/bad.json"])
+    assert state.state == common_pb2.ImportFailed
+    reason = infos(state)["failed_reason"]
+    assert "in/bad.json: row 7" in reason and "dimension 2, expected 4" in reason, reason
+    assert state.row_count == 0
+    assert h.query_ids("c") == []
+
+
+def test_a_job_failing_midway_deletes_the_rows_it_inserted(h, monkeypatch):
+    service = service_of(h)
+    h.store.objects["in/a.parquet"] = parquet(rows(range(0, 5000)))  # three insert batches
+    insert = h.proxy.insert
+    calls = []
+
+    def failing_insert(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError("the broker went away")
+        return insert(*args, **kwargs)
+
+    monkeypatch.setattr(h.proxy, "insert", failing_insert)
+    state = run(h, service, ["in/a.parquet"])
+    assert state.state == common_pb2.ImportFailedAndCleaned
+    assert "the broker went away" in infos(state)["failed_reason"]
+    assert state.row_count == 4000
+    assert h.query_ids("c") == []
+
+
+def test_dynamic_fields_json_text_nullable_defaults_and_auto_id():
+    h = Harness()
+    schema = MilvusClient.create_schema(auto_id=True, enable_dynamic_field=True)
+    schema.add_field("id", PyDataType.INT64, is_primary=True)
+    schema.add_field("vec", PyDataType.FLOAT_VECTOR, dim=2)
+    schema.add_field("meta", PyDataType.JSON)
+    schema.add_field("score", PyDataType.FLOAT, nullable=True, default_value=0.5)
+    service = service_of(h)
+    create = Prepare.create_collection_request("docs", schema, consistency_level="Strong")
+    assert service.CreateCollection(create, Context()).code == 0
+    h.proxy.create_index("docs", "vec", "v", {"index_type": "FLAT", "metric_type": "L2"})
+    h.proxy.load_collection("docs")
+    h.tick()
+    # as pymilvus's bulk writers write them: Parquet carries JSON and $meta as text
+    records = [
+        {"vec": [1.0, 2.0], "meta": '{"a": 1}', "score": None, "$meta": '{"color": "red"}'},
+        {"vec": [3.0, 4.0], "meta": '{"a": 2}', "score": 2.0, "$meta": '{"color": "blue"}'},
+    ]
+    h.store.objects["in/p.parquet"] = parquet(records)
+    h.store.objects["in/j.json"] = orjson.dumps(
+        {"rows": [{"vec": [5.0, 6.0], "meta": {"a": 3}, "color": "green"}]}
+    )
+    state = run(h, service, ["in/p.parquet", "in/j.json"], collection="docs")
+    assert state.state == common_pb2.ImportCompleted, infos(state)
+    spec_rows = h.proxy.query(
+        QuerySpec(
+            collection_name="docs",
+            expr="id > 0",
+            output_fields=["meta", "score", "color"],
+            use_default_consistency=False,
+            consistency_level=ConsistencyLevel.STRONG,
+        )
+    )[1]
+    assert len(spec_rows.pks) == 3 and len(set(spec_rows.pks.tolist())) == 3
+    fields = {k: list(getattr(v, "data", v)) for k, v in spec_rows.fields.items()}
+    dynamic = [json.loads(m) for m in fields["$meta"]]
+    got = sorted(
+        zip(
+            [d["color"] for d in dynamic],
+            [float(v) for v in fields["score"]],
+            [json.loads(m)["a"] for m in fields["meta"]],
+            strict=True,
+        )
+    )
+    assert got == [("blue", 2.0, 2), ("green", 0.5, 3), ("red", 0.5, 1)]
+
+
+@pytest.mark.parametrize(
+    ("files", "partition", "code", "message"),
+    [
+        ([], "", Code.PARAMETER_INVALID, "import request is empty"),
+        (["in/missing.parquet"], "", Code.PARAMETER_INVALID, "in/missing.parquet not found"),
+        (["in/x.npy"], "", Code.PARAMETER_INVALID, "NumPy import files are not supported"),
+        (["in/x.csv"], "", Code.PARAMETER_INVALID, "unsupported import file type"),
+        (["in/a.parquet"], "nope", Code.PARTITION_NOT_FOUND, "nope"),
+    ],
+)
+def test_requests_that_cannot_run_are_refused_at_once(h, files, partition, code, message):
+    h.store.objects["in/a.parquet"] = parquet(rows(range(3)))
+    reply = submit(service_of(h), files, partition=partition)
+    assert reply.status.code == code, reply.status
+    assert message in reply.status.reason
+    assert h.proxy.importer.drain() == 0
+
+
+def test_jobs_outlive_a_coordinator_restart(h):
+    service = service_of(h)
+    h.store.objects["in/a.json"] = orjson.dumps(rows(range(5)))
+    state = run(h, service, ["in/a.json"])
+    h.crash_coordinators()
+    again = service.GetImportState(milvus_pb2.GetImportStateRequest(task=state.id), Context())
+    assert (again.state, again.row_count) == (common_pb2.ImportCompleted, 5)
+    missing = service.GetImportState(milvus_pb2.GetImportStateRequest(task=12345), Context())
+    assert missing.status.code == Code.PARAMETER_INVALID
+
+
+def test_text_values_of_parquet_files_are_parsed():
+    schema_rows = [{"id": 1, "sp": '{"3": 0.5}', "$meta": '{"k": 1}'}]
+    raw = parquet(schema_rows)
+    schema = CollectionSchema(
+        "s",
+        [
+            FieldSchema(100, "id", DataType.INT64, is_primary=True),
+            FieldSchema(101, "sp", DataType.SPARSE_FLOAT_VECTOR),
+            FieldSchema(102, "$meta", DataType.JSON, is_dynamic=True),
+        ],
+    )
+    [batch] = list(import_files.row_batches("x.parquet", raw, schema))
+    assert batch == [{"id": 1, "sp": {"3": 0.5}, "k": 1}]
+    with pytest.raises(import_files.ImportFileError, match="not valid JSON"):
+        list(import_files.row_batches("x.json", b"{", schema))
+    with pytest.raises(import_files.ImportFileError, match="not a Parquet file"):
+        list(import_files.row_batches("x.parquet", b"nope", schema))
+
+
+def test_the_job_record_crosses_the_rpc_codec():
+    assert "ImportJob" in {t.__name__ for t in rpc_types.__dict__.values() if isinstance(t, type)}
+    job = ImportJob(7, 1, "c", "default", "", ["a.json"], 3, file_rows=[4])
+    assert codec.decode(codec.encode(job)) == job
+    assert state_response(job).state == common_pb2.ImportPending
