@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 MAX_FILES = 1024
 #: a running job's progress is recorded at most this often
 SAVE_INTERVAL_S = 1.0
+#: the checked rows of files up to this size in all are kept for the insert, not read twice
+KEEP_BYTES = 256 << 20
 
 
 class ImportFiles(Protocol):
@@ -212,6 +214,8 @@ class _Run:
         self._info = self._proxy.describe_collection(collection_id=job.collection_id)
         self._decoder = RecordDecoder(self._info.schema)
         self._inserted: list[Any] = []
+        #: file -> its checked batches, kept from the check for the insert
+        self._kept: dict[str, list[list[Any]]] = {}
         self._saved_at = 0.0
 
     def save(self, force: bool = False) -> None:
@@ -221,15 +225,25 @@ class _Run:
             self._saved_at = now
 
     def check_files(self) -> None:
-        """Read and check every row of every file; count them."""
-        counts = [sum(len(rows) for rows in self._checked(name)) for name in self.job.files]
-        self.job.file_rows, self.job.total_rows = counts, sum(counts)
+        """Read and check every row of every file and count them. The checked rows of the
+        first files, up to ``KEEP_BYTES`` of files, are kept for the insert; the others are
+        read and decoded again then."""
+        budget = KEEP_BYTES
+        for name in self.job.files:
+            batches = list(self._checked(name))
+            self.job.file_rows.append(sum(map(len, batches)))
+            size = self._importer._files.size(name) or 0
+            if size <= budget:
+                self._kept[name], budget = batches, budget - size
+        self.job.total_rows = sum(self.job.file_rows)
         self.save(force=True)
 
     def insert_rows(self) -> None:
         pk = self._info.schema.primary
         for name in self.job.files:
-            for rows in self._checked(name):
+            kept = self._kept.pop(name, None)
+            for rows in self._checked(name) if kept is None else kept:
+                self._go_on()
                 columns = columns_of(self._decoder, [row.values for row in rows])
                 if not pk.auto_id:
                     pks = [row.pk for row in rows]
@@ -246,14 +260,17 @@ class _Run:
         """The file's rows decoded, a batch at a time; the first bad row raises."""
         start = 0
         for batch in row_batches(name, self._importer._files.get(name), self._info.schema):
-            if self._importer._stopping.is_set():
-                raise MilvusError(Code.SERVICE_NOT_READY, "the proxy stopped: import again")
+            self._go_on()
             decoded = self._decoder.decode_rows(batch)
             for i, row in enumerate(decoded):
                 if isinstance(row, RecordError):
                     raise ImportFileError(f"{name}: row {start + i}: {row}")
             start += len(batch)
             yield decoded
+
+    def _go_on(self) -> None:
+        if self._importer._stopping.is_set():
+            raise MilvusError(Code.SERVICE_NOT_READY, "the proxy stopped: import again")
 
     def fail(self, exc: Exception) -> None:
         reason = exc.message if isinstance(exc, MilvusError) else str(exc)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import replace
 from urllib.parse import urlparse
 
 import numpy as np
@@ -22,7 +23,11 @@ from pymilvus.bulk_writer import (
 )
 from pymilvus.client.types import BulkInsertState
 
+from vectide.services.common.objectstore import ObjectStore
+
 DIM = 8
+#: do_bulk_insert and its state calls exist only in pymilvus's ORM API (MilvusClient has none)
+pytestmark = pytest.mark.filterwarnings("ignore:.*ORM-style PyMilvus API")
 
 
 @pytest.fixture(scope="module")
@@ -152,9 +157,6 @@ def test_a_file_that_does_not_match_the_schema_fails_the_job_and_writes_nothing(
 ):
     client.load_collection(name)
     good = write_files(standalone, client, name, range(10), BulkFileType.PARQUET)[0]
-    from dataclasses import replace
-
-    from vectide.services.common.objectstore import ObjectStore
 
     bucket = ObjectStore(replace(standalone.config.s3, root_path=""))
     bucket.put(f"bulk/{name}/bad.json", b'[{"id": 99, "vector": [1.0, 2.0], "title": "x"}]')

@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+import json
+import time
+from dataclasses import replace
+
 import requests
 
 from tests.integration.conftest import vectide_status
+from vectide.services.common.objectstore import ObjectStore
 
 DIM = 4
 
@@ -36,3 +41,31 @@ def test_each_proxy_serves_rest_and_they_agree(cluster):
     assert [h["id"] for h in hits] == [3, 4]
     post(bases[1], "collections/drop", {"collectionName": "rest_cluster"})
     assert post(bases[0], "collections/has", {"collectionName": "rest_cluster"}) == {"has": False}
+
+
+def test_an_import_one_proxy_runs_is_followed_through_another(cluster):
+    """The job's record is datacoord's (over the internal RPC), so any proxy answers for it."""
+    first = cluster.config.service.http_port
+    bases = [f"http://127.0.0.1:{first + i}/v2/vectordb" for i in range(2)]
+    post = _post
+    post(bases[0], "collections/create", {"collectionName": "bulk", "dimension": DIM})
+    bucket = ObjectStore(replace(cluster.config.s3, root_path=""))
+    rows = [{"id": i, "vector": [float(i), 0.0, 0.0, 0.0]} for i in range(300)]
+    bucket.put("bulk/rows.json", json.dumps({"rows": rows}).encode())
+    body = {"collectionName": "bulk", "files": [["bulk/rows.json"]]}
+    job = post(bases[0], "jobs/import/create", body)["jobId"]
+    deadline = time.monotonic() + 60
+    while (got := post(bases[1], "jobs/import/describe", {"jobId": job}))["state"] != "Completed":
+        assert got["state"] != "Failed" and time.monotonic() < deadline, got
+        time.sleep(0.2)
+    assert got["importedRows"] == 300
+    listed = post(bases[1], "jobs/import/list", {"collectionName": "bulk"})["records"]
+    assert [r["jobId"] for r in listed] == [job]
+    count = {"collectionName": "bulk", "outputFields": ["count(*)"], "consistencyLevel": "Strong"}
+    assert post(bases[1], "entities/query", count) == [{"count(*)": 300}]
+
+
+def _post(base: str, path: str, body: dict) -> object:
+    reply = requests.post(f"{base}/{path}", json=body, timeout=60).json()
+    assert reply["code"] == 0, reply
+    return reply["data"]

@@ -23,7 +23,7 @@ from vectide.services.common.msgstream.message import DataType
 from vectide.services.common.rpc import codec
 from vectide.services.common.rpc import types as rpc_types
 from vectide.services.common.schema import CollectionSchema, ConsistencyLevel, FieldSchema
-from vectide.services.proxy import import_files
+from vectide.services.proxy import import_files, imports
 from vectide.services.proxy.dql import QuerySpec
 from vectide.services.proxy.grpc_import import state_response
 from vectide.services.proxy.grpc_service import MilvusService
@@ -74,7 +74,9 @@ def infos(state) -> dict[str, str]:
     return {kv.key: kv.value for kv in state.infos}
 
 
-def test_parquet_json_and_json_lines_files_are_imported(h):
+@pytest.mark.parametrize("keep", [imports.KEEP_BYTES, 0], ids=["rows-kept", "read-twice"])
+def test_parquet_json_and_json_lines_files_are_imported(h, monkeypatch, keep):
+    monkeypatch.setattr(imports, "KEEP_BYTES", keep)
     service = service_of(h)
     h.store.objects["in/a.parquet"] = parquet(rows(range(0, 3000)))
     h.store.objects["in/b.json"] = orjson.dumps({"rows": rows(range(3000, 3010))})
