@@ -105,6 +105,7 @@ def build_coordinators(
         clock=lambda: clock_ms() / 1000,
     )
     datacoord.on_seal = lambda pchannel, ts: rootcoord.want_ticks({pchannel: ts})
+    rootcoord.on_live_proxies = datacoord.proxies_changed
     querycoord = QueryCoord(
         kv, rootcoord, nodes, datacoord, BalanceConfig.from_query_config(config.query)
     )

@@ -112,6 +112,8 @@ class RootCoord:
         self.requests = RequestLog()
         #: called after an urgent proxy report or an own DDL write (wakes the tick loop)
         self.on_report: Callable[[], None] = lambda: None
+        #: told the live proxies' session ids whenever they change (datacoord's imports)
+        self.on_live_proxies: Callable[[Sequence[int]], None] = lambda ids: None
         #: the tick loop's period: fast while reports are urgent, backing off when idle
         self.tick_pacer = tick_pacer or Pacer(0.05, 0.05)
         #: while active, only channels that need a tick get one; each at least per idle period
@@ -188,6 +190,7 @@ class RootCoord:
 
     def set_live_proxies(self, source_ids: Sequence[int]) -> None:
         self.ticks.set_live(source_ids)
+        self.on_live_proxies(source_ids)
 
     def broadcast_ticks(self) -> dict[str, int]:
         """Write the TimeTicks that became safe (the service calls this every interval): to

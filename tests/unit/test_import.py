@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 
 import orjson
 import pyarrow as pa
@@ -19,10 +20,12 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2
 from benchmarks.search_path import Context
 from vectide.services.common.errors import Code
 from vectide.services.common.import_job import ImportJob
+from vectide.services.common.kv.memory import MemoryKV
 from vectide.services.common.msgstream.message import DataType
 from vectide.services.common.rpc import codec
 from vectide.services.common.rpc import types as rpc_types
 from vectide.services.common.schema import CollectionSchema, ConsistencyLevel, FieldSchema
+from vectide.services.datacoord.core import DataCoord
 from vectide.services.proxy import import_files, imports
 from vectide.services.proxy.dql import QuerySpec
 from vectide.services.proxy.grpc_import import state_response
@@ -233,3 +236,30 @@ def test_the_job_record_crosses_the_rpc_codec():
     job = ImportJob(7, 1, "c", "default", "", ["a.json"], 3, file_rows=[4])
     assert codec.decode(codec.encode(job)) == job
     assert state_response(job).state == common_pb2.ImportPending
+
+
+def test_a_job_whose_proxy_died_fails_instead_of_running_forever(h):
+    service = service_of(h)
+    h.store.objects["in/a.json"] = orjson.dumps(rows(range(5)))
+    job = submit(service, ["in/a.json"]).tasks[0]  # queued on h.proxy, never run
+    other = h.add_proxy()
+    h.crash_proxy(h.proxy)
+    state = MilvusService(other).GetImportState(
+        milvus_pb2.GetImportStateRequest(task=job), Context()
+    )
+    assert state.state == common_pb2.ImportFailed
+    assert "stopped after inserting 0 of its rows" in infos(state)["failed_reason"]
+
+
+def test_a_coordinator_taking_over_fails_the_jobs_of_proxies_gone_meanwhile():
+    kv, ids = MemoryKV(), iter(range(100, 200))
+    first = DataCoord(kv, lambda: 1, lambda: next(ids))
+    first.start()
+    job = first.new_import(ImportJob(0, 1, "c", "default", "", ["a.json"], proxy_id=5))
+    second = DataCoord(kv, lambda: 1, lambda: next(ids))
+    second.proxies_changed([7])  # the session watch may fire before the records are loaded
+    second.start()
+    got = second.import_job(job.job_id)
+    assert got is not None and got.state == "Failed" and "session 5" in got.reason
+    second.save_import(replace(got, state="Completed"))  # the gone proxy's late word is ignored
+    assert second.import_job(job.job_id).state == "Failed"
