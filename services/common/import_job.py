@@ -38,8 +38,10 @@ class ImportJob:
     #: epoch seconds
     created_at: float = 0.0
     finished_at: float = 0.0
-    #: per file: rows read
+    #: per file: rows read (each file of a NumPy set: the set's)
     file_rows: list[int] = field(default_factory=list)
+    #: the request's options (CSV ``sep``, ``nullkey``)
+    options: dict[str, str] = field(default_factory=dict)
 
     @property
     def progress(self) -> int:

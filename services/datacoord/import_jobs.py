@@ -108,4 +108,6 @@ def orphaned(job: ImportJob, now: float) -> ImportJob:
 
 
 def _copy(job: ImportJob) -> ImportJob:
-    return replace(job, files=list(job.files), file_rows=list(job.file_rows))
+    return replace(
+        job, files=list(job.files), file_rows=list(job.file_rows), options=dict(job.options)
+    )

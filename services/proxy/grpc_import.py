@@ -33,13 +33,14 @@ class ImportRpcs:
     @rpc(milvus_pb2.ImportResponse)
     def Import(self, request, context):
         options = {kv.key: kv.value for kv in request.options}
-        if options.get("backup", "").lower() == "true":
+        if options.pop("backup", "").lower() == "true":
             raise errors.invalid("importing Milvus backups is not supported")
         job_id = self._importer().submit(
             db_of(request, context),
             request.collection_name,
             request.partition_name,
             list(request.files),
+            options,
         )
         return milvus_pb2.ImportResponse(status=ok(), tasks=[job_id])
 

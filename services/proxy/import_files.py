@@ -10,15 +10,20 @@ write and Milvus imports:
 - JSON (``.json``): ``{"rows": [{...}, ...]}`` or a bare list of row objects; the dynamic
   field as a ``$meta`` object or as the row's other keys.
 - JSON lines (``.jsonl``): one row object per line.
-
-NumPy and CSV files are refused by name (not read as something else).
+- CSV (``.csv``): a header of field names; vectors, arrays, sparse vectors, JSON fields and
+  ``$meta`` as JSON text; ``sep`` (default ``,``) and ``nullkey`` (the text of a null,
+  default empty) from the request's options.
+- NumPy (``.npy``): a file per field, named after it (``vector.npy``, ``$meta.npy``); the
+  files of one import are one set of columns of equal length.
 """
 
 from __future__ import annotations
 
+import csv
 import io
 import json
-from collections.abc import Iterator
+import posixpath
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -29,7 +34,7 @@ import pyarrow.parquet as pq
 from vectide.services.common.msgstream.message import DataType
 from vectide.services.common.schema import CollectionSchema
 
-FORMATS = (".parquet", ".json", ".jsonl")
+FORMATS = (".parquet", ".json", ".jsonl", ".csv", ".npy")
 #: rows per batch handed to the decoder and then to one insert
 BATCH_ROWS = 2000
 DYNAMIC_KEY = "$meta"
@@ -41,27 +46,40 @@ class ImportFileError(ValueError):
 
 def check_name(name: str) -> None:
     """Refuse a file whose format is not offered, before anything is read."""
+    if not name.lower().endswith(FORMATS):
+        kinds = ", ".join(FORMATS)
+        raise ImportFileError(f"{name}: unsupported import file type (expected {kinds})")
+
+
+def units(files: list[str]) -> list[list[str]]:
+    """The files as Milvus imports them: each on its own, except NumPy files, which are
+    one set of columns together."""
+    numpy = [f for f in files if f.lower().endswith(".npy")]
+    return [[f] for f in files if not f.lower().endswith(".npy")] + ([numpy] if numpy else [])
+
+
+def row_batches(
+    unit: Mapping[str, bytes], schema: CollectionSchema, options: Mapping[str, str] | None = None
+) -> Iterator[list[dict[str, Any]]]:
+    """The rows of one unit (a file, or a NumPy file set: name -> bytes), ``BATCH_ROWS`` at a
+    time, with text-encoded values parsed into what the decoder takes and ``$meta``'s keys
+    made the row's own."""
+    options = options or {}
+    name, raw = next(iter(unit.items()))
+    for each in unit:
+        check_name(each)
     lower = name.lower()
-    if lower.endswith(FORMATS):
-        return
     if lower.endswith(".npy"):
-        raise ImportFileError(f"{name}: NumPy import files are not supported: use Parquet or JSON")
-    kinds = ", ".join(FORMATS)
-    raise ImportFileError(f"{name}: unsupported import file type (expected {kinds})")
-
-
-def row_batches(name: str, raw: bytes, schema: CollectionSchema) -> Iterator[list[dict[str, Any]]]:
-    """The file's rows, ``BATCH_ROWS`` at a time, with text-encoded values (sparse vectors,
-    ``$meta``) parsed into what the decoder takes and ``$meta``'s keys made the row's own."""
-    check_name(name)
-    lower = name.lower()
-    if lower.endswith(".parquet"):
+        batches = _numpy(unit)
+    elif lower.endswith(".parquet"):
         batches = _parquet(name, raw)
+    elif lower.endswith(".csv"):
+        batches = _batched(_csv(name, raw, schema, options))
     elif lower.endswith(".jsonl"):
         batches = _batched(_jsonl(name, raw))
     else:
         batches = _batched(iter(_json_rows(name, raw)))
-    texts = _text_fields(schema)
+    texts = _text_fields(schema, csv=lower.endswith(".csv"))
     dynamic = schema.dynamic_field is not None
     start = 0
     for rows in batches:
@@ -142,10 +160,20 @@ def _batched(rows: Iterator[Any]) -> Iterator[list[Any]]:
         yield batch
 
 
-def _text_fields(schema: CollectionSchema) -> frozenset[str]:
-    """Sparse vector fields: Parquet files carry them as JSON text (JSON fields stay text,
-    which the decoder takes as it is)."""
-    return frozenset(f.name for f in schema.fields if f.data_type == DataType.SPARSE_FLOAT_VECTOR)
+def _text_fields(schema: CollectionSchema, csv: bool = False) -> frozenset[str]:
+    """Fields whose values the file may carry as JSON text that the decoder wants parsed:
+    sparse vectors, and in CSV also dense vectors and arrays (JSON fields stay text, which
+    the decoder takes as it is)."""
+    kinds = {DataType.SPARSE_FLOAT_VECTOR}
+    if csv:
+        kinds |= {
+            DataType.FLOAT_VECTOR,
+            DataType.FLOAT16_VECTOR,
+            DataType.BFLOAT16_VECTOR,
+            DataType.BINARY_VECTOR,
+            DataType.ARRAY,
+        }
+    return frozenset(f.name for f in schema.fields if f.data_type in kinds and not f.is_dynamic)
 
 
 def _normalise(
@@ -177,3 +205,63 @@ def _loads(text: str, name: str, index: int, field: str) -> Any:
         return json.loads(text)
     except ValueError:
         raise ImportFileError(f"{name}: row {index}: {field} is not valid JSON text") from None
+
+
+def _csv(
+    name: str, raw: bytes, schema: CollectionSchema, options: Mapping[str, str]
+) -> Iterator[dict[str, Any]]:
+    """Rows of text, each value read by its field's type (``_typed``)."""
+    sep, null = options.get("sep", ","), options.get("nullkey", "")
+    if len(sep) != 1:
+        raise ImportFileError(f"{name}: sep must be one character, got {sep!r}")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ImportFileError(f"{name}: not UTF-8 text") from None
+    types = {f.name: f.data_type for f in schema.fields if not f.is_dynamic}
+    for index, row in enumerate(csv.DictReader(io.StringIO(text), delimiter=sep)):
+        if None in row or None in row.values():
+            raise ImportFileError(f"{name}: row {index} does not have one value per column")
+        yield {
+            key: None if value == null else _typed(types.get(key), value, name, index, key)
+            for key, value in row.items()
+        }
+
+
+def _typed(kind: DataType | None, text: str, name: str, index: int, key: str) -> Any:
+    """A CSV value as its field's type reads it; text for text fields (VarChar, JSON, and
+    the JSON texts ``_normalise`` parses) and for columns of no field."""
+    try:
+        if kind in _INTEGERS:
+            return int(text)
+        if kind in (DataType.FLOAT, DataType.DOUBLE):
+            return float(text)
+    except ValueError:
+        raise ImportFileError(f"{name}: row {index}: {key} {text!r} is not a number") from None
+    if kind == DataType.BOOL:
+        if text.lower() not in ("true", "false"):
+            raise ImportFileError(f"{name}: row {index}: {key} {text!r} is not true or false")
+        return text.lower() == "true"
+    return text
+
+
+_INTEGERS = frozenset({DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64})
+
+
+def _numpy(unit: Mapping[str, bytes]) -> Iterator[list[dict[str, Any]]]:
+    columns: dict[str, list[Any]] = {}
+    for name, raw in unit.items():
+        field = posixpath.basename(name)[: -len(".npy")]
+        if field in columns:
+            raise ImportFileError(f"{name}: a second file of field {field}")
+        try:
+            array = np.load(io.BytesIO(raw), allow_pickle=False)
+        except ValueError as exc:
+            raise ImportFileError(f"{name}: not a NumPy array file: {exc}") from None
+        columns[field] = list(array) if array.ndim > 1 else array.tolist()
+    lengths = {field: len(values) for field, values in columns.items()}
+    if len(set(lengths.values())) > 1:
+        raise ImportFileError(f"NumPy files of one import differ in length: {lengths}")
+    names = list(columns)
+    rows = (dict(zip(names, row, strict=True)) for row in zip(*columns.values(), strict=True))
+    return _batched(rows)

@@ -41,7 +41,7 @@ from vectide.services.common.schema import CollectionInfo
 from vectide.services.ingest.batcher import columns_of
 from vectide.services.ingest.decode import RecordDecoder, RecordError
 from vectide.services.proxy.context import DataCoordPort
-from vectide.services.proxy.import_files import ImportFileError, check_name, row_batches
+from vectide.services.proxy.import_files import ImportFileError, check_name, row_batches, units
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,14 @@ class Importer:
 
     # -- requests --------------------------------------------------------------------------
 
-    def submit(self, db_name: str, collection: str, partition: str, files: list[str]) -> int:
+    def submit(
+        self,
+        db_name: str,
+        collection: str,
+        partition: str,
+        files: list[str],
+        options: dict[str, str] | None = None,
+    ) -> int:
         """Check an Import request and queue it; returns the job id."""
         datacoord = self._datacoord()
         info = self._proxy.describe_collection(qualified(db_name, collection))
@@ -127,6 +134,7 @@ class Importer:
             files=list(files),
             proxy_id=self._proxy.server_id,
             file_bytes=sum(sizes),
+            options=dict(options or {}),
         )
         job = datacoord.new_import(job)
         self._queue.put(job)
@@ -214,8 +222,10 @@ class _Run:
         self._info = self._proxy.describe_collection(collection_id=job.collection_id)
         self._decoder = RecordDecoder(self._info.schema)
         self._inserted: list[Any] = []
-        #: file -> its checked batches, kept from the check for the insert
-        self._kept: dict[str, list[list[Any]]] = {}
+        #: files read together: each file, or the NumPy files as one set of columns
+        self._units = units(job.files)
+        #: unit -> its checked batches, kept from the check for the insert
+        self._kept: dict[int, list[list[Any]]] = {}
         self._saved_at = 0.0
 
     def save(self, force: bool = False) -> None:
@@ -229,20 +239,22 @@ class _Run:
         first files, up to ``KEEP_BYTES`` of files, are kept for the insert; the others are
         read and decoded again then."""
         budget = KEEP_BYTES
-        for name in self.job.files:
-            batches = list(self._checked(name))
-            self.job.file_rows.append(sum(map(len, batches)))
-            size = self._importer._files.size(name) or 0
+        rows: dict[str, int] = {}
+        for i, unit in enumerate(self._units):
+            batches = list(self._checked(unit))
+            rows.update(dict.fromkeys(unit, sum(map(len, batches))))
+            size = sum(self._importer._files.size(name) or 0 for name in unit)
             if size <= budget:
-                self._kept[name], budget = batches, budget - size
-        self.job.total_rows = sum(self.job.file_rows)
+                self._kept[i], budget = batches, budget - size
+        self.job.file_rows = [rows[name] for name in self.job.files]
+        self.job.total_rows = sum(rows[unit[0]] for unit in self._units)
         self.save(force=True)
 
     def insert_rows(self) -> None:
         pk = self._info.schema.primary
-        for name in self.job.files:
-            kept = self._kept.pop(name, None)
-            for rows in self._checked(name) if kept is None else kept:
+        for i, unit in enumerate(self._units):
+            kept = self._kept.pop(i, None)
+            for rows in self._checked(unit) if kept is None else kept:
                 self._go_on()
                 columns = columns_of(self._decoder, [row.values for row in rows])
                 if not pk.auto_id:
@@ -256,15 +268,15 @@ class _Run:
                 self.job.imported_rows += len(rows)
                 self.save()
 
-    def _checked(self, name: str) -> Iterator[list[Any]]:
-        """The file's rows decoded, a batch at a time; the first bad row raises."""
-        start = 0
-        for batch in row_batches(name, self._importer._files.get(name), self._info.schema):
+    def _checked(self, unit: list[str]) -> Iterator[list[Any]]:
+        """The unit's rows decoded, a batch at a time; the first bad row raises."""
+        start, files = 0, {name: self._importer._files.get(name) for name in unit}
+        for batch in row_batches(files, self._info.schema, self.job.options):
             self._go_on()
             decoded = self._decoder.decode_rows(batch)
             for i, row in enumerate(decoded):
                 if isinstance(row, RecordError):
-                    raise ImportFileError(f"{name}: row {start + i}: {row}")
+                    raise ImportFileError(f"{', '.join(unit)}: row {start + i}: {row}")
             start += len(batch)
             yield decoded
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pymilvus.grpc_gen import milvus_pb2
+from pymilvus.grpc_gen import common_pb2, milvus_pb2
 
 from vectide.services.proxy import rest_body as rb
 
@@ -31,10 +31,14 @@ def _create(api: RestCaller, call: RestCall) -> dict[str, Any]:
         if not isinstance(group, list) or not all(isinstance(f, str) for f in group):
             raise rb.bad_format("files must be an array of arrays of file paths")
         files.extend(group)
+    options = rb.get(call.body, "options", dict, {})
+    if not all(isinstance(v, str | int | float) for v in options.values()):
+        raise rb.bad_format("options must be an object of strings")
     request = milvus_pb2.ImportRequest(
         collection_name=call.collection,
         partition_name=rb.get(call.body, "partitionName", str, ""),
         files=files,
+        options=[common_pb2.KeyValuePair(key=k, value=str(v)) for k, v in options.items()],
     )
     reply = api.call("Import", request, call.db_name)
     return {"jobId": str(reply.tasks[0])}

@@ -104,10 +104,13 @@ def wait_state(alias: str, job: int, timeout_s: float = 60) -> BulkInsertState:
         time.sleep(0.2)
 
 
-def test_files_from_the_bulk_writer_are_imported_and_searchable(standalone, client, orm, name):
+@pytest.mark.parametrize("kind", ["PARQUET", "JSON", "CSV", "NUMPY"])
+def test_files_from_the_bulk_writer_are_imported_and_searchable(
+    standalone, client, orm, name, kind
+):
     client.load_collection(name)
-    files = write_files(standalone, client, name, range(1000), BulkFileType.PARQUET)
-    assert files and all(f[0].endswith(".parquet") for f in files)
+    files = write_files(standalone, client, name, range(1000), BulkFileType[kind])
+    assert len(files) == 1
     job = utility.do_bulk_insert(name, files=files[0], using=orm)
     state = wait_state(orm, job)
     assert state.state == BulkInsertState.ImportCompleted, state.infos

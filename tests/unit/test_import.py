@@ -8,6 +8,7 @@ import io
 import json
 from dataclasses import replace
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -188,8 +189,7 @@ def test_dynamic_fields_json_text_nullable_defaults_and_auto_id():
     [
         ([], "", Code.PARAMETER_INVALID, "import request is empty"),
         (["in/missing.parquet"], "", Code.PARAMETER_INVALID, "in/missing.parquet not found"),
-        (["in/x.npy"], "", Code.PARAMETER_INVALID, "NumPy import files are not supported"),
-        (["in/x.csv"], "", Code.PARAMETER_INVALID, "unsupported import file type"),
+        (["in/x.txt"], "", Code.PARAMETER_INVALID, "unsupported import file type"),
         (["in/a.parquet"], "nope", Code.PARTITION_NOT_FOUND, "nope"),
     ],
 )
@@ -223,12 +223,12 @@ def test_text_values_of_parquet_files_are_parsed():
             FieldSchema(102, "$meta", DataType.JSON, is_dynamic=True),
         ],
     )
-    [batch] = list(import_files.row_batches("x.parquet", raw, schema))
+    [batch] = list(import_files.row_batches({"x.parquet": raw}, schema))
     assert batch == [{"id": 1, "sp": {"3": 0.5}, "k": 1}]
     with pytest.raises(import_files.ImportFileError, match="not valid JSON"):
-        list(import_files.row_batches("x.json", b"{", schema))
+        list(import_files.row_batches({"x.json": b"{"}, schema))
     with pytest.raises(import_files.ImportFileError, match="not a Parquet file"):
-        list(import_files.row_batches("x.parquet", b"nope", schema))
+        list(import_files.row_batches({"x.parquet": b"nope"}, schema))
 
 
 def test_the_job_record_crosses_the_rpc_codec():
@@ -263,3 +263,57 @@ def test_a_coordinator_taking_over_fails_the_jobs_of_proxies_gone_meanwhile():
     assert got is not None and got.state == "Failed" and "session 5" in got.reason
     second.save_import(replace(got, state="Completed"))  # the gone proxy's late word is ignored
     assert second.import_job(job.job_id).state == "Failed"
+
+
+def npy(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()
+
+
+def test_csv_files_and_numpy_file_sets_are_imported(h):
+    service = service_of(h)
+    lines = ["id;vec"] + [f"{k};[{k}, {k}, {k}, {k}]" for k in range(10)]
+    h.store.objects["in/a.csv"] = "\n".join(lines).encode()
+    h.store.objects["in/np/id.npy"] = npy(np.arange(10, 15))
+    h.store.objects["in/np/vec.npy"] = npy(
+        np.repeat(np.arange(10, 15, dtype=np.float32), 4).reshape(5, 4)
+    )
+    request = Prepare.do_bulk_insert(
+        "c", "", ["in/a.csv", "in/np/id.npy", "in/np/vec.npy"], sep=";"
+    )
+    job = service.Import(request, Context()).tasks[0]
+    assert h.proxy.importer.drain() == 1
+    h.tick()
+    h.pump()
+    state = service.GetImportState(milvus_pb2.GetImportStateRequest(task=job), Context())
+    assert state.state == common_pb2.ImportCompleted, infos(state)
+    assert infos(state)["file_rows"] == "10,5,5" and infos(state)["total_rows"] == "15"
+    assert h.query_ids("c") == list(range(15))
+    assert h.search_ids("c", 12, limit=1) == [12]
+
+
+def test_csv_values_are_read_by_their_fields_types():
+    schema = CollectionSchema(
+        "s",
+        [
+            FieldSchema(100, "id", DataType.INT64, is_primary=True),
+            FieldSchema(101, "name", DataType.VARCHAR, max_length=10),
+            FieldSchema(102, "score", DataType.DOUBLE, nullable=True),
+            FieldSchema(103, "ok", DataType.BOOL),
+            FieldSchema(104, "$meta", DataType.JSON, is_dynamic=True),
+        ],
+    )
+    raw = b'id,name,score,ok,$meta\n7,0123,NULL,true,"{""k"": 1}"\n'
+    [batch] = list(import_files.row_batches({"x.csv": raw}, schema, {"nullkey": "NULL"}))
+    assert batch == [{"id": 7, "name": "0123", "score": None, "ok": True, "k": 1}]
+    with pytest.raises(import_files.ImportFileError, match="row 0: score 'x' is not a number"):
+        list(import_files.row_batches({"x.csv": b"id,score\n1,x\n"}, schema))
+    with pytest.raises(import_files.ImportFileError, match="differ in length"):
+        unit = {"a/id.npy": npy(np.arange(3)), "a/name.npy": npy(np.array(["a"]))}
+        list(import_files.row_batches(unit, schema))
+    assert import_files.units(["a.json", "n/id.npy", "b.csv", "n/v.npy"]) == [
+        ["a.json"],
+        ["b.csv"],
+        ["n/id.npy", "n/v.npy"],
+    ]
