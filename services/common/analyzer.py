@@ -43,6 +43,7 @@ ENGLISH_STOP_WORDS = frozenset(
 #: a word of the standard tokenizer: a run of letters, digits and underscores; apostrophes,
 #: dots and dashes split (``don't`` is ``don`` and ``t``, as Milvus's tokenizer has it)
 _WORDS = re.compile(r"\w+", re.UNICODE)
+_NON_SPACE = re.compile(r"\S+")
 _ALPHANUMERIC = re.compile(r"^[A-Za-z0-9]+$")
 _TOKENIZERS = ("standard", "whitespace")
 _FILTERS = ("lowercase", "asciifolding", "alphanumonly", "stop", "length", "stemmer")
@@ -58,6 +59,17 @@ class AnalyzerError(ValueError):
 
 
 @dataclass(frozen=True)
+class Token:
+    """A term where the text had it (RunAnalyzer's details): UTF-8 byte offsets, and its
+    word's position among the tokenizer's words (a dropped stop word keeps its position)."""
+
+    term: str
+    start: int
+    end: int
+    position: int
+
+
+@dataclass(frozen=True)
 class Analyzer:
     """A tokenizer and its filters, applied in order."""
 
@@ -69,6 +81,21 @@ class Analyzer:
         for step in self.filters:
             tokens = step(tokens)
         return tokens
+
+    def tokens(self, text: str) -> list[Token]:
+        """The terms with their places: each word through the filters alone (every filter
+        keeps, changes or drops one token at a time)."""
+        words = _WORDS if self.tokenizer == "standard" else _NON_SPACE
+        out = []
+        for position, match in enumerate(words.finditer(text)):
+            kept = [match.group()]
+            for step in self.filters:
+                kept = step(kept)
+            if kept:
+                start = len(text[: match.start()].encode())
+                end = start + len(match.group().encode())
+                out.append(Token(kept[0], start, end, position))
+        return out
 
     def sparse_row(self, text: str | None) -> bytes:
         """The text's terms as a sparse row: each term's index, its count as the value (a

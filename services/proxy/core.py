@@ -33,6 +33,7 @@ from vectide.services.common.schema import (
     FieldSchema,
     IndexInfo,
 )
+from vectide.services.common.segment import SegmentState
 from vectide.services.proxy import limits
 from vectide.services.proxy.channels_time_ticker import AckedWriter, ChannelsTimeTicker
 from vectide.services.proxy.context import (
@@ -520,6 +521,29 @@ class Proxy:
         self.ticker.wake({ch: flushed[info.name][1] for info in infos for ch in info.pchannels})
         return flushed
 
+    def flush_all(self, db_name: str = "") -> int:
+        """Seal every collection's segments (of ``db_name``, or of every database): FlushAll.
+        Returns the stamp :meth:`flushed_all` is asked about."""
+        flushed = self.flush(self._all_collections(db_name))
+        return max((ts for _, ts in flushed.values()), default=self.rootcoord.alloc_timestamp())
+
+    def flushed_all(self, flush_ts: int, db_name: str = "") -> bool:
+        """GetFlushAllState: no collection in scope has a sealed segment left unpersisted,
+        and every channel is persisted past ``flush_ts``."""
+        if self.datacoord is None:
+            return True
+        for ref in self._all_collections(db_name):
+            info = self.meta.get(ref)
+            rows = self.datacoord.segment_rows(info.collection_id)
+            sealed = [row[0] for row in rows if row[3] == SegmentState.SEALED]
+            if not self.flushed(sealed, ref, flush_ts):
+                return False
+        return True
+
+    def _all_collections(self, db_name: str) -> list[str]:
+        dbs = [db_name] if db_name else [db.name for db in self.list_databases()]
+        return [qualified(db, info.name) for db in dbs for info in self.show_collections(db)]
+
     def flushed(self, segment_ids: list[int], collection: str = "", flush_ts: int = 0) -> bool:
         """Whether a flush is done: its segments persisted and, with the collection and the
         flush's stamp, every channel of the collection persisted up to it (deletes too)."""
@@ -561,14 +585,17 @@ class Proxy:
             info.collection_id, source, list(destinations), list(segment_ids)
         )
 
-    def row_count(self, collection: str) -> int:
-        """Rows visible now (loaded collections), as GetCollectionStatistics reports."""
+    def row_count(self, collection: str, partition: str = "") -> int:
+        """Rows visible now in a loaded collection (or one of its loaded partitions), as
+        GetCollectionStatistics and GetPartitionStatistics report; 0 when not loaded."""
         info = self.meta.get(collection)
-        if self.querycoord.load_state(info.collection_id)[0] != LOAD_STATE_LOADED:
+        parts = [self.partition_id(info, partition)] if partition else []
+        if self.querycoord.load_state(info.collection_id, parts)[0] != LOAD_STATE_LOADED:
             return 0
         spec = QuerySpec(
             collection_name=collection,
             output_fields=["count(*)"],
+            partition_names=[partition] if partition else [],
             use_default_consistency=False,
             consistency_level=ConsistencyLevel.EVENTUALLY,
         )

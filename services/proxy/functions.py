@@ -170,7 +170,7 @@ def run(schema: CollectionSchema, columns: dict[str, FieldColumn], num_rows: int
     for fn in schema.functions:
         [source], [target] = fn.input_fields, fn.output_fields
         texts = _texts(columns[source])
-        analyze = _analyzer(schema, source)
+        analyze = analyzer_for(schema, source)
         field = schema.field(target)
         assert field is not None  # validated at create
         rows = [analyze.sparse_row(t) for t in texts]
@@ -184,9 +184,11 @@ def _texts(column: FieldColumn) -> list[str | None]:
     return [t if ok else None for t, ok in zip(column.data, column.valid, strict=True)]
 
 
-def _analyzer(schema: CollectionSchema, name: str) -> analyzer.Analyzer:
+def analyzer_for(schema: CollectionSchema, name: str) -> analyzer.Analyzer:
+    """The analyzer of a VarChar field created with ``enable_analyzer``."""
     field = schema.field(name)
-    assert field is not None and field.analyzer_params is not None  # validated at create
+    if field is None or field.analyzer_params is None:
+        raise errors.invalid(f"field {name} has no analyzer (enable_analyzer is off)")
     return analyzer.analyzer_of(field.analyzer_params)
 
 
@@ -201,7 +203,7 @@ def queries(schema: CollectionSchema, field: FieldSchema, group: Any) -> list[by
             f"field {field.name} is the output of BM25 function {fn.name}: search it with "
             "texts (data=['some words']), not vectors"
         )
-    analyze = _analyzer(schema, fn.input_fields[0])
+    analyze = analyzer_for(schema, fn.input_fields[0])
     try:
         texts = [raw.decode() for raw in holder.values]
     except UnicodeDecodeError:

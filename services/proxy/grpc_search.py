@@ -1,4 +1,5 @@
-"""The search RPCs: Search (plain, range, grouping, iterator pages) and HybridSearch.
+"""The search RPCs: Search (plain, range, grouping, iterator pages) and HybridSearch, and
+RunAnalyzer (the terms full-text search makes of a text).
 
 A mixin of :class:`services.proxy.grpc_service.MilvusService`, which supplies ``proxy``,
 ``_charge`` and ``_read_common``. A hybrid search's sub-requests are read exactly as Search
@@ -15,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from pymilvus.grpc_gen import milvus_pb2
 
-from vectide.services.common import errors
+from vectide.services.common import analyzer, errors
 from vectide.services.common.errors import MilvusError
-from vectide.services.proxy import convert, limits
+from vectide.services.proxy import convert, functions, limits
 from vectide.services.proxy.core import Proxy
 from vectide.services.proxy.dql import SearchSpec
 from vectide.services.proxy.expr_params import template_values
-from vectide.services.proxy.grpc_common import rpc
+from vectide.services.proxy.grpc_common import ok, ref_of, rpc
 from vectide.services.proxy.hybrid import HybridSpec, hybrid_search
 from vectide.services.proxy.rerank import Cut, ranker_of
 from vectide.services.proxy.search_iterator import (
@@ -94,6 +95,36 @@ class SearchRpcs:
         info, hits, outputs = hybrid_search(self.proxy, spec)
         return convert.search_results(info, hits, outputs, cut.limit, group_by)
 
+    @rpc(milvus_pb2.RunAnalyzerResponse)
+    def RunAnalyzer(self, request, context):
+        """The terms an analyzer makes of texts (pymilvus ``run_analyzer``): the analyzer of
+        ``analyzer_params``, or of a collection's field."""
+        if request.analyzer_names:
+            raise errors.invalid("multi-language analyzers (analyzer_names) are not supported")
+        if request.collection_name:
+            info = self.proxy.meta.get(ref_of(request, context))
+            analyze = functions.analyzer_for(info.schema, request.field_name)
+        else:
+            try:
+                analyze = analyzer.analyzer_of(request.analyzer_params or None)
+            except (analyzer.AnalyzerError, ValueError) as exc:
+                raise errors.invalid(str(exc)) from None
+        results = []
+        for raw in request.placeholder:
+            try:
+                text = raw.decode()
+            except UnicodeDecodeError:
+                raise errors.invalid("a text to analyze is not UTF-8") from None
+            results.append(
+                milvus_pb2.AnalyzerResult(
+                    tokens=[
+                        _token(t, request.with_detail, request.with_hash)
+                        for t in analyze.tokens(text)
+                    ]
+                )
+            )
+        return milvus_pb2.RunAnalyzerResponse(status=ok(), results=results)
+
     def _search_spec(
         self, request: Any, common: dict[str, Any]
     ) -> tuple[SearchSpec, IteratorPage | None]:
@@ -130,6 +161,16 @@ class SearchRpcs:
                 raise errors.invalid("Not allowed to do groupBy when doing iteration")
             spec.params = page_params(page, spec.params)
         return spec, page
+
+
+def _token(token: analyzer.Token, detail: bool, hashed: bool) -> milvus_pb2.AnalyzerToken:
+    out = milvus_pb2.AnalyzerToken(token=token.term)
+    if detail:
+        out.start_offset, out.end_offset = token.start, token.end
+        out.position, out.position_length = token.position, 1
+    if hashed:  # the sparse index the term has in a BM25 function's output
+        out.hash = analyzer.term_index(token.term)
+    return out
 
 
 def _group_size(value: Any) -> int:

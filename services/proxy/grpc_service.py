@@ -189,6 +189,13 @@ class MilvusService(
             status=ok(), stats=[common_pb2.KeyValuePair(key="row_count", value=str(count))]
         )
 
+    @rpc(milvus_pb2.GetPartitionStatisticsResponse)
+    def GetPartitionStatistics(self, request, context):
+        count = self.proxy.row_count(ref_of(request, context), request.partition_name)
+        return milvus_pb2.GetPartitionStatisticsResponse(
+            status=ok(), stats=[common_pb2.KeyValuePair(key="row_count", value=str(count))]
+        )
+
     # -- partitions ----------------------------------------------------------------------
 
     @rpc(common_pb2.Status)
@@ -437,6 +444,18 @@ class MilvusService(
             response.coll_seal_times[name] = timestamp.physical_ms(ts) // 1000
             response.coll_flush_ts[name] = ts
         return response
+
+    @rpc(milvus_pb2.FlushAllResponse)
+    def FlushAll(self, request, context):
+        if request.flush_targets:
+            raise errors.invalid("flush targets are not supported: flush collections by name")
+        ts = self.proxy.flush_all(request.db_name)
+        return milvus_pb2.FlushAllResponse(status=ok(), flush_all_ts=ts)
+
+    @rpc(milvus_pb2.GetFlushAllStateResponse)
+    def GetFlushAllState(self, request, context):
+        flushed = self.proxy.flushed_all(request.flush_all_ts, request.db_name)
+        return milvus_pb2.GetFlushAllStateResponse(status=ok(), flushed=flushed)
 
     @rpc(milvus_pb2.GetFlushStateResponse)
     def GetFlushState(self, request, context):

@@ -533,3 +533,36 @@ def test_a_search_of_a_scalar_field_is_refused_clearly(docs):
     reply = service.Search(request, Context())
     assert reply.status.code == 1100, reply.status
     assert "anns_field text is not a vector field" in reply.status.reason
+
+
+def test_run_analyzer_returns_the_terms_their_places_and_hashes(docs):
+    _, service = docs
+    text = "The Dogs ran, naïvely"
+    request = Prepare.run_analyzer([text, ""], analyzer_params={"type": "english"})
+    reply = service.RunAnalyzer(request, Context())
+    assert reply.status.code == 0, reply.status
+    assert [[t.token for t in r.tokens] for r in reply.results] == [["dog", "ran", "naïv"], []]
+    detailed = Prepare.run_analyzer(
+        text, analyzer_params={"type": "english"}, with_detail=True, with_hash=True
+    )
+    tokens = service.RunAnalyzer(detailed, Context()).results[0].tokens
+    # byte offsets of the words; "The" (position 0) is a stop word
+    assert [(t.start_offset, t.end_offset, t.position) for t in tokens] == [
+        (4, 8, 1),
+        (9, 12, 2),
+        (14, 22, 3),
+    ]
+    assert text.encode()[14:22].decode() == "naïvely"
+    assert [t.hash for t in tokens] == [analyzer.term_index(t) for t in ("dog", "ran", "naïv")]
+    # a collection's field: its own analyzer (the standard one here), the same terms a search uses
+    by_field = Prepare.run_analyzer(text, collection_name="docs", field_name="text")
+    tokens = service.RunAnalyzer(by_field, Context()).results[0].tokens
+    assert [t.token for t in tokens] == ["the", "dogs", "ran", "naïvely"]
+    refused = service.RunAnalyzer(
+        Prepare.run_analyzer(text, analyzer_params={"type": "chinese"}), Context()
+    )
+    assert refused.status.code == 1100 and "chinese" in refused.status.reason
+    no_analyzer = service.RunAnalyzer(
+        Prepare.run_analyzer(text, collection_name="docs", field_name="dense"), Context()
+    )
+    assert "has no analyzer" in no_analyzer.status.reason

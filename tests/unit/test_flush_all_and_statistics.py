@@ -1,0 +1,65 @@
+"""FlushAll / GetFlushAllState (pymilvus ``flush_all``) and GetPartitionStatistics
+(``get_partition_stats``) on the fault harness."""
+
+from __future__ import annotations
+
+from pymilvus.client.prepare import Prepare
+from pymilvus.grpc_gen import milvus_pb2
+
+from benchmarks.search_path import Context
+from vectide.services.proxy.grpc_service import MilvusService
+from vectide.services.testing import Harness
+
+
+def test_flush_all_seals_every_collection_and_reports_when_the_data_node_persisted_them():
+    h = Harness()
+    service = MilvusService(h.proxy)
+    h.create_collection("a")
+    h.create_collection("b")
+    h.proxy.create_database("other", {})
+    h.insert("a", range(5))
+    h.insert("b", range(3))
+    reply = service.FlushAll(Prepare.flush_all_request(""), Context())
+    assert reply.status.code == 0, reply.status
+    segments = h.datacoord.segment_rows(h.proxy.meta.get("a").collection_id)
+    assert {row[3] for row in segments} == {"Sealed"}
+
+    def state() -> bool:
+        request = Prepare.get_flush_all_state_request(reply.flush_all_ts, "")
+        answer = service.GetFlushAllState(request, Context())
+        assert answer.status.code == 0, answer.status
+        return answer.flushed
+
+    assert not state()
+    h.tick()
+    h.datanode.flush_once()
+    assert state()
+    refused = service.FlushAll(
+        milvus_pb2.FlushAllRequest(flush_targets=[milvus_pb2.FlushAllTarget(db_name="x")]),
+        Context(),
+    )
+    assert refused.status.code == 1100
+
+
+def test_partition_statistics_count_the_rows_of_a_loaded_partition():
+    h = Harness()
+    service = MilvusService(h.proxy)
+    h.create_collection("c")
+    h.proxy.release_collection("c")
+    h.proxy.create_partition("c", "p")
+    h.proxy.load_collection("c")
+    h.tick()
+    h.insert("c", range(4))
+
+    def stats(partition: str) -> milvus_pb2.GetPartitionStatisticsResponse:
+        request = milvus_pb2.GetPartitionStatisticsRequest(
+            collection_name="c", partition_name=partition
+        )
+        return service.GetPartitionStatistics(request, Context())
+
+    h.tick()
+    h.pump()
+    assert {kv.key: kv.value for kv in stats("_default").stats} == {"row_count": "4"}
+    assert stats("p").stats[0].value == "0"
+    missing = stats("nope")
+    assert missing.status.code == 200 and "nope" in missing.status.reason
