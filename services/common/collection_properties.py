@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from vectide.services.common import errors, timestamp
 from vectide.services.common.msgstream.message import DataType
-from vectide.services.common.schema import CollectionInfo, FieldSchema
+from vectide.services.common.schema import CollectionInfo, FieldSchema, IndexInfo
 
 #: Milvus's key (``common.CollectionTTLConfigKey``): seconds a row stays readable after it was
 #: inserted (upserted rows start again); 0 or negative: forever
@@ -107,6 +107,28 @@ def altered_field(
             raise errors.invalid(f"{_refused(key, field)}: only {MMAP_KEY} can be deleted")
         extra.pop(key, None)
     return replace(field, properties=extra, **changes)
+
+
+def altered_index(
+    index: IndexInfo, properties: Mapping[str, str], delete_keys: Sequence[str] = ()
+) -> IndexInfo:
+    """``index`` with ``mmap.enabled`` set or deleted (AlterIndex); Milvus alters nothing
+    else of a built index."""
+    one_change("alter index", properties, delete_keys)
+    extra = dict(index.properties)
+    for key, value in properties.items():
+        if key != MMAP_KEY:
+            raise errors.invalid(
+                f"{key} of index {index.index_name} cannot be altered: only {MMAP_KEY} can"
+            )
+        extra[key] = _flag(key, value)
+    for key in delete_keys:
+        if key != MMAP_KEY:
+            raise errors.invalid(
+                f"{key} of index {index.index_name} cannot be deleted: only {MMAP_KEY} can"
+            )
+        extra.pop(key, None)
+    return replace(index, properties=extra)
 
 
 def _refused(key: str, field: FieldSchema) -> str:

@@ -174,6 +174,8 @@ class IndexInfo:
     metric_type: str
     params: dict[str, str] = field(default_factory=dict)
     create_ts: int = 0
+    #: AlterIndex's properties (``mmap.enabled``): kept and described, no effect on the build
+    properties: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

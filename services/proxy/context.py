@@ -82,6 +82,14 @@ class RootCoordPort(Protocol):
     def drop_partition(self, ts: int, collection: str, partition: str) -> None: ...
     def create_index(self, ts: int, collection: str, index: IndexInfo) -> IndexInfo: ...
     def drop_index(self, ts: int, collection: str, index_name: str) -> None: ...
+    def alter_index(
+        self,
+        ts: int,
+        collection: str,
+        index_name: str,
+        properties: dict[str, str],
+        delete_keys: Sequence[str] = (),
+    ) -> None: ...
     def report_timetick(
         self,
         source_id: int,

@@ -386,6 +386,20 @@ class Proxy:
         self.scheduler.ddl(lambda ts: self.rootcoord.drop_index(ts, collection, index_name))
         self.meta.invalidate(collection)
 
+    def alter_index(
+        self,
+        collection: str,
+        index_name: str,
+        properties: dict[str, str],
+        delete_keys: Sequence[str],
+    ) -> None:
+        self.scheduler.ddl(
+            lambda ts: self.rootcoord.alter_index(
+                ts, collection, index_name, properties, delete_keys
+            )
+        )
+        self.meta.invalidate(collection)
+
     # -- load --------------------------------------------------------------------------------
 
     def load_collection(self, collection: str, replica_number: int = 1) -> None:

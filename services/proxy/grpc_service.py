@@ -300,6 +300,18 @@ class MilvusService(
         self.proxy.drop_index(ref_of(request, context), name)
         return ok()
 
+    @rpc(common_pb2.Status)
+    def AlterIndex(self, request, context):
+        """An index's ``mmap.enabled`` (pymilvus ``alter_index_properties``,
+        ``drop_index_properties``)."""
+        self.proxy.alter_index(
+            ref_of(request, context),
+            request.index_name,
+            convert.kv_pairs(request.extra_params),
+            list(request.delete_keys),
+        )
+        return ok()
+
     # -- load ----------------------------------------------------------------------------
 
     @rpc(common_pb2.Status)
@@ -527,9 +539,11 @@ def _segment_state(state: str) -> int:
 
 
 def _index_params(index: IndexInfo) -> list[common_pb2.KeyValuePair]:
-    """DescribeIndex's params: a scalar index has no metric type (Milvus lists none)."""
+    """DescribeIndex's params: a scalar index has no metric type (Milvus lists none);
+    AlterIndex's properties follow."""
     pairs = [common_pb2.KeyValuePair(key="index_type", value=index.index_type)]
     if index.metric_type:
         pairs.append(common_pb2.KeyValuePair(key="metric_type", value=index.metric_type))
     pairs.append(common_pb2.KeyValuePair(key="params", value=json.dumps(index.params)))
+    pairs += [common_pb2.KeyValuePair(key=k, value=v) for k, v in index.properties.items()]
     return pairs

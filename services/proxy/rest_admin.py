@@ -67,6 +67,24 @@ def index_routes(api: RestCaller) -> dict[str, Handler]:
             ),
             c,
         ),
+        "alter_properties": lambda c: api.empty(
+            "AlterIndex",
+            milvus_pb2.AlterIndexRequest(
+                collection_name=c.collection,
+                index_name=rb.get(c.body, "indexName", str),
+                extra_params=rb.key_values(rb.get(c.body, "properties", dict)),
+            ),
+            c,
+        ),
+        "drop_properties": lambda c: api.empty(
+            "AlterIndex",
+            milvus_pb2.AlterIndexRequest(
+                collection_name=c.collection,
+                index_name=rb.get(c.body, "indexName", str),
+                delete_keys=rb.name_list(c.body, "propertyKeys"),
+            ),
+            c,
+        ),
     }
 
 

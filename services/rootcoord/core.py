@@ -602,6 +602,26 @@ class RootCoord:
             self.meta.update(replace(info, indexes=kept))
         self._invalidate_collection(info)
 
+    def alter_index(
+        self,
+        ts: int,
+        collection: str,
+        index_name: str,
+        properties: dict[str, str],
+        delete_keys: Sequence[str] = (),
+    ) -> None:
+        """An index's ``mmap.enabled`` (AlterIndex)."""
+        with self._dd_lock:
+            info = self._require(collection)
+            found = [i for i in info.indexes if i.index_name == index_name]
+            if not found:
+                raise MilvusError(Code.INDEX_NOT_FOUND, f"index not found[index={index_name}]")
+            new = collection_properties.altered_index(found[0], properties, delete_keys)
+            self._begin_ddl(ts)
+            indexes = [new if i is found[0] else i for i in info.indexes]
+            self.meta.update(replace(info, indexes=indexes, update_ts=ts))
+        self._invalidate_collection(info)
+
     def reset_channel_offsets(self) -> int:
         """The channels were recreated empty (a broker that lost its log): every collection
         is now read from the start of its channels. Returns how many collections changed."""

@@ -78,6 +78,7 @@ ROOTCOORD_METHODS = (
     "drop_partition",
     "create_index",
     "drop_index",
+    "alter_index",
     "report_timetick",
     "read_fence",
     "create_database",

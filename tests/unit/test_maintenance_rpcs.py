@@ -1,5 +1,6 @@
-"""FlushAll / GetFlushAllState (pymilvus ``flush_all``) and GetPartitionStatistics
-(``get_partition_stats``) on the fault harness."""
+"""FlushAll / GetFlushAllState (pymilvus ``flush_all``), GetPartitionStatistics
+(``get_partition_stats``) and AlterIndex (``alter_index_properties``,
+``drop_index_properties``) on the fault harness."""
 
 from __future__ import annotations
 
@@ -63,3 +64,29 @@ def test_partition_statistics_count_the_rows_of_a_loaded_partition():
     assert stats("p").stats[0].value == "0"
     missing = stats("nope")
     assert missing.status.code == 200 and "nope" in missing.status.reason
+
+
+def test_alter_index_sets_and_drops_mmap_and_refuses_anything_else():
+    h = Harness()
+    service = MilvusService(h.proxy)
+    h.create_collection("c")
+
+    def described() -> dict[str, str]:
+        reply = service.DescribeIndex(Prepare.describe_index_request("c", "idx"), Context())
+        return {kv.key: kv.value for kv in reply.index_descriptions[0].params}
+
+    def alter(request) -> object:
+        return service.AlterIndex(request, Context())
+
+    assert (
+        alter(Prepare.alter_index_properties_request("c", "idx", {"mmap.enabled": True})).code == 0
+    )
+    assert described()["mmap.enabled"] == "true"
+    h.crash_coordinators()  # kept in the catalog
+    assert described()["mmap.enabled"] == "true"
+    assert alter(Prepare.drop_index_properties_request("c", "idx", ["mmap.enabled"])).code == 0
+    assert "mmap.enabled" not in described()
+    refused = alter(Prepare.alter_index_properties_request("c", "idx", {"nlist": 8}))
+    assert refused.code == 1100 and "only mmap.enabled" in refused.reason
+    missing = alter(Prepare.alter_index_properties_request("c", "nope", {"mmap.enabled": 1}))
+    assert missing.code != 0 and "index not found" in missing.reason
