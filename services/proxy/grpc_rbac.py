@@ -16,7 +16,15 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2
 
 from vectide.services.common import errors
 from vectide.services.common.errors import Code, MilvusError
-from vectide.services.common.security.privileges import ANY, COLLECTION, GLOBAL, Grant, api_name
+from vectide.services.common.security.privileges import (
+    ANY,
+    COLLECTION,
+    GLOBAL,
+    GROUP_PREFIX,
+    Grant,
+    api_name,
+    check_level,
+)
 from vectide.services.common.security.rbac import Rbac
 from vectide.services.proxy.grpc_auth import CURRENT_USER
 from vectide.services.proxy.grpc_common import db_of, ok, rpc
@@ -144,15 +152,48 @@ class RbacRpcs:
         """``grant_privilege_v2``: a collection, or with collection ``*`` the database
         (``*``: every database) as a Global object."""
         collection = request.collection_name or ANY
+        db_name = db_of(request, context)
+        privilege = request.grantor.privilege.name
+        check_level(GROUP_PREFIX + privilege, db_name, collection)
         grant = Grant(
             request.role.name,
             GLOBAL if collection == ANY else COLLECTION,
             collection,
-            db_of(request, context),
-            request.grantor.privilege.name,
+            db_name,
+            privilege,
             CURRENT_USER.get(),
         )
         self._rbac().grant(grant, revoke=request.type == milvus_pb2.OperatePrivilegeType.Revoke)
+        return ok()
+
+    # -- privilege groups ----------------------------------------------------------------
+
+    @rpc(common_pb2.Status)
+    def CreatePrivilegeGroup(self, request, context):
+        self._rbac().create_privilege_group(request.group_name)
+        return ok()
+
+    @rpc(common_pb2.Status)
+    def DropPrivilegeGroup(self, request, context):
+        self._rbac().drop_privilege_group(request.group_name)
+        return ok()
+
+    @rpc(milvus_pb2.ListPrivilegeGroupsResponse)
+    def ListPrivilegeGroups(self, request, context):
+        groups = [
+            milvus_pb2.PrivilegeGroupInfo(
+                group_name=name,
+                privileges=[milvus_pb2.PrivilegeEntity(name=p) for p in privileges],
+            )
+            for name, privileges in self._rbac().privilege_groups().items()
+        ]
+        return milvus_pb2.ListPrivilegeGroupsResponse(status=ok(), privilege_groups=groups)
+
+    @rpc(common_pb2.Status)
+    def OperatePrivilegeGroup(self, request, context):
+        remove = request.type == milvus_pb2.OperatePrivilegeGroupType.RemovePrivilegesFromGroup
+        privileges = [p.name for p in request.privileges]
+        self._rbac().change_privilege_group(request.group_name, privileges, remove)
         return ok()
 
     @rpc(milvus_pb2.SelectGrantResponse)

@@ -335,3 +335,34 @@ def test_an_api_key_authenticates_as_its_user_until_revoked(secured, root, colle
     assert any("msg=CreateApiKey" in ln and "user=os:" in ln for ln in lines)
     assert any("msg=RevokeApiKey" in ln and "key_name=ci" in ln for ln in lines)
     assert not any(key in ln for ln in lines)
+
+
+def test_privilege_groups_built_in_and_custom_grant_through_pymilvus(secured, root, collection):
+    """Milvus 2.5's privilege groups: a built-in one at the collection level, a custom one
+    whose privileges change after it was granted."""
+    name, password = _user(root)
+    user = _connect(secured.uri, user=name, password=password)
+    role = f"groups_{uuid.uuid4().hex[:6]}"
+    root.create_role(role)
+    root.grant_role(name, role)
+    root.grant_privilege_v2(role, "CollectionReadOnly", collection, db_name="default")
+    assert len(user.search(collection, [[0.5] * DIM], limit=2)[0]) == 2
+    with denied("PrivilegeInsert: permission deny"):
+        user.insert(collection, [{"id": 200, "vector": [0.5] * DIM}])
+
+    group = f"writers_{uuid.uuid4().hex[:6]}"
+    root.create_privilege_group(group)
+    root.add_privileges_to_group(group, ["Insert", "Upsert"])
+    listed = {g["privilege_group"]: g["privileges"] for g in root.list_privilege_groups()}
+    assert sorted(listed[group]) == ["Insert", "Upsert"]
+    root.grant_privilege_v2(role, group, collection, db_name="default")
+    assert user.insert(collection, [{"id": 200, "vector": [0.5] * DIM}])["insert_count"] == 1
+    root.remove_privileges_from_group(group, ["Insert"])
+    with denied("PrivilegeInsert: permission deny"):
+        user.insert(collection, [{"id": 201, "vector": [0.5] * DIM}])
+    with pytest.raises(MilvusException, match="revoke it first"):
+        root.drop_privilege_group(group)
+    root.revoke_privilege_v2(role, group, collection, db_name="default")
+    root.drop_privilege_group(group)
+    with pytest.raises(MilvusException, match="cluster-level privilege group"):
+        root.grant_privilege_v2(role, "ClusterReadOnly", "*", db_name="default")

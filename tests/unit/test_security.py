@@ -13,7 +13,13 @@ from vectide.services.common.kv import MemoryKV
 from vectide.services.common.security import audit
 from vectide.services.common.security.guard import Guard, PermissionDenied, Unauthenticated
 from vectide.services.common.security.passwords import hash_password, verify_password
-from vectide.services.common.security.privileges import Grant, Requirement, covers
+from vectide.services.common.security.privileges import (
+    Grant,
+    Requirement,
+    api_name,
+    check_level,
+    covers,
+)
 from vectide.services.common.security.rbac import Rbac
 from vectide.services.common.security.store import RbacStore
 from vectide.services.proxy.grpc_auth import PRIVILEGE_NAMES, audit_fields, requirement
@@ -191,6 +197,66 @@ def test_all_and_groups_cover_what_milvus_says():
     assert covers(grant("PrivilegeGroupAdmin"), need("CreateOwnership", "Global", "*"), "*")
 
 
+def test_milvus_25_built_in_groups_cover_their_level_only(parts):
+    _, guard, rbac, _ = parts
+    rbac.create_user("alice", "password1")
+    rbac.create_role("r")
+    rbac.set_user_role("alice", "r", member=True)
+    rbac.grant(Grant("r", "Collection", "docs", "default", "CollectionReadOnly"))
+    rbac.grant(Grant("r", "Global", "*", "default", "DatabaseReadWrite"))
+    rbac.grant(Grant("r", "Global", "*", "*", "ClusterReadOnly"))
+    guard.check("alice", need("Search"))
+    guard.check("alice", need("AlterDatabase", "Global", "*"))
+    guard.check("alice", need("ListDatabases", "Global", "*", db="other"))
+    for denied in (
+        need("Insert"),  # CollectionReadWrite's
+        need("Search", name="logs"),  # another collection
+        need("CreateCollection", "Global", "*"),  # DatabaseAdmin's
+        need("AlterDatabase", "Global", "*", db="other"),  # another database
+    ):
+        with pytest.raises(PermissionDenied):
+            guard.check("alice", denied)
+    assert [api_name(g.privilege) for g in rbac.select_grants("r")] == [
+        "CollectionReadOnly",
+        "DatabaseReadWrite",
+        "ClusterReadOnly",
+    ]
+
+
+def test_database_and_cluster_groups_are_granted_at_their_level():
+    check_level("PrivilegeGroupCollectionAdmin", "default", "docs")
+    with pytest.raises(MilvusError, match="database-level privilege group: grant it on collection"):
+        check_level("PrivilegeGroupDatabaseAdmin", "default", "docs")
+    with pytest.raises(MilvusError, match="cluster-level privilege group: grant it on database"):
+        check_level("PrivilegeGroupClusterAdmin", "default", "*")
+
+
+def test_custom_privilege_groups_grant_what_they_hold_now(parts):
+    _, guard, rbac, _ = parts
+    rbac.create_user("alice", "password1")
+    rbac.create_role("r")
+    rbac.set_user_role("alice", "r", member=True)
+    rbac.create_privilege_group("readers")
+    rbac.change_privilege_group("readers", ["Query", "Search"], remove=False)
+    assert rbac.privilege_groups() == {"readers": ["Query", "Search"]}
+    rbac.grant(Grant("r", "Collection", "docs", "default", "readers"))
+    guard.check("alice", need("Search"))
+    with pytest.raises(PermissionDenied):
+        guard.check("alice", need("Search", name="logs"))
+    rbac.change_privilege_group("readers", ["Search"], remove=True)
+    with pytest.raises(PermissionDenied):  # the group changed: so did the grant
+        guard.check("alice", need("Search"))
+    guard.check("alice", need("Query"))
+    with pytest.raises(MilvusError, match="granted to role \\[r\\]"):
+        rbac.drop_privilege_group("readers")
+    with pytest.raises(MilvusError, match="privilege name"):
+        rbac.change_privilege_group("readers", ["ClusterAdmin"], remove=False)
+    rbac.grant(Grant("r", "Collection", "docs", "default", "readers"), revoke=True)
+    rbac.drop_privilege_group("readers")
+    rbac.drop_privilege_group("readers")  # idempotent
+    assert rbac.privilege_groups() == {}
+
+
 def test_users_may_change_themselves_and_read_their_roles_grants(parts):
     _, guard, rbac, _ = parts
     rbac.create_user("alice", "password1")
@@ -224,7 +290,13 @@ def test_users_may_change_themselves_and_read_their_roles_grants(parts):
         (lambda r: r.grant(Grant("ghost", "Global", "*", "default", "All")), "not found the role"),
         (lambda r: r.grant(Grant("admin", "Planet", "*", "default", "All")), "object type"),
         (lambda r: r.grant(Grant("admin", "Global", "*", "default", "Fly")), "privilege name"),
-        (lambda r: r.grant(Grant("admin", "Global", "*", "default", "GroupClusterAdmin")), "group"),
+        (
+            lambda r: r.grant(Grant("admin", "Global", "*", "default", "NoSuchGroup")),
+            "privilege name",
+        ),
+        (lambda r: r.create_privilege_group("ClusterAdmin"), "built-in"),
+        (lambda r: r.create_privilege_group("Insert"), "built-in"),
+        (lambda r: r.change_privilege_group("ghost", ["Query"], False), "does not exist"),
     ],
 )
 def test_refusals_are_clear_milvus_errors(parts, call, message):

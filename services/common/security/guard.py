@@ -152,7 +152,8 @@ class Guard:
             return
         if role_asked and role_asked in roles:
             return
-        if permitted(self.snapshot().grants_of(roles), need):
+        snap = self.snapshot()
+        if permitted(snap.grants_of(roles), need, snap.groups):
             return
         raise PermissionDenied(
             f"{need.privilege}: permission deny to {user} in the `{need.db_name}` database"

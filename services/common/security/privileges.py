@@ -13,6 +13,7 @@ only the database (and, for the collection-scoped groups, the collection) has to
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from vectide.services.common import errors
@@ -44,12 +45,53 @@ _ADMIN = _READ_WRITE | _names(
     "DropResourceGroup", "DescribeResourceGroup", "ListResourceGroups", "TransferReplica",
     "TransferNode", "CreateDatabase", "DropDatabase", "AlterDatabase",
 )  # fmt: skip
-#: Milvus's built-in groups (``common.security.*Privileges`` defaults), and whether a grant of
-#: the group is bound to its collection (read-only and read-write) or to the whole database
-GROUPS: dict[str, tuple[frozenset[str], bool]] = {
-    "PrivilegeGroupReadOnly": (_READ_ONLY, True),
-    "PrivilegeGroupReadWrite": (_READ_WRITE, True),
-    "PrivilegeGroupAdmin": (_ADMIN, False),
+# Milvus 2.5's built-in groups by level (``pkg/util/constant.go``): collection, database,
+# cluster. A level's groups cover nothing of another level (no cascade).
+_COLL_RO = _names(
+    "Query", "Search", "IndexDetail", "GetFlushState", "GetLoadState", "GetLoadingProgress",
+    "HasPartition", "ShowPartitions", "DescribeCollection", "DescribeAlias", "GetStatistics",
+    "ListAliases",
+)  # fmt: skip
+_COLL_RW = _COLL_RO | _names(
+    "Load", "Release", "Insert", "Delete", "Upsert", "Import", "Flush", "Compaction",
+    "LoadBalance", "CreateIndex", "DropIndex", "CreatePartition", "DropPartition",
+)  # fmt: skip
+_COLL_ADMIN = _COLL_RW | _names("CreateAlias", "DropAlias")
+_DB_RO = _names("ShowCollections", "DescribeDatabase")
+_DB_RW = _DB_RO | _names("AlterDatabase")
+_DB_ADMIN = _DB_RW | _names("CreateCollection", "DropCollection")
+_CLUSTER_RO = _names(
+    "ListDatabases", "SelectOwnership", "SelectUser", "DescribeResourceGroup",
+    "ListResourceGroups", "ListPrivilegeGroups",
+)  # fmt: skip
+_CLUSTER_RW = _CLUSTER_RO | _names(
+    "FlushAll", "TransferNode", "TransferReplica", "UpdateResourceGroups"
+)  # fmt: skip
+_CLUSTER_ADMIN = _CLUSTER_RW | _names(
+    "BackupRBAC", "RestoreRBAC", "CreateDatabase", "DropDatabase", "CreateOwnership",
+    "DropOwnership", "ManageOwnership", "CreateResourceGroup", "DropResourceGroup",
+    "UpdateUser", "RenameCollection", "CreatePrivilegeGroup", "DropPrivilegeGroup",
+    "OperatePrivilegeGroup",
+)  # fmt: skip
+GROUP_PREFIX = "PrivilegeGroup"
+#: Milvus 2.4's groups, granted before levels existed: never refused for their object
+_V1_GROUPS = frozenset({"PrivilegeGroupReadOnly", "PrivilegeGroupReadWrite", "PrivilegeGroupAdmin"})
+COLLECTION_LEVEL, DATABASE_LEVEL, CLUSTER_LEVEL = "collection", "database", "cluster"
+#: Milvus's built-in groups (``common.security.*Privileges`` defaults) and the level a grant
+#: of each applies at: a collection (or ``*``), a whole database, the whole cluster
+GROUPS: dict[str, tuple[frozenset[str], str]] = {
+    "PrivilegeGroupReadOnly": (_READ_ONLY, COLLECTION_LEVEL),
+    "PrivilegeGroupReadWrite": (_READ_WRITE, COLLECTION_LEVEL),
+    "PrivilegeGroupAdmin": (_ADMIN, DATABASE_LEVEL),
+    "PrivilegeGroupCollectionReadOnly": (_COLL_RO, COLLECTION_LEVEL),
+    "PrivilegeGroupCollectionReadWrite": (_COLL_RW, COLLECTION_LEVEL),
+    "PrivilegeGroupCollectionAdmin": (_COLL_ADMIN, COLLECTION_LEVEL),
+    "PrivilegeGroupDatabaseReadOnly": (_DB_RO, DATABASE_LEVEL),
+    "PrivilegeGroupDatabaseReadWrite": (_DB_RW, DATABASE_LEVEL),
+    "PrivilegeGroupDatabaseAdmin": (_DB_ADMIN, DATABASE_LEVEL),
+    "PrivilegeGroupClusterReadOnly": (_CLUSTER_RO, CLUSTER_LEVEL),
+    "PrivilegeGroupClusterReadWrite": (_CLUSTER_RW, CLUSTER_LEVEL),
+    "PrivilegeGroupClusterAdmin": (_CLUSTER_ADMIN, CLUSTER_LEVEL),
 }
 
 #: what every user may do through the ``public`` role of a new cluster (Milvus's defaults):
@@ -89,36 +131,58 @@ class Requirement:
 
 
 def api_name(privilege: str) -> str:
-    """``PrivilegeInsert`` -> ``Insert`` (what clients send and read back)."""
-    return privilege[len(PREFIX) :] if privilege.startswith(PREFIX) else privilege
+    """``PrivilegeInsert`` -> ``Insert``, ``PrivilegeGroupClusterAdmin`` -> ``ClusterAdmin``
+    (what clients send and read back, as Milvus's MetaStore2API)."""
+    for prefix in (GROUP_PREFIX, PREFIX):
+        if privilege.startswith(prefix):
+            return privilege[len(prefix) :]
+    return privilege
 
 
-def store_name(privilege: str, known: frozenset[str]) -> str:
-    """A client's privilege name (``Insert``, ``*``) as stored, or a clear error."""
-    name = ALL if privilege == ANY else PREFIX + privilege
-    if name not in known:
-        raise errors.invalid(f"not found the privilege name[{privilege}]")
-    if name.startswith(PREFIX + "Group") and name not in GROUPS:
-        raise errors.invalid(
-            f"privilege group {privilege} is not supported yet; grant its privileges one by one"
-        )
-    return name
+def store_name(privilege: str, known: frozenset[str], custom: Collection[str] = ()) -> str:
+    """A client's privilege name (``Insert``, ``*``, a built-in group ``ClusterReadOnly``, a
+    custom group's name) as stored, or a clear error."""
+    if privilege == ANY:
+        return ALL
+    for name in (PREFIX + privilege, GROUP_PREFIX + privilege):
+        if name in GROUPS or (name in known and not name.startswith(GROUP_PREFIX)):
+            return name
+    if privilege in custom:
+        return GROUP_PREFIX + privilege
+    raise errors.invalid(f"not found the privilege name[{privilege}]")
+
+
+def group_members(
+    privilege: str, custom: Mapping[str, frozenset[str]]
+) -> tuple[frozenset[str], str] | None:
+    """A stored group name's privileges and level (a custom group's is the grant's object,
+    as a collection group's); None for a single privilege."""
+    found = GROUPS.get(privilege)
+    if found is not None:
+        return found
+    members = (
+        custom.get(privilege[len(GROUP_PREFIX) :]) if privilege.startswith(GROUP_PREFIX) else None
+    )
+    return None if members is None else (members, COLLECTION_LEVEL)
 
 
 def _matches(granted: str, wanted: str) -> bool:
     return granted in (ANY, wanted)
 
 
-def covers(grant: Grant, need: Requirement, name: str) -> bool:
-    """Whether ``grant`` allows ``need`` on the object ``name``."""
+def covers(
+    grant: Grant, need: Requirement, name: str, custom: Mapping[str, frozenset[str]] | None = None
+) -> bool:
+    """Whether ``grant`` allows ``need`` on the object ``name`` (``custom``: the custom
+    privilege groups, by name)."""
     if not _matches(grant.db_name, need.db_name):
         return False
     if grant.privilege == ALL:
         return True
-    group = GROUPS.get(grant.privilege)
+    group = group_members(grant.privilege, custom or {})
     if group is not None:
-        members, per_collection = group
-        if per_collection and not (grant.object_name in (ANY, name) or name == ANY):
+        members, level = group
+        if level == COLLECTION_LEVEL and not (grant.object_name in (ANY, name) or name == ANY):
             return False
         return need.privilege in members
     return (
@@ -128,6 +192,23 @@ def covers(grant: Grant, need: Requirement, name: str) -> bool:
     )
 
 
-def permitted(grants: list[Grant], need: Requirement) -> bool:
+def permitted(
+    grants: list[Grant], need: Requirement, custom: Mapping[str, frozenset[str]] | None = None
+) -> bool:
     """Whether ``grants`` (of all the caller's roles) allow ``need`` on every object."""
-    return all(any(covers(g, need, name) for g in grants) for name in need.object_names)
+    return all(any(covers(g, need, name, custom) for g in grants) for name in need.object_names)
+
+
+def check_level(privilege: str, db_name: str, collection: str) -> None:
+    """Milvus's rule for granting a built-in group of the database or cluster level: on
+    every collection (``*``), and for the cluster level in every database (``*``) too."""
+    group = GROUPS.get(privilege)
+    if group is None or privilege in _V1_GROUPS:
+        return
+    level, shown = group[1], api_name(privilege)
+    if level in (DATABASE_LEVEL, CLUSTER_LEVEL) and collection != ANY:
+        raise errors.invalid(
+            f"{shown} is a {level}-level privilege group: grant it on collection *"
+        )
+    if level == CLUSTER_LEVEL and db_name != ANY:
+        raise errors.invalid(f"{shown} is a cluster-level privilege group: grant it on database *")

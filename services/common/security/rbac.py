@@ -22,9 +22,13 @@ from vectide.services.common.security.passwords import (
 )
 from vectide.services.common.security.privileges import (
     ANY,
+    GROUP_PREFIX,
+    GROUPS,
     OBJECT_TYPES,
+    PREFIX,
     PUBLIC_DEFAULTS,
     Grant,
+    api_name,
     store_name,
 )
 from vectide.services.common.security.store import Changes, RbacStore, Snapshot, User
@@ -209,17 +213,20 @@ class Rbac:
             )
         if not grant.object_name or not grant.db_name:
             raise errors.invalid("the object name and database of a grant must not be empty")
+        groups = self._store.load().groups
         stored = Grant(
             grant.role,
             grant.object_type,
             grant.object_name,
             grant.db_name,
-            store_name(grant.privilege, self._known),
+            store_name(grant.privilege, self._known, groups),
             grant.grantor,
         )
 
         def plan(snap: Snapshot) -> Changes:
             self._role(snap, stored.role)
+            if is_custom(stored.privilege) and api_name(stored.privilege) not in snap.groups:
+                raise errors.invalid(f"privilege group {grant.privilege} was dropped meanwhile")
             held = snap.grants.get(stored.role, [])
             kept = [g for g in held if g.key() != stored.key()]
             changes = Changes()
@@ -245,3 +252,67 @@ class Rbac:
             and object_name in ("", g.object_name)
             and (db_name in ("", ANY) or g.db_name in (ANY, db_name))
         ]
+
+    # -- privilege groups (Milvus 2.5) -----------------------------------------------------
+
+    def create_privilege_group(self, name: str) -> None:
+        check_role_name(name)  # Milvus checks group names as role names
+
+        def plan(snap: Snapshot) -> Changes:
+            if name in snap.groups:
+                raise errors.invalid(f"privilege group [{name}] already exists")
+            if PREFIX + name in self._known or GROUP_PREFIX + name in self._known:
+                raise errors.invalid(
+                    f"privilege group name [{name}] is a built-in privilege or privilege group"
+                )
+            changes = Changes()
+            changes.put_group(name, frozenset())
+            return changes
+
+        self._change(plan)
+
+    def drop_privilege_group(self, name: str) -> None:
+        """Idempotent, as Milvus's; refused while a role holds a grant of the group."""
+
+        def plan(snap: Snapshot) -> Changes:
+            changes = Changes()
+            if name not in snap.groups:
+                return changes
+            for role, grants in sorted(snap.grants.items()):
+                if any(g.privilege == GROUP_PREFIX + name for g in grants):
+                    raise errors.invalid(
+                        f"privilege group [{name}] is granted to role [{role}]: revoke it first"
+                    )
+            changes.delete_group(name)
+            return changes
+
+        self._change(plan)
+
+    def privilege_groups(self) -> dict[str, list[str]]:
+        """Custom groups and their privileges as clients name them."""
+        groups = self._store.load().groups
+        return {name: sorted(map(api_name, groups[name])) for name in sorted(groups)}
+
+    def change_privilege_group(self, name: str, privileges: list[str], remove: bool) -> None:
+        """Add privileges to a custom group, or remove them; single privileges only."""
+        wanted = set()
+        for privilege in privileges:
+            stored = PREFIX + privilege
+            if stored not in self._known or stored.startswith(GROUP_PREFIX):
+                raise errors.invalid(f"not found the privilege name[{privilege}]")
+            wanted.add(stored)
+
+        def plan(snap: Snapshot) -> Changes:
+            current = snap.groups.get(name)
+            if current is None:
+                raise errors.invalid(f"privilege group [{name}] does not exist")
+            changes = Changes()
+            changes.put_group(name, current - wanted if remove else current | wanted)
+            return changes
+
+        self._change(plan)
+
+
+def is_custom(privilege: str) -> bool:
+    """A stored privilege naming a custom group (not a built-in one)."""
+    return privilege.startswith(GROUP_PREFIX) and privilege not in GROUPS

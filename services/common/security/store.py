@@ -2,7 +2,8 @@
 
 ``users/{name}`` holds the bcrypt hash and the user's roles, ``roles/{name}`` a role's
 description, ``grants/{role}`` the role's grants (a JSON list), ``apikeys/{sha256}`` an API
-key's user, name and creation time, and ``version`` a counter.
+key's user, name and creation time, ``groups/{name}`` a custom privilege group's privileges,
+and ``version`` a counter.
 Every change is one transaction that also bumps ``version`` and checks it did not move since
 the state it was computed from (optimistic, retried): changes from several proxies never
 interleave, and a proxy learns that its cached state is stale from one key (watched in a
@@ -59,6 +60,8 @@ class Snapshot:
     grants: dict[str, list[Grant]] = field(default_factory=dict)
     #: API keys by digest
     apikeys: dict[str, ApiKey] = field(default_factory=dict)
+    #: custom privilege groups: name -> privileges (stored names, ``PrivilegeQuery``)
+    groups: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def grants_of(self, roles: list[str]) -> list[Grant]:
         return [g for role in roles for g in self.grants.get(role, [])]
@@ -96,6 +99,12 @@ class Changes:
     def delete_apikey(self, digest: str) -> None:
         self.records[f"apikeys/{digest}"] = None
 
+    def put_group(self, name: str, privileges: frozenset[str]) -> None:
+        self.records[f"groups/{name}"] = sorted(privileges)
+
+    def delete_group(self, name: str) -> None:
+        self.records[f"groups/{name}"] = None
+
     def put_grants(self, role: str, grants: list[Grant]) -> None:
         self.records[f"grants/{role}"] = [
             [g.object_type, g.object_name, g.db_name, g.privilege, g.grantor] for g in grants
@@ -120,6 +129,8 @@ class RbacStore:
                 snap.grants[name] = [Grant(name, *g) for g in data]
             elif kind == "apikeys":
                 snap.apikeys[name] = ApiKey(name, data["user"], data["name"], data["created"])
+            elif kind == "groups":
+                snap.groups[name] = frozenset(data)
         return snap
 
     def change(self, plan: Callable[[Snapshot], Changes]) -> Snapshot:
