@@ -1,5 +1,6 @@
 """Bulk import (Milvus's ``Import`` / pymilvus ``do_bulk_insert``, REST ``jobs/import``):
-rows from Parquet or JSON files in the object store, inserted as a job in the background.
+rows from Parquet, JSON, CSV or NumPy files in the object store (``import_files.py``),
+inserted as a job in the background.
 
 The proxy that takes the request checks it (collection, partition, file types, each file
 present), records the job with datacoord and returns its id; one worker thread per proxy
@@ -178,7 +179,10 @@ class Importer:
 
     def _work(self) -> None:
         while (job := self._queue.get()) is not None:
-            self.run(job)
+            try:
+                self.run(job)
+            except Exception:  # its record could not be written: the next job still runs
+                log.exception("import job could not be recorded", extra={"job": job.job_id})
 
     def drain(self) -> int:
         """Run the queued jobs on this thread (without a worker); how many ran."""
@@ -192,7 +196,13 @@ class Importer:
 
     def run(self, job: ImportJob) -> ImportJob:
         """Run one job to its end (the worker thread; tests call it directly)."""
-        run = _Run(self, replace(job, state=IMPORTING))
+        job = replace(job, state=IMPORTING)
+        try:
+            run = _Run(self, job)
+        except MilvusError as exc:  # the collection was dropped meanwhile
+            job.state, job.reason, job.finished_at = FAILED, exc.message, self._clock()
+            self._datacoord().save_import(job)
+            return job
         run.save(force=True)
         try:
             run.check_files()

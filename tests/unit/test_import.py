@@ -317,3 +317,14 @@ def test_csv_values_are_read_by_their_fields_types():
         ["b.csv"],
         ["n/id.npy", "n/v.npy"],
     ]
+
+
+def test_a_job_whose_collection_was_dropped_before_it_ran_fails(h):
+    service = service_of(h)
+    h.store.objects["in/a.json"] = orjson.dumps(rows(range(5)))
+    job = submit(service, ["in/a.json"]).tasks[0]
+    h.proxy.drop_collection("c")
+    assert h.proxy.importer.drain() == 1
+    state = service.GetImportState(milvus_pb2.GetImportStateRequest(task=job), Context())
+    assert state.state == common_pb2.ImportFailed
+    assert "can't find collection" in infos(state)["failed_reason"]
