@@ -72,7 +72,7 @@ def row_batches(
     if lower.endswith(".npy"):
         batches = _numpy(unit)
     elif lower.endswith(".parquet"):
-        batches = _parquet(name, raw)
+        batches = _parquet(name, raw, _dense_vectors(schema))
     elif lower.endswith(".csv"):
         batches = _batched(_csv(name, raw, schema, options))
     elif lower.endswith(".jsonl"):
@@ -98,19 +98,29 @@ def _parquet_file(name: str, raw: bytes) -> pq.ParquetFile:
         raise ImportFileError(f"{name}: not a Parquet file: {exc}") from None
 
 
-def _parquet(name: str, raw: bytes) -> Iterator[list[dict[str, Any]]]:
+def _parquet(name: str, raw: bytes, vectors: frozenset[str]) -> Iterator[list[dict[str, Any]]]:
     reader = _parquet_file(name, raw)
     try:
         for batch in reader.iter_batches(batch_size=BATCH_ROWS):
-            names, columns = batch.schema.names, [_values(c) for c in batch.columns]
+            names = batch.schema.names
+            columns = [
+                _vector_rows(c) if n in vectors else c.to_pylist()
+                for n, c in zip(names, batch.columns, strict=True)
+            ]
             yield [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
     except (pa.ArrowInvalid, OSError) as exc:
         raise ImportFileError(f"{name}: cannot read the Parquet file: {exc}") from None
 
 
-def _values(column: pa.Array) -> list[Any]:
-    """A column's values, lists of floats of one length (vectors) as numpy rows: as Python
-    lists of floats, 128-d vectors cost three times what the rest of an imported row costs."""
+def _dense_vectors(schema: CollectionSchema) -> frozenset[str]:
+    kinds = (DataType.FLOAT_VECTOR, DataType.FLOAT16_VECTOR, DataType.BFLOAT16_VECTOR)
+    return frozenset(f.name for f in schema.fields if f.data_type in kinds)
+
+
+def _vector_rows(column: pa.Array) -> list[Any]:
+    """A vector field's values, lists of floats of one length as numpy rows: as Python lists
+    of floats, 128-d vectors cost three times what the rest of an imported row costs; any
+    other shape as it is, for the decoder to refuse or take."""
     kind = column.type
     listed = pa.types.is_list(kind) or pa.types.is_large_list(kind)
     if (

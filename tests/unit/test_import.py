@@ -328,3 +328,18 @@ def test_a_job_whose_collection_was_dropped_before_it_ran_fails(h):
     state = service.GetImportState(milvus_pb2.GetImportStateRequest(task=job), Context())
     assert state.state == common_pb2.ImportFailed
     assert "can't find collection" in infos(state)["failed_reason"]
+
+
+def test_parquet_vectors_come_as_numpy_rows_and_float_arrays_as_lists():
+    schema = CollectionSchema(
+        "s",
+        [
+            FieldSchema(100, "id", DataType.INT64, is_primary=True),
+            FieldSchema(101, "v", DataType.FLOAT_VECTOR, dim=2),
+            FieldSchema(102, "a", DataType.ARRAY, element_type=DataType.FLOAT, max_capacity=4),
+        ],
+    )
+    raw = parquet([{"id": 1, "v": [1.0, 2.0], "a": [0.5, 1.5]}])
+    [[row]] = list(import_files.row_batches({"x.parquet": raw}, schema))
+    assert isinstance(row["v"], np.ndarray) and row["v"].tolist() == [1.0, 2.0]
+    assert row["a"] == [0.5, 1.5]
