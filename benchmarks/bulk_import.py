@@ -6,8 +6,9 @@ loaded: once as pymilvus's ``RemoteBulkWriter`` writes them (``--format``, into 
 deployment's bucket on SeaweedFS) and ``utility.do_bulk_insert`` imports them (timed from the
 request until GetImportState says Completed), once as ``MilvusClient.insert`` calls of
 ``--batch`` rows (the baseline, timed inside the calls; numpy rows). Each import is followed
-by a Strong ``count(*)`` that must see every row. Writing the files is reported apart: it is
-the client's work, as the encoding of the inserts is.
+by a Strong ``count(*)`` that must see every row, and each phase starts once the deployment
+is quiet again (the previous phase's persistence and index builds done). Writing the files
+is reported apart: it is the client's work, as the encoding of the inserts is.
 
     .venv/bin/python -m benchmarks.bulk_import [--rows 100000] [--format PARQUET] [--rounds 3]
 """
@@ -26,6 +27,7 @@ from pymilvus.bulk_writer import BulkFileType, RemoteBulkWriter
 from pymilvus.client.types import BulkInsertState
 
 from benchmarks.common import log, stop_on_sigterm
+from benchmarks.insert_rate import settle
 from benchmarks.milvus_ops import connect, create_collection, ingest
 from benchmarks.targets import VectideTarget, vectide_target
 
@@ -102,14 +104,17 @@ def main(argv: list[str] | None = None) -> None:
             f"RemoteBulkWriter: {args.rows:,} rows as {args.format} in "
             f"{time.perf_counter() - started:.1f} s ({len(files)} files)"
         )
+        pids = target.processes()
         for round_no in range(args.rounds):
             name = f"import_{round_no}"
             create_collection(client, name, args.dim, "L2", "HNSW")
+            settle(pids, timeout_s=120)
             seconds = import_seconds("bench", name, files, args.rows)
             assert counted(client, name) == args.rows
             imported.append(args.rows / seconds)
             name = f"insert_{round_no}"
             create_collection(client, name, args.dim, "L2", "HNSW")
+            settle(pids, timeout_s=120)
             result = ingest(client, name, vectors, args.batch, False, "insert")
             assert counted(client, name) == args.rows
             inserted.append(args.rows / result.insert_s)
