@@ -14,13 +14,16 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import grpc
-from pymilvus.grpc_gen import milvus_pb2
+import numpy as np
+from pymilvus.grpc_gen import milvus_pb2, schema_pb2
 
-from vectide.services.common import analyzer, errors
+from vectide.services.common import analyzer, errors, vector_types
 from vectide.services.common.errors import MilvusError
+from vectide.services.common.msgstream.message import DataType
+from vectide.services.common.schema import CollectionInfo, FieldSchema
 from vectide.services.proxy import convert, functions, limits
 from vectide.services.proxy.core import Proxy
-from vectide.services.proxy.dql import SearchSpec
+from vectide.services.proxy.dql import QuerySpec, SearchSpec
 from vectide.services.proxy.expr_params import template_values
 from vectide.services.proxy.grpc_common import ok, ref_of, rpc
 from vectide.services.proxy.hybrid import HybridSpec, hybrid_search
@@ -46,11 +49,10 @@ class SearchRpcs:
 
     @rpc(milvus_pb2.SearchResults)
     def Search(self, request, context):
-        if request.sub_reqs or request.search_by_primary_keys:
+        if request.sub_reqs:
             raise MilvusError(
                 errors.Code.UNIMPLEMENTED,
-                "search with sub-requests and search by primary keys are not supported yet "
-                "(use HybridSearch)",
+                "search with sub-requests is not supported yet (use HybridSearch)",
             )
         spec, page = self._search_spec(request, self._read_common(request, request.dsl, context))
         self._charge(limits.SEARCH, len(spec.vectors))
@@ -125,6 +127,34 @@ class SearchRpcs:
             )
         return milvus_pb2.RunAnalyzerResponse(status=ok(), results=results)
 
+    def _vectors_of(
+        self, ids: schema_pb2.IDs, field: FieldSchema, info: CollectionInfo, common: dict
+    ) -> np.ndarray | list[bytes]:
+        """Search by primary keys (pymilvus ``search(ids=...)``): the stored vectors of these
+        rows, read at the search's own consistency, are the queries, in the order given."""
+        keys = _pk_values(ids)
+        if not keys:
+            raise errors.invalid("search by primary keys needs at least one key")
+        if field.is_function_output:
+            raise errors.invalid(
+                f"search by primary keys cannot read {field.name}: a function computes it"
+            )
+        pk = info.schema.primary.name
+        where = {"expr": f"{pk} in {{keys}}", "expr_params": {"keys": keys}}
+        rows = self.proxy.query(QuerySpec(**{**common, **where, "output_fields": [field.name]}))[1]
+        stored = rows.pks.tolist() if isinstance(rows.pks, np.ndarray) else rows.pks
+        found = {k: i for i, k in enumerate(stored)}
+        missing = [k for k in keys if k not in found]
+        if missing:
+            raise errors.invalid(f"primary keys not found in {info.name}: {missing[:10]}")
+        values, order = rows.fields[field.name], [found[k] for k in keys]
+        if field.data_type == DataType.SPARSE_FLOAT_VECTOR:
+            return [values[i] for i in order]
+        vectors = np.asarray(values)[order]
+        if field.data_type in vector_types.FLOAT_TYPES:
+            return vector_types.as_float32(field.data_type, vectors)
+        return vectors
+
     def _search_spec(
         self, request: Any, common: dict[str, Any]
     ) -> tuple[SearchSpec, IteratorPage | None]:
@@ -144,7 +174,11 @@ class SearchRpcs:
             raise errors.invalid(f"anns_field {field.name} is not a vector field")
         group_by = decoded.group_by
         spec = SearchSpec(
-            vectors=convert.read_vectors(request.placeholder_group, field, info.schema),
+            vectors=(
+                self._vectors_of(request.ids, field, info, common)
+                if request.HasField("ids")
+                else convert.read_vectors(request.placeholder_group, field, info.schema)
+            ),
             anns_field=field.name,
             metric_type=decoded.metric_type,
             limit=decoded.limit,
@@ -171,6 +205,10 @@ def _token(token: analyzer.Token, detail: bool, hashed: bool) -> milvus_pb2.Anal
     if hashed:  # the sparse index the term has in a BM25 function's output
         out.hash = analyzer.term_index(token.term)
     return out
+
+
+def _pk_values(ids: schema_pb2.IDs) -> list[Any]:
+    return list(ids.int_id.data) if ids.HasField("int_id") else list(ids.str_id.data)
 
 
 def _group_size(value: Any) -> int:
