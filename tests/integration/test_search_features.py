@@ -443,3 +443,17 @@ def test_groups_merge_across_query_nodes_of_a_cluster(cluster):
     finally:
         client.drop_collection(name)
         client.close()
+
+
+def test_search_by_primary_keys_equals_milvus_lite_searching_their_vectors(pair, coll):
+    """pymilvus ``search(ids=...)`` (milvus-lite refuses it): the rows' stored vectors, found
+    across the 4 shards, as queries; milvus-lite given those vectors is the oracle."""
+    ours, lite = pair
+    name, rows = coll
+    keys = [3, 900, 1499]
+    got = ours.search(name, ids=keys, anns_field="w", limit=5, consistency_level="Strong")
+    expected = lite.search(name, data=[rows[k]["w"] for k in keys], anns_field="w", limit=5)
+    _same(got, expected)
+    by_l2 = ours.search(name, ids=keys, anns_field="v", limit=1, consistency_level="Strong")
+    assert [hits[0]["id"] for hits in by_l2] == keys  # itself, at distance ~0 (float32 sums)
+    assert all(hits[0]["distance"] == pytest.approx(0.0, abs=1e-5) for hits in by_l2)
