@@ -21,9 +21,9 @@ from vectide.services.common import analyzer, errors, vector_types
 from vectide.services.common.errors import MilvusError
 from vectide.services.common.msgstream.message import DataType
 from vectide.services.common.schema import CollectionInfo, FieldSchema
-from vectide.services.proxy import convert, functions, limits
+from vectide.services.proxy import convert, decay, functions, limits
 from vectide.services.proxy.core import Proxy
-from vectide.services.proxy.dql import QuerySpec, SearchSpec
+from vectide.services.proxy.dql import QuerySpec, SearchSpec, resolve_outputs
 from vectide.services.proxy.expr_params import template_values
 from vectide.services.proxy.grpc_common import ok, ref_of, rpc
 from vectide.services.proxy.hybrid import HybridSpec, hybrid_search
@@ -56,18 +56,48 @@ class SearchRpcs:
             )
         spec, page = self._search_spec(request, self._read_common(request, request.dsl, context))
         self._charge(limits.SEARCH, len(spec.vectors))
+        if request.HasField("function_score") and request.function_score.functions:
+            if page is not None:
+                raise errors.invalid("a search iterator cannot take a rerank function")
+            return self._decayed(spec, request.function_score)
         info, hits, outputs = self.proxy.search(spec)
         reply = convert.search_results(info, hits, outputs, spec.limit, spec.group_by_field)
         if page is not None:
             mark_page(reply, page, hits)
         return reply
 
+    def _decayed(self, spec: SearchSpec, function_score: Any) -> milvus_pb2.SearchResults:
+        """A search reranked by a decay function (``decay.py``): more candidates, each
+        query's reordered and cut, the ranker's field read and dropped unless asked for."""
+        info = self.proxy.meta.get(spec.collection_name)
+        ranker = decay.decay_of(function_score, info.schema)
+        assert ranker is not None
+        if spec.group_by_field:
+            raise errors.invalid("a decay ranker cannot be used with grouping search")
+        inner = replace(
+            spec,
+            limit=decay.candidates(spec.limit, spec.offset),
+            offset=0,
+            round_decimal=-1,
+            output_fields=[*spec.output_fields, ranker.field],
+        )
+        info, hits, outputs = self.proxy.search(inner)
+        hits = decay.rerank(hits, ranker, spec.limit, spec.offset)
+        if spec.round_decimal >= 0:
+            hits.scores = np.round(hits.scores, spec.round_decimal)
+        shown = resolve_outputs(info.schema, spec.output_fields)
+        if ranker.field not in shown.fetch:
+            hits.fields.pop(ranker.field, None)
+            outputs = replace(outputs, fetch=shown.fetch, names=shown.names)
+        return convert.search_results(info, hits, outputs, spec.limit, "")
+
     @rpc(milvus_pb2.SearchResults)
     def HybridSearch(self, request, context):
         if request.HasField("function_score") and request.function_score.functions:
             raise MilvusError(
                 errors.Code.UNIMPLEMENTED,
-                "function rerankers are not supported: use RRFRanker or WeightedRanker",
+                "function rerankers are not supported in hybrid search: use RRFRanker or "
+                "WeightedRanker (decay rankers work in search)",
             )
         common = self._read_common(request, "", context)
         searches = []

@@ -18,6 +18,8 @@ from pymilvus import (
     AnnSearchRequest,
     Collection,
     DataType,
+    Function,
+    FunctionType,
     MilvusClient,
     MilvusException,
     RRFRanker,
@@ -457,3 +459,53 @@ def test_search_by_primary_keys_equals_milvus_lite_searching_their_vectors(pair,
     by_l2 = ours.search(name, ids=keys, anns_field="v", limit=1, consistency_level="Strong")
     assert [hits[0]["id"] for hits in by_l2] == keys  # itself, at distance ~0 (float32 sums)
     assert all(hits[0]["distance"] == pytest.approx(0.0, abs=1e-5) for hits in by_l2)
+
+
+@pytest.mark.parametrize("function", ["gauss", "exp", "linear"])
+@pytest.mark.parametrize(
+    ("anns", "field", "origin", "scale"), [("v", "f", 0.5, 0.2), ("w", "g", 6, 3)]
+)
+def test_decay_rankers_rerank_as_milvus_lite(pair, coll, function, anns, field, origin, scale):
+    """Milvus 2.6's decay rankers on a search (L2 scores normalised, IP taken as they are),
+    the same hits and scores as milvus-lite's, over the same 10 x limit candidates."""
+    ours, lite = pair
+    name, rows = coll
+    ranker = Function(
+        name="recency",
+        input_field_names=[field],
+        function_type=FunctionType.RERANK,
+        params={
+            "reranker": "decay",
+            "function": function,
+            "origin": origin,
+            "scale": scale,
+            "offset": scale / 4,
+            "decay": 0.4,
+        },
+    )
+    queries = [rows[7][anns], rows[901][anns]]
+    kwargs = {"anns_field": anns, "limit": 5, "ranker": ranker, "output_fields": ["g"]}
+    got = ours.search(name, queries, consistency_level="Strong", **kwargs)
+    expected = lite.search(name, queries, **kwargs)
+    _same(got, expected)
+    assert all(set(hit["entity"]) == {"g"} for hits in got for hit in hits)
+
+
+def test_decay_rankers_refuse_what_milvus_refuses(pair, coll):
+    ours, _ = pair
+    name, _ = coll
+    for params, field, message in [
+        ({"function": "cubic"}, "f", "invalid function 'cubic'"),
+        ({"scale": 0}, "f", "scale must be > 0"),
+        ({"decay": 1.5}, "f", "decay must be between"),
+        ({}, "name", "must be numeric"),
+        ({}, "nope", "input field nope not found"),
+    ]:
+        ranker = Function(
+            name="d",
+            input_field_names=[field],
+            function_type=FunctionType.RERANK,
+            params={"reranker": "decay", "function": "gauss", "origin": 0, "scale": 1, **params},
+        )
+        with pytest.raises(MilvusException, match=message):
+            ours.search(name, [[0.0] * DIM_V], anns_field="v", limit=3, ranker=ranker)
