@@ -20,14 +20,15 @@ from pymilvus.grpc_gen import milvus_pb2, schema_pb2
 from vectide.services.common import analyzer, errors, vector_types
 from vectide.services.common.errors import MilvusError
 from vectide.services.common.msgstream.message import DataType
+from vectide.services.common.results import SearchHits
 from vectide.services.common.schema import CollectionInfo, FieldSchema
 from vectide.services.proxy import convert, decay, functions, limits
 from vectide.services.proxy.core import Proxy
-from vectide.services.proxy.dql import QuerySpec, SearchSpec, resolve_outputs
+from vectide.services.proxy.dql import Outputs, QuerySpec, SearchSpec, resolve_outputs
 from vectide.services.proxy.expr_params import template_values
 from vectide.services.proxy.grpc_common import ok, ref_of, rpc
 from vectide.services.proxy.hybrid import HybridSpec, hybrid_search
-from vectide.services.proxy.rerank import Cut, ranker_of
+from vectide.services.proxy.rerank import DECAY, Cut, Ranker, ranker_of
 from vectide.services.proxy.search_iterator import (
     IteratorPage,
     iterator_page,
@@ -85,21 +86,19 @@ class SearchRpcs:
         hits = decay.rerank(hits, ranker, spec.limit, spec.offset)
         if spec.round_decimal >= 0:
             hits.scores = np.round(hits.scores, spec.round_decimal)
-        shown = resolve_outputs(info.schema, spec.output_fields)
-        if ranker.field not in shown.fetch:
-            hits.fields.pop(ranker.field, None)
-            outputs = replace(outputs, fetch=shown.fetch, names=shown.names)
+        hits, outputs = _without_ranker_field(info, hits, outputs, ranker.field, spec.output_fields)
         return convert.search_results(info, hits, outputs, spec.limit, "")
 
     @rpc(milvus_pb2.SearchResults)
     def HybridSearch(self, request, context):
-        if request.HasField("function_score") and request.function_score.functions:
-            raise MilvusError(
-                errors.Code.UNIMPLEMENTED,
-                "function rerankers are not supported in hybrid search: use RRFRanker or "
-                "WeightedRanker (decay rankers work in search)",
-            )
         common = self._read_common(request, "", context)
+        decayed = None
+        if request.HasField("function_score") and request.function_score.functions:
+            info = self.proxy.meta.get(common["collection_name"])
+            decayed = decay.decay_of(request.function_score, info.schema)
+        wanted = common["output_fields"]
+        if decayed is not None:  # the sub-searches read the ranker's field too
+            common = {**common, "output_fields": [*wanted, decayed.field]}
         searches = []
         for sub in request.requests:
             own = {"expr": sub.dsl, "expr_params": template_values(sub.expr_template_values)}
@@ -117,14 +116,21 @@ class SearchRpcs:
             group_scorer=str(rank.get("rank_group_scorer") or "max"),
         )
         params = rank.get("params")
-        ranker = ranker_of(
-            str(rank.get("strategy") or "rrf"),
-            params if isinstance(params, dict) else {},
-            len(searches),
-        )
+        if decayed is not None:
+            if group_by:
+                raise errors.invalid("a decay ranker cannot be used with grouping search")
+            ranker = Ranker(DECAY, decay=decayed)
+        else:
+            ranker = ranker_of(
+                str(rank.get("strategy") or "rrf"),
+                params if isinstance(params, dict) else {},
+                len(searches),
+            )
         self._charge(limits.SEARCH, sum(len(s.vectors) for s in searches))
         spec = HybridSpec(searches, ranker, cut, group_by)
         info, hits, outputs = hybrid_search(self.proxy, spec)
+        if decayed is not None:
+            hits, outputs = _without_ranker_field(info, hits, outputs, decayed.field, wanted)
         return convert.search_results(info, hits, outputs, cut.limit, group_by)
 
     @rpc(milvus_pb2.RunAnalyzerResponse)
@@ -235,6 +241,18 @@ def _token(token: analyzer.Token, detail: bool, hashed: bool) -> milvus_pb2.Anal
     if hashed:  # the sparse index the term has in a BM25 function's output
         out.hash = analyzer.term_index(token.term)
     return out
+
+
+def _without_ranker_field(
+    info: CollectionInfo, hits: SearchHits, outputs: Outputs, name: str, wanted: list[str]
+) -> tuple[SearchHits, Outputs]:
+    """The reply's outputs as the client asked for them: a decay ranker's field was read
+    for the ranking only, unless the client named it (or ``*``)."""
+    shown = resolve_outputs(info.schema, wanted)
+    if name in shown.fetch:
+        return hits, outputs
+    hits.fields.pop(name, None)
+    return hits, replace(outputs, fetch=shown.fetch, names=shown.names)
 
 
 def _pk_values(ids: schema_pb2.IDs) -> list[Any]:

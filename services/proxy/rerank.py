@@ -7,6 +7,9 @@
   ``f`` maps each metric into [0, 1], larger better: IP ``0.5 + atan(s) / pi``, COSINE
   ``(1 + s) / 2``, L2 ``1 - 2 * atan(d) / pi``. Without it scores are summed raw, except that
   L2 distances are mapped as above when the searches mix metrics (so larger is better).
+- Decay (a RERANK function with ``reranker: decay``, ``decay.py``): the best normalised score
+  among the searches that found a hit (L2 ``1 - 2 * atan(d) / pi``, similarities as they
+  are), times the decay of the hit's numeric field, as Milvus's decay ranker documents.
 - Ties order by primary key; ``offset`` then ``limit`` cut the fused list. A grouping hybrid
   search buckets the fused hits (best first) into groups of up to ``group_size``, scores each
   group by its best (``max``), ``sum`` or ``avg`` score, orders groups by that (ties: the
@@ -27,9 +30,13 @@ import numpy as np
 
 from vectide.services.common import errors
 from vectide.services.common.results import SIMILARITY_METRICS, SearchHits, concat, take
+from vectide.services.proxy.decay import Decay, normalized
 
 RRF = "rrf"
 WEIGHTED = "weighted"
+#: a decay function (``decay.py``) in place of a ranker: the best normalised score among the
+#: searches that found a hit, times its field's decay
+DECAY = "decay"
 #: Milvus's bounds: RRF's k in (0, 16384), weights in [0, 1]
 RRF_K_MAX = 16384
 GROUP_SCORERS = ("max", "sum", "avg")
@@ -41,6 +48,7 @@ class Ranker:
     k: float = 60.0
     weights: tuple[float, ...] = ()
     norm_score: bool = True
+    decay: Decay | None = None
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,7 @@ def normalizer(metric: str, norm_score: bool, mixed: bool) -> Any:
 def fused_descending(ranker: Ranker, metrics: list[str]) -> bool:
     """Whether the fused scores are better when larger (only raw, all-L2 weighted sums are
     distances)."""
-    if ranker.strategy == RRF or ranker.norm_score:
+    if ranker.strategy in (RRF, DECAY) or ranker.norm_score:
         return True
     return any(m in SIMILARITY_METRICS for m in metrics)
 
@@ -127,6 +135,8 @@ def route_scores(ranker: Ranker, searches: list[SearchHits], q: int) -> list[np.
         scores = np.asarray(hits.scores[start : start + hits.counts[q]], dtype=np.float64)
         if ranker.strategy == RRF:
             out.append(1.0 / (ranker.k + np.arange(1, len(scores) + 1)))
+        elif ranker.strategy == DECAY:
+            out.append(normalized(scores, metrics[i]))
         else:
             norm = normalizer(metrics[i], ranker.norm_score, mixed)
             out.append(ranker.weights[i] * norm(scores))
@@ -146,10 +156,14 @@ def fuse(searches: list[SearchHits], ranker: Ranker, cut: Cut) -> SearchHits:
     for q in range(searches[0].nq):
         total: dict[Any, float] = {}
         first: dict[Any, int] = {}  # where each key's hit was met first
+        combine = max if ranker.strategy == DECAY else _sum
         for i, contrib in enumerate(route_scores(ranker, searches, q)):
             for position, value in enumerate(contrib.tolist(), int(starts[i, q])):
-                total[pks[position]] = total.get(pks[position], 0.0) + value
+                known = total.get(pks[position])
+                total[pks[position]] = value if known is None else combine(known, value)
                 first.setdefault(pks[position], position)
+        if ranker.decay is not None:
+            _decay(total, first, searches, ranker.decay)
         if cut.group_size:
             keys = _grouped(total, {pk: groups[p] for pk, p in first.items()}, cut)
         else:
@@ -159,6 +173,21 @@ def fuse(searches: list[SearchHits], ranker: Ranker, cut: Cut) -> SearchHits:
         picked += [first[pk] for pk in keys]
         scores += [total[pk] for pk in keys]
     return _hits(searches, descending, counts, np.array(picked, dtype=np.int64), scores, cut)
+
+
+def _sum(a: float, b: float) -> float:
+    return a + b
+
+
+def _decay(
+    total: dict[Any, float], first: dict[Any, int], searches: list[SearchHits], decay: Decay
+) -> None:
+    """Each key's fused score times its decay factor (its field's value where it was met)."""
+    values = np.asarray(concat([s.fields[decay.field] for s in searches]), dtype=np.float64)
+    keys = list(total)
+    factors = decay.factors(values[[first[k] for k in keys]])
+    for key, factor in zip(keys, factors.tolist(), strict=True):
+        total[key] *= factor
 
 
 def _key(pk: Any) -> Any:

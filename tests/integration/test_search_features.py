@@ -509,3 +509,25 @@ def test_decay_rankers_refuse_what_milvus_refuses(pair, coll):
         )
         with pytest.raises(MilvusException, match=message):
             ours.search(name, [[0.0] * DIM_V], anns_field="v", limit=3, ranker=ranker)
+
+
+@pytest.mark.parametrize("function", ["gauss", "linear"])
+def test_hybrid_search_with_a_decay_ranker_matches_milvus_lite(pair, coll, function):
+    """The best normalised score among the searches (L2 mapped, IP as it is) times the
+    field's decay."""
+    ours, lite = pair
+    name, rows = coll
+    ranker = Function(
+        name="nearness",
+        input_field_names=["f"],
+        function_type=FunctionType.RERANK,
+        params={"reranker": "decay", "function": function, "origin": 0.3, "scale": 0.25},
+    )
+    requests = [
+        AnnSearchRequest([rows[11]["v"]], "v", {"metric_type": "L2"}, limit=8),
+        AnnSearchRequest([rows[11]["w"]], "w", {"metric_type": "IP"}, limit=8),
+    ]
+    got = ours.hybrid_search(name, requests, ranker=ranker, limit=6, output_fields=["name"])
+    expected = lite.hybrid_search(name, requests, ranker=ranker, limit=6, output_fields=["name"])
+    _same(got, expected)
+    assert all(set(hit["entity"]) == {"name"} for hits in got for hit in hits)

@@ -50,3 +50,19 @@ def test_candidates_are_ten_per_hit_asked_for_within_milvus_topk():
     assert candidates(5, 0) == 50
     assert candidates(10, 5) == 150
     assert candidates(2000, 0) == 16384
+
+
+def test_hybrid_fusion_takes_the_best_normalised_score_times_the_decay():
+    from vectide.services.proxy.rerank import DECAY, Cut, Ranker, fuse
+
+    l2 = SearchHits(
+        "L2", [2], np.array([1, 2]), np.array([0.0, 1.0], np.float32), {"ts": np.array([10, 0])}
+    )
+    ip = SearchHits(
+        "IP", [2], np.array([2, 3]), np.array([0.9, 0.2], np.float32), {"ts": np.array([0, 0])}
+    )
+    ranker = Ranker(DECAY, decay=Decay("ts", "exp", origin=0, scale=10))
+    fused = fuse([l2, ip], ranker, Cut(limit=3))
+    # key 1: L2 0 -> 1.0, ts 10 -> x0.5; key 2: max(1 - 2 atan(1)/pi = 0.5, 0.9) x1; key 3: 0.2
+    assert fused.pks.tolist() == [2, 1, 3]
+    np.testing.assert_allclose(fused.scores, [0.9, 0.5, 0.2], rtol=1e-6)
