@@ -67,11 +67,28 @@ def expire_ts(properties: Mapping[str, str], read_ms: int) -> int:
     return timestamp.compose(max(read_ms - ttl * 1000, 0))
 
 
+def oldest_visible(info: CollectionInfo, read_ms: int, snapshot: int = 0) -> int:
+    """The oldest insert stamp a read returns (0: no bound): the TTL's bound counted back
+    from ``read_ms``, and for a read at or after the collection's last truncation (a
+    ``snapshot`` stamp, 0: now) the truncation's stamp."""
+    bound = expire_ts(info.properties, read_ms)
+    if info.truncated_ts and (not snapshot or snapshot >= info.truncated_ts):
+        bound = max(bound, info.truncated_ts)
+    return bound
+
+
 def expiries(collections: Iterable[CollectionInfo], read_ms: int) -> dict[int, int]:
-    """Per collection with a TTL, ``expire_ts`` at ``read_ms``: garbage collection drops
-    segments whose rows are all older (a read at ``read_ms`` or later returns none of them)."""
-    bounds = {c.collection_id: expire_ts(c.properties, read_ms) for c in collections}
-    return {collection_id: ts for collection_id, ts in bounds.items() if ts}
+    """Per collection with a TTL or a truncation older than ``read_ms``, the oldest insert
+    stamp a read at ``read_ms`` or later returns: compaction drops older rows, garbage
+    collection segments whose rows are all older."""
+    bounds = {}
+    for c in collections:
+        bound = expire_ts(c.properties, read_ms)
+        if c.truncated_ts and timestamp.physical_ms(c.truncated_ts) <= read_ms:
+            bound = max(bound, c.truncated_ts)
+        if bound:
+            bounds[c.collection_id] = bound
+    return bounds
 
 
 #: a field param kept and described without effect (Vectide holds columns in memory)

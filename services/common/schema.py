@@ -212,13 +212,16 @@ class CollectionInfo:
     partitions: list[PartitionInfo] = field(default_factory=list)
     indexes: list[IndexInfo] = field(default_factory=list)
     properties: dict[str, str] = field(default_factory=dict)
-    #: the serialized schema.proto as the client sent it (DescribeCollection echoes it)
     #: when the schema last changed (AddCollectionField, AlterCollectionField; 0: never):
     #: DescribeCollection's ``update_timestamp``, which clients send back with inserts
     update_ts: int = 0
+    #: the serialized schema.proto as the client sent it (DescribeCollection echoes it)
     raw_schema: bytes = b""
     #: the database holding it; catalogs written before databases existed read as default
     db_name: str = "default"
+    #: the stamp of the last TruncateCollection (0: never): reads at or after it return no
+    #: row inserted before it, and compaction and garbage collection remove those rows
+    truncated_ts: int = 0
 
     def partition(self, name: str) -> PartitionInfo | None:
         return next((p for p in self.partitions if p.name == name), None)

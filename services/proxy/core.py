@@ -386,6 +386,10 @@ class Proxy:
         self.scheduler.ddl(lambda ts: self.rootcoord.drop_index(ts, collection, index_name))
         self.meta.invalidate(collection)
 
+    def truncate_collection(self, collection: str) -> None:
+        self.scheduler.ddl(lambda ts: self.rootcoord.truncate_collection(ts, collection))
+        self.meta.invalidate(collection)
+
     def alter_index(
         self,
         collection: str,

@@ -182,11 +182,11 @@ class _ReadTask(Task):
         return spec.guarantee_ts, wait, 0, proxy.fences_for(self.info.pchannels, spec.guarantee_ts)
 
     def _expire_ts(self, travel: int) -> int:
-        """The collection's TTL as the oldest insert stamp this read returns, counted back
-        from the time it reads at: now, or the snapshot it travels to (Milvus's proxy
-        sends the same bound with each read)."""
+        """The oldest insert stamp this read returns: the collection's TTL counted back from
+        the time it reads at (now, or the snapshot it travels to; Milvus's proxy sends the
+        same bound with each read), or its last truncation."""
         read_ms = timestamp.physical_ms(travel) if travel else timestamp.now_ms()
-        return collection_properties.expire_ts(self.info.properties, read_ms)
+        return collection_properties.oldest_visible(self.info, read_ms, travel)
 
     def _fan_out(self, call: Any) -> list[Any]:
         """Run ``call(node, vchannels)`` on every node leading this collection's shards in

@@ -153,6 +153,12 @@ class MilvusService(
         )
         return ok()
 
+    @rpc(milvus_pb2.TruncateCollectionResponse)
+    def TruncateCollection(self, request, context):
+        """Remove every row, keep the collection (pymilvus ``truncate_collection``)."""
+        self.proxy.truncate_collection(ref_of(request, context))
+        return milvus_pb2.TruncateCollectionResponse(status=ok())
+
     @rpc(milvus_pb2.BoolResponse)
     def HasCollection(self, request, context):
         return milvus_pb2.BoolResponse(

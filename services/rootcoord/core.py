@@ -408,6 +408,17 @@ class RootCoord:
             self.meta.remove(info)
         self._invalidate(name)
 
+    def truncate_collection(self, ts: int, name: str) -> None:
+        """Every row inserted before ``ts`` goes (TruncateCollection): reads at or after it
+        skip them, compaction and garbage collection remove them; the schema, indexes,
+        partitions, aliases and load state stay."""
+        with self._dd_lock:
+            info = self._require(name)
+            self._begin_ddl(ts)
+            self.meta.update(replace(info, truncated_ts=ts))
+        self._invalidate_collection(info)
+        log.info("collection truncated", extra={"collection": info.name, "ts": ts})
+
     @once_per_stamp
     def rename_collection(self, ts: int, old: str, new_db: str, new_name: str) -> None:
         """Rename a collection, possibly into another database, with Milvus's checks: not

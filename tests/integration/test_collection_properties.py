@@ -1,6 +1,6 @@
 """Collection properties through unmodified pymilvus: set at create, altered and dropped,
 described; ``collection.ttl.seconds`` makes rows older than it unreadable (growing rows and
-rows flushed to S3 alike)."""
+rows flushed to S3 alike), and so does ``truncate_collection`` for every row before it."""
 
 from __future__ import annotations
 
@@ -59,6 +59,20 @@ def test_rows_past_the_ttl_are_not_read_growing_or_flushed(client, name):
     hits = client.search(name, [[0.0] * DIM], limit=10, consistency_level="Strong")[0]
     assert sorted(h["id"] for h in hits) == [10, 11]
     assert [r["id"] for r in client.get(name, ids=[0, 4, 10])] == [10]
+
+
+def test_truncate_collection_removes_growing_and_flushed_rows_and_keeps_the_rest(client, name):
+    client.create_collection(name, dimension=DIM, consistency_level="Strong")
+    client.insert(name, _rows(range(3)))
+    client.flush(name)
+    client.insert(name, _rows(range(3, 5)))
+    assert _count(client, name) == 5
+    client.truncate_collection(name)
+    assert _count(client, name) == 0
+    assert client.get_load_state(name)["state"].name == "Loaded"
+    client.insert(name, _rows([1, 9]))
+    hits = client.search(name, [[1.0] * DIM], limit=10, consistency_level="Strong")[0]
+    assert sorted(h["id"] for h in hits) == [1, 9]
 
 
 def test_a_field_altered_takes_longer_values_and_describes_its_params(client, name):

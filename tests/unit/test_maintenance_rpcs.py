@@ -8,6 +8,7 @@ from pymilvus.client.prepare import Prepare
 from pymilvus.grpc_gen import milvus_pb2
 
 from benchmarks.search_path import Context
+from vectide.services.common import collection_properties, timestamp
 from vectide.services.proxy.grpc_service import MilvusService
 from vectide.services.testing import Harness
 
@@ -90,3 +91,38 @@ def test_alter_index_sets_and_drops_mmap_and_refuses_anything_else():
     assert refused.code == 1100 and "only mmap.enabled" in refused.reason
     missing = alter(Prepare.alter_index_properties_request("c", "nope", {"mmap.enabled": 1}))
     assert missing.code != 0 and "index not found" in missing.reason
+
+
+def test_truncate_removes_every_row_and_keeps_the_collection():
+    h = Harness()
+    service = MilvusService(h.proxy)
+    h.create_collection("c")
+    h.insert("c", range(5))
+    h.tick()
+    h.datanode.flush_once()  # some rows persisted, the rest growing
+    h.insert("c", range(5, 8))
+    h.tick()
+    h.pump()
+    assert h.query_ids("c") == list(range(8))
+    reply = service.TruncateCollection(
+        milvus_pb2.TruncateCollectionRequest(collection_name="c"), Context()
+    )
+    assert reply.status.code == 0, reply.status
+    assert h.query_ids("c") == []
+    assert h.search_ids("c", 3) == []
+    h.insert("c", [3, 20])  # the collection, its index and load state stay
+    h.tick()
+    h.pump()
+    assert h.query_ids("c") == [3, 20]
+    h.crash_coordinators()  # the truncation is in the catalog
+    assert h.query_ids("c") == [3, 20]
+    info = h.proxy.meta.get("c")
+    assert info.truncated_ts and info.indexes
+    # a time-travel read to a snapshot before the truncation is not bounded by it
+    now = timestamp.now_ms()
+    assert collection_properties.oldest_visible(info, now) == info.truncated_ts
+    assert collection_properties.oldest_visible(info, now, info.truncated_ts - 1) == 0
+    # once the stamp is behind every read, compaction and GC may remove the rows
+    late = timestamp.physical_ms(info.truncated_ts) + 1
+    assert collection_properties.expiries([info], late) == {info.collection_id: info.truncated_ts}
+    assert collection_properties.expiries([info], late - 2) == {}

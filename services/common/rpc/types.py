@@ -79,6 +79,7 @@ ROOTCOORD_METHODS = (
     "create_index",
     "drop_index",
     "alter_index",
+    "truncate_collection",
     "report_timetick",
     "read_fence",
     "create_database",
