@@ -111,7 +111,12 @@ class RbacRpcs:
 
     @rpc(common_pb2.Status)
     def CreateRole(self, request, context):
-        self._rbac().create_role(request.entity.name)
+        self._rbac().create_role(request.entity.name, request.entity.description)
+        return ok()
+
+    @rpc(common_pb2.Status)
+    def AlterRole(self, request, context):
+        self._rbac().alter_role(request.role_name, request.description)
         return ok()
 
     @rpc(common_pb2.Status)
@@ -129,6 +134,9 @@ class RbacRpcs:
     def SelectRole(self, request, context):
         found = self._rbac().select_roles(_named(request, "role"))
         results = _results(_ROLE_RESULT, found, request.include_user_info)
+        descriptions = self._rbac().role_descriptions()
+        for result in results:
+            result.role.description = descriptions.get(result.role.name, "")
         return milvus_pb2.SelectRoleResponse(status=ok(), results=results)
 
     # -- grants --------------------------------------------------------------------------

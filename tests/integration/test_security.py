@@ -366,3 +366,13 @@ def test_privilege_groups_built_in_and_custom_grant_through_pymilvus(secured, ro
     root.drop_privilege_group(group)
     with pytest.raises(MilvusException, match="cluster-level privilege group"):
         root.grant_privilege_v2(role, "ClusterReadOnly", "*", db_name="default")
+
+
+def test_a_role_s_description_is_set_at_create_altered_and_described(secured, root):
+    role = f"described_{uuid.uuid4().hex[:6]}"
+    root.create_role(role)
+    assert root.describe_role(role)["description"] == ""
+    root.alter_role(role, "reads the docs collection")
+    assert root.describe_role(role)["description"] == "reads the docs collection"
+    with pytest.raises(MilvusException, match="not found the role"):
+        root.alter_role("ghost_role", "nobody")

@@ -131,17 +131,31 @@ class Rbac:
 
     # -- roles ---------------------------------------------------------------------------
 
-    def create_role(self, name: str) -> None:
+    def create_role(self, name: str, description: str = "") -> None:
         check_role_name(name)
 
         def plan(snap: Snapshot) -> Changes:
             if name in snap.roles:
                 raise errors.invalid(f"role [name:{name!r}] already exists")
             changes = Changes()
-            changes.put_role(name, "")
+            changes.put_role(name, description)
             return changes
 
         self._change(plan)
+
+    def alter_role(self, name: str, description: str) -> None:
+        """A role's description (AlterRole); grants and members stay."""
+
+        def plan(snap: Snapshot) -> Changes:
+            self._role(snap, name)
+            changes = Changes()
+            changes.put_role(name, description)
+            return changes
+
+        self._change(plan)
+
+    def role_descriptions(self) -> dict[str, str]:
+        return dict(self._store.load().roles)
 
     def drop_role(self, name: str, force: bool = False) -> None:
         """Refused for the built-in roles, and, unless ``force``, while the role holds grants
