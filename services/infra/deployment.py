@@ -297,10 +297,14 @@ class DeploymentManager:
 
     def _healthy(self, role: RoleProcess, pid: int | None) -> bool:
         """Ready: the proxy answers the Milvus API, a rootcoord's /healthz says active or
-        standby, the data node and ingest workers registered their sessions."""
+        standby, the data node and ingest workers registered their sessions (a standalone's
+        ingest role starts just after its proxy answers: both count)."""
         host = self.config.service.host
         if role.role in ("proxy", "standalone"):
-            return milvus_answers(role.endpoint(host), files=tls.client_files(self.config.security))
+            files = tls.client_files(self.config.security)
+            if not milvus_answers(role.endpoint(host), files=files):
+                return False
+            return role.role == "proxy" or self._has_session("ingest", pid)
         if role.role in ("datanode", "ingest"):  # no port: up once its session registered
             return self._has_session(role.role, pid)
         if role.role == "rootcoord" and role.metrics_port:
