@@ -30,6 +30,7 @@ from vectide.services.proxy.rest_call import Handler, RestCall
 from vectide.services.proxy.rest_collections import CollectionHandlers
 from vectide.services.proxy.rest_entities import EntityHandlers
 from vectide.services.proxy.rest_import import import_routes
+from vectide.services.proxy.rest_rbac import role_routes, user_routes
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,8 @@ class RestApi:
             **_prefixed("databases", admin.database_routes(self)),
             **_prefixed("aliases", admin.alias_routes(self)),
             **_prefixed("jobs/import", import_routes(self)),
+            **_prefixed("users", user_routes(self)),
+            **_prefixed("roles", role_routes(self)),
         }
 
     def handle(self, path: str, raw: bytes, headers: Mapping[str, str]) -> dict[str, Any]:

@@ -376,3 +376,65 @@ def test_a_role_s_description_is_set_at_create_altered_and_described(secured, ro
     assert root.describe_role(role)["description"] == "reads the docs collection"
     with pytest.raises(MilvusException, match="not found the role"):
         root.alter_role("ghost_role", "nobody")
+
+
+def test_users_and_roles_are_managed_through_rest(secured, root, collection):
+    """Milvus's RESTful ``/users`` and ``/roles``, admitted as their gRPC calls are; pymilvus
+    sees what they did."""
+    import requests
+
+    base = f"http://127.0.0.1:{secured.config.service.http_port}/v2/vectordb"
+
+    def post(path: str, body: dict, token: str = ROOT_TOKEN) -> dict:
+        headers = {"Authorization": f"Bearer {token}"}
+        return requests.post(f"{base}/{path}", json=body, headers=headers, timeout=30).json()
+
+    def ok(path: str, body: dict, token: str = ROOT_TOKEN) -> object:
+        reply = post(path, body, token)
+        assert reply["code"] == 0, (path, reply)
+        return reply["data"]
+
+    user, role = f"rest_{uuid.uuid4().hex[:6]}", f"rest_role_{uuid.uuid4().hex[:6]}"
+    ok("users/create", {"userName": user, "password": "password1"})
+    assert user in ok("users/list", {})
+    ok("roles/create", {"roleName": role})
+    assert role in ok("roles/list", {})
+    ok("users/grant_role", {"userName": user, "roleName": role})
+    assert ok("users/describe", {"userName": user}) == [role]
+    grant = {
+        "roleName": role,
+        "objectType": "Collection",
+        "objectName": collection,
+        "privilege": "Search",
+    }
+    ok("roles/grant_privilege", grant)
+    ok(
+        "roles/grant_privilege_v2",
+        {"roleName": role, "privilege": "Query", "collectionName": collection, "dbName": "default"},
+    )
+    described = ok("roles/describe", {"roleName": role})
+    assert {(d["objectName"], d["privilege"], d["dbName"]) for d in described} == {
+        (collection, "Search", "default"),
+        (collection, "Query", "default"),
+    }
+    assert root.describe_user(user)["roles"] == (role,)
+    search = {"collectionName": collection, "data": [[0.5] * DIM], "limit": 2}
+    assert len(ok("entities/search", search, f"{user}:password1")) == 2
+    denied = post(
+        "users/create", {"userName": "x" + user, "password": "password1"}, f"{user}:password1"
+    )
+    assert denied["code"] == 1401
+    ok(
+        "users/update_password",
+        {"userName": user, "password": "password1", "newPassword": "password2"},
+    )
+    assert len(ok("entities/search", search, f"{user}:password2")) == 2
+    ok("roles/revoke_privilege", grant)
+    ok(
+        "roles/revoke_privilege_v2",
+        {"roleName": role, "privilege": "Query", "collectionName": collection, "dbName": "default"},
+    )
+    ok("users/revoke_role", {"userName": user, "roleName": role})
+    ok("roles/drop", {"roleName": role})
+    ok("users/drop", {"userName": user})
+    assert user not in ok("users/list", {})
