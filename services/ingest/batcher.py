@@ -32,7 +32,7 @@ from vectide.services.common.msgstream.message import (
     DataType,
     FieldColumn,
 )
-from vectide.services.common.schema import CollectionInfo
+from vectide.services.common.schema import CollectionInfo, FieldSchema
 from vectide.services.ingest.decode import RecordDecoder, RecordError, Tombstone, Upsert
 
 log = logging.getLogger(__name__)
@@ -232,8 +232,7 @@ class BatchApplier:
         if pk.auto_id:  # no key to upsert on: plain inserts, at-least-once
             self._writer.insert(self._collection, self._partition, columns, len(rows))
             return
-        pk_data = list(pks) if pk.data_type == DataType.VARCHAR else np.asarray(pks, np.int64)
-        columns[pk.name] = FieldColumn(pk.field_id, pk.name, pk.data_type, pk_data, 0)
+        columns[pk.name] = pk_column(pk, pks)
         self._writer.upsert(self._collection, self._partition, columns, len(rows))
 
     def _fail_missing(self, outcome: BatchOutcome, records: Sequence[KafkaRecord]) -> None:
@@ -272,6 +271,12 @@ def _last_per_key(
     if len(last) == len(items):
         return items
     return [items[i] for i in sorted(last.values())]
+
+
+def pk_column(pk: FieldSchema, pks: Sequence[Any]) -> FieldColumn:
+    """The decoded rows' primary keys as the insert's column of ``pk``."""
+    data = list(pks) if pk.data_type == DataType.VARCHAR else np.asarray(pks, np.int64)
+    return FieldColumn(pk.field_id, pk.name, pk.data_type, data, 0)
 
 
 def columns_of(decoder: RecordDecoder, rows: list[dict[str, Any]]) -> dict[str, FieldColumn]:

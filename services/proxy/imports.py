@@ -31,15 +31,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any, Protocol
 
-import numpy as np
-
 from vectide.services.common import errors
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.import_job import COMPLETED, FAILED, IMPORTING, ImportJob
-from vectide.services.common.msgstream.message import DataType, FieldColumn
+from vectide.services.common.msgstream.message import FieldColumn
 from vectide.services.common.names import qualified
 from vectide.services.common.schema import CollectionInfo
-from vectide.services.ingest.batcher import columns_of
+from vectide.services.ingest.batcher import columns_of, pk_column
 from vectide.services.ingest.decode import RecordDecoder, RecordError
 from vectide.services.proxy.context import DataCoordPort
 from vectide.services.proxy.import_files import ImportFileError, check_name, row_batches, units
@@ -251,9 +249,10 @@ class _Run:
         budget = KEEP_BYTES
         rows: dict[str, int] = {}
         for i, unit in enumerate(self._units):
-            batches = list(self._checked(unit))
+            files = self._read(unit)
+            batches = list(self._checked(unit, files))
             rows.update(dict.fromkeys(unit, sum(map(len, batches))))
-            size = sum(self._importer._files.size(name) or 0 for name in unit)
+            size = sum(map(len, files.values()))
             if size <= budget:
                 self._kept[i], budget = batches, budget - size
         self.job.file_rows = [rows[name] for name in self.job.files]
@@ -264,13 +263,11 @@ class _Run:
         pk = self._info.schema.primary
         for i, unit in enumerate(self._units):
             kept = self._kept.pop(i, None)
-            for rows in self._checked(unit) if kept is None else kept:
+            for rows in self._checked(unit, self._read(unit)) if kept is None else kept:
                 self._go_on()
                 columns = columns_of(self._decoder, [row.values for row in rows])
                 if not pk.auto_id:
-                    pks = [row.pk for row in rows]
-                    data = pks if pk.data_type == DataType.VARCHAR else np.asarray(pks, np.int64)
-                    columns[pk.name] = FieldColumn(pk.field_id, pk.name, pk.data_type, data, 0)
+                    columns[pk.name] = pk_column(pk, [row.pk for row in rows])
                 result = self._proxy.insert(
                     self.collection, self.job.partition_name, columns, len(rows)
                 )
@@ -278,9 +275,12 @@ class _Run:
                 self.job.imported_rows += len(rows)
                 self.save()
 
-    def _checked(self, unit: list[str]) -> Iterator[list[Any]]:
+    def _read(self, unit: list[str]) -> dict[str, bytes]:
+        return {name: self._importer._files.get(name) for name in unit}
+
+    def _checked(self, unit: list[str], files: dict[str, bytes]) -> Iterator[list[Any]]:
         """The unit's rows decoded, a batch at a time; the first bad row raises."""
-        start, files = 0, {name: self._importer._files.get(name) for name in unit}
+        start = 0
         for batch in row_batches(files, self._info.schema, self.job.options):
             self._go_on()
             decoded = self._decoder.decode_rows(batch)
