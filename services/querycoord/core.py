@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Protocol
 
 from vectide.services.common import errors
@@ -29,6 +29,12 @@ from vectide.services.querycoord import replicas as replica_codec
 from vectide.services.querycoord.balance import BalanceConfig, Balancer
 from vectide.services.querycoord.distribution import Distribution, Group
 from vectide.services.querycoord.replicas import Replica, assign_nodes, new_replicas
+from vectide.services.querycoord.resource_groups import (
+    DEFAULT_RESOURCE_GROUP,
+    NODE_NOT_ENOUGH,
+    GroupConfig,
+    ResourceGroups,
+)
 from vectide.services.querycoord.shard_loading import ShardLeaders, ShardLoader
 
 log = logging.getLogger(__name__)
@@ -36,6 +42,8 @@ log = logging.getLogger(__name__)
 _LOADED = "querycoord/loaded"
 #: ``{collection id}`` -> the partition ids loaded, for a collection loaded by partitions
 _PARTITIONS = "querycoord/partitions"
+#: ``{name}`` -> a resource group's config and nodes
+_GROUPS = "querycoord/resource_groups"
 
 
 class QueryNodePort(Protocol):
@@ -109,9 +117,15 @@ class QueryCoord:
         #: collection id -> loaded partition ids, for collections loaded by partitions (a
         #: collection loaded whole is absent: every partition, later ones too, is loaded)
         self._partitions: dict[int, set[int]] = {}
+        #: which query nodes each resource group's replicas run on
+        self._rgs = ResourceGroups()
 
     def start(self) -> None:
         with self._lock:
+            self._rgs = ResourceGroups(
+                ResourceGroups.loads(key.rsplit("/", 1)[1], raw)
+                for key, raw in self._kv.list_prefix(_GROUPS).items()
+            )
             self._replicas = {
                 int(key.rsplit("/", 1)[1]): replica_codec.loads(raw)
                 for key, raw in self._kv.list_prefix(_LOADED).items()
@@ -124,22 +138,29 @@ class QueryCoord:
 
     # -- loading -----------------------------------------------------------------------------
 
-    def load_collection(self, collection_id: int, replica_number: int = 1) -> None:
+    def load_collection(
+        self, collection_id: int, replica_number: int = 1, resource_groups: Sequence[str] = ()
+    ) -> None:
         """Load every partition, those created later included, in ``replica_number``
-        copies on distinct nodes."""
+        copies on distinct nodes (of ``resource_groups``: one for all replicas, or one per
+        replica; none: the default group)."""
         with self._lock:
-            self._load_shards(collection_id, replica_number)
+            self._load_shards(collection_id, replica_number, resource_groups)
             self._set_partitions(collection_id, None)
 
     def load_partitions(
-        self, collection_id: int, partition_ids: Sequence[int], replica_number: int = 1
+        self,
+        collection_id: int,
+        partition_ids: Sequence[int],
+        replica_number: int = 1,
+        resource_groups: Sequence[str] = (),
     ) -> None:
         """Load these partitions too (a collection loaded whole stays so). Every shard is
         watched either way, since a shard's channel carries all partitions; reads see only
         the loaded partitions' rows."""
         with self._lock:
             whole = collection_id in self._replicas and collection_id not in self._partitions
-            self._load_shards(collection_id, replica_number)
+            self._load_shards(collection_id, replica_number, resource_groups)
             if not whole:
                 loaded = self._partitions.get(collection_id, set()) | set(partition_ids)
                 self._set_partitions(collection_id, loaded)
@@ -177,7 +198,9 @@ class QueryCoord:
         self._kv.put(key, json.dumps(sorted(loaded)).encode())
         self._partitions[collection_id] = set(loaded)
 
-    def _load_shards(self, collection_id: int, replica_number: int) -> None:
+    def _load_shards(
+        self, collection_id: int, replica_number: int, resource_groups: Sequence[str]
+    ) -> None:
         """Lead every shard in every replica (needs an index on each vector field)."""
         info = self._collections.describe_collection(collection_id=collection_id)
         missing = [f.name for f in info.schema.vector_fields if info.index_on(f.name) is None]
@@ -190,20 +213,22 @@ class QueryCoord:
         if replica_number < 1:
             raise errors.invalid(f"replica number must be at least 1, got {replica_number}")
         with self._lock:
+            placement = self._placement(replica_number, resource_groups)
             replicas = self._replicas.get(collection_id)
             if replicas is not None and len(replicas) != replica_number:
                 raise errors.invalid(
                     f"can't change the replica number for loaded collection: loaded with "
                     f"{len(replicas)}, asked for {replica_number}; release it first"
                 )
-            live = self._nodes.live_nodes()
-            if replicas is None and len(live) < replica_number:
-                raise MilvusError(
-                    Code.UNEXPECTED,
-                    f"no enough nodes to create replicas: {replica_number} replicas need "
-                    f"{replica_number} query nodes, {len(live)} available",
-                )
-            replicas = replicas or new_replicas(replica_number, live)
+            if replicas is not None and resource_groups:
+                now = Counter(r.resource_group for r in replicas)
+                if now != Counter(placement):
+                    raise errors.invalid(
+                        "can't change the resource groups of a loaded collection: its "
+                        f"replicas are in {sorted(now.elements())}; transfer them "
+                        "(transfer_replica) or release it first"
+                    )
+            replicas = replicas or self._new_replicas(placement)
             for index, replica in enumerate(replicas):
                 replica.shards = {v: n for v, n in replica.shards.items() if v in info.vchannels}
                 for vchannel in info.vchannels:
@@ -219,6 +244,52 @@ class QueryCoord:
             },
         )
 
+    def _placement(self, replica_number: int, resource_groups: Sequence[str]) -> list[str]:
+        """The resource group of each replica to create."""
+        groups = list(resource_groups) or [DEFAULT_RESOURCE_GROUP]
+        for name in groups:
+            self._rgs.get(name)  # raises if there is no such group
+        if len(groups) == 1:
+            return groups * replica_number
+        if len(groups) != replica_number:
+            raise errors.invalid(
+                f"replica=[{replica_number}] resource group=[{len(groups)}], resource group "
+                "num can only be 0, 1 or same as replica number"
+            )
+        return groups
+
+    def _new_replicas(self, placement: list[str]) -> list[Replica]:
+        replicas: list[Replica] = []
+        for group, count in Counter(placement).items():
+            live = self._live_of(group)
+            if len(live) < count:
+                where = "" if group == DEFAULT_RESOURCE_GROUP else f" in resource group {group}"
+                raise MilvusError(
+                    Code.UNEXPECTED if group == DEFAULT_RESOURCE_GROUP else NODE_NOT_ENOUGH,
+                    f"no enough nodes to create replicas: {count} replicas need {count} "
+                    f"query nodes{where}, {len(live)} available",
+                )
+            replicas += new_replicas(count, live, group, alone=len(placement) == 1)
+        return replicas
+
+    def _live_of(self, group: str, live: Collection[int] | None = None) -> list[int]:
+        """The live nodes of a resource group (every live node while all are in the
+        default group, those that just joined included)."""
+        live = self._nodes.live_nodes() if live is None else live
+        if group == DEFAULT_RESOURCE_GROUP and not self._rgs.partitioned:
+            return sorted(live)
+        found = self._rgs.groups.get(group)
+        return sorted(set(live) & found.nodes) if found is not None else []
+
+    def _replica_nodes(self, replica: Replica) -> Collection[int] | None:
+        """The nodes a replica's segments may be placed on (None: any)."""
+        if replica.nodes is not None:
+            return replica.nodes
+        if not self._rgs.partitioned:
+            return None
+        found = self._rgs.groups.get(replica.resource_group)
+        return set(found.nodes) if found is not None else set()
+
     def _assign(
         self,
         info: CollectionInfo,
@@ -232,7 +303,8 @@ class QueryCoord:
         ``exclude`` nor a node leading the shard in another replica."""
         others = {r.shards.get(vchannel) for i, r in enumerate(replicas) if i != index}
         replica = replicas[index]
-        live = [n for n in replica.usable(self._nodes.live_nodes()) if n not in {*exclude, *others}]
+        usable = replica.usable(self._live_of(replica.resource_group))
+        live = [n for n in usable if n not in {*exclude, *others}]
         if not live:
             raise MilvusError(Code.SERVICE_NOT_READY, "no query node is available")
         led = [
@@ -244,7 +316,7 @@ class QueryCoord:
         node_id = min(live, key=lambda n: (load[n], n))
         plan = None
         if self._loader is not None:
-            plan = self._loader.plan(info, vchannel, node_id, index, replica.nodes)
+            plan = self._loader.plan(info, vchannel, node_id, index, self._replica_nodes(replica))
         self._nodes.node(node_id).watch(info, vchannel, plan)
         return node_id
 
@@ -302,7 +374,7 @@ class QueryCoord:
             for replicas in self._replicas.values():
                 for replica in replicas:
                     if replica.shards.get(vchannel) == leader:
-                        return replica.nodes
+                        return self._replica_nodes(replica)
         return None
 
     # -- segments ----------------------------------------------------------------------------
@@ -359,17 +431,31 @@ class QueryCoord:
         stopping = {n for n, r in reports.items() if r.stopping}
         serving = live_set - stopping
         with self._lock:
+            if self._rgs.reconcile(serving):
+                self._save_groups()
             for collection_id, replicas in list(self._replicas.items()):
-                if assign_nodes(replicas, serving):
+                if self._assign_nodes(replicas, serving):
                     self._save(collection_id, replicas)
                 for index, replica in enumerate(replicas):
-                    orphans = [v for v, n in replica.shards.items() if n not in serving]
-                    if orphans and replica.usable(serving):
-                        self._reassign(collection_id, replicas, index, orphans, stopping)
+                    usable = set(replica.usable(self._live_of(replica.resource_group, serving)))
+                    orphans = [v for v, n in replica.shards.items() if n not in usable]
+                    if orphans and usable:
+                        # alive nodes outside the replica's group let go once replaced
+                        release = stopping | (serving - usable)
+                        self._reassign(collection_id, replicas, index, orphans, release)
         if self.distribution is not None and serving:
             self.distribution.recover()
-            if stopping:
-                self.distribution.balance(self._groups())
+            groups = self._groups()
+            if stopping or any(g.draining for g in groups):
+                self.distribution.balance(groups)
+
+    def _assign_nodes(self, replicas: list[Replica], serving: Collection[int]) -> bool:
+        """Each resource group's serving nodes to the collection's replicas in it."""
+        changed = False
+        for group in dict.fromkeys(r.resource_group for r in replicas):
+            members = [r for r in replicas if r.resource_group == group]
+            changed |= assign_nodes(members, self._live_of(group, serving))
+        return changed
 
     def _reassign(
         self,
@@ -377,8 +463,11 @@ class QueryCoord:
         replicas: list[Replica],
         index: int,
         orphans: list[str],
-        stopping: set[int],
+        release: set[int],
     ) -> None:
+        """New leaders for the orphaned shards of replica ``index``; an old leader still
+        alive (``release``: stopping, or outside the replica's group now) lets its shard go
+        once the new one leads it."""
         try:
             info = self._collections.describe_collection(collection_id=collection_id)
         except MilvusError:
@@ -387,14 +476,14 @@ class QueryCoord:
         for vchannel in orphans:
             old = shards[vchannel]
             try:
-                node_id = self._assign(info, vchannel, replicas, index, exclude=stopping)
+                node_id = self._assign(info, vchannel, replicas, index, exclude=release)
             except Exception:
                 log.exception("shard load failed; will retry", extra={"vchannel": vchannel})
                 continue
             shards[vchannel] = node_id
             self._save(collection_id, replicas)
             log.warning("shard reassigned", extra={"vchannel": vchannel, "node": node_id})
-            if old in stopping:  # alive: it led the shard until the new leader was ready
+            if old in release:  # alive: it led the shard until the new leader was ready
                 try:
                     self._nodes.node(old).unwatch(vchannel)
                 except Exception:
@@ -410,14 +499,19 @@ class QueryCoord:
         the others, its own nodes and the copies its leaders read."""
         assert self.distribution is not None
         with self._lock:
-            split = [rs for rs in self._replicas.values() if len(rs) > 1]
+            partitioned = self._rgs.partitioned
+            split = [
+                [(r, self._replica_nodes(r)) for r in rs]
+                for rs in self._replicas.values()
+                if len(rs) > 1 or partitioned
+            ]
         if not split:
-            return [(None, None)]
+            return [Group()]
         reports = self.distribution.reports()
         groups: list[Group] = []
         own: set[tuple[int, int]] = set()
         for replicas in split:
-            for replica in replicas:
+            for replica, nodes in replicas:
                 copies = {
                     (s, n)
                     for v, leader in replica.shards.items()
@@ -425,11 +519,12 @@ class QueryCoord:
                     for s, n in reports[leader].leading.get(v, {}).items()
                 }
                 own |= copies
-                groups.append((replica.nodes, copies))
+                outside = {n for _, n in copies} - set(nodes) if nodes is not None else set()
+                groups.append(Group(nodes, copies, frozenset(outside)))
         everything = {
             (s, n) for r in reports.values() for m in r.leading.values() for s, n in m.items()
         }
-        return [(None, everything - own), *groups]
+        return [Group(None, everything - own), *groups]
 
     def load_balance(
         self,
@@ -448,7 +543,8 @@ class QueryCoord:
             if replicas is None:
                 raise _not_loaded(collection_id)
             vchannels = {v for r in replicas for v in r.shards}
-            nodes = next((r.nodes for r in replicas if r.nodes and source in r.nodes), None)
+            scopes = [self._replica_nodes(r) for r in replicas]
+            nodes = next((n for n in scopes if n and source in n), None)
         reports = self.distribution.reports()
         moves = self.distribution.plan_moves(
             reports, vchannels, source, destinations, segment_ids, nodes
@@ -459,6 +555,127 @@ class QueryCoord:
             raise MilvusError(
                 Code.UNEXPECTED, "some segments could not be moved; see the coordinator's log"
             )
+
+    # -- resource groups ---------------------------------------------------------------------
+
+    def create_resource_group(self, name: str, config: Mapping[str, object] | None = None) -> None:
+        with self._lock:
+            created = self._rgs.create(name, GroupConfig.from_dict(config) if config else None)
+            if created:
+                self._save_groups()
+        if created:
+            log.info("resource group created", extra={"resource_group": name})
+            self.rebalance()
+
+    def update_resource_groups(self, configs: Mapping[str, Mapping[str, object]]) -> None:
+        with self._lock:
+            self._rgs.update({n: GroupConfig.from_dict(c) for n, c in configs.items()})
+            self._save_groups()
+        self.rebalance()
+
+    def drop_resource_group(self, name: str) -> None:
+        with self._lock:
+            loaded = {r.resource_group for rs in self._replicas.values() for r in rs}
+            if not self._rgs.drop(name, loaded):
+                return
+            self._kv.delete(f"{_GROUPS}/{name}")
+            self._save_groups()
+        log.info("resource group dropped", extra={"resource_group": name})
+        self.rebalance()
+
+    def transfer_node(self, source: str, target: str, count: int) -> None:
+        with self._lock:
+            self._rgs.transfer_node(source, target, count)
+            self._save_groups()
+        self.rebalance()
+
+    def transfer_replica(self, source: str, target: str, collection_id: int, count: int) -> None:
+        """Move ``count`` of the collection's replicas from one group to another: their
+        shards get leaders and their segments nodes of the target group (reads go on from
+        the old ones until then)."""
+        if source == target:
+            raise errors.invalid(
+                f"source resource group and target resource group should not be the same, "
+                f"resource group: {source}"
+            )
+        if count <= 0:
+            raise errors.invalid(f"invalid NumReplica {count}: must be > 0")
+        with self._lock:
+            self._rgs.get(source), self._rgs.get(target)
+            replicas = self._replicas.get(collection_id)
+            if replicas is None:
+                raise _not_loaded(collection_id)
+            moving = [r for r in replicas if r.resource_group == source]
+            if len(moving) < count:
+                raise errors.invalid(
+                    f"only found [{len(moving)}] replicas of collection {collection_id} in "
+                    f"source resource group[{source}], asked to transfer {count}"
+                )
+            arriving = sum(r.resource_group == target for r in replicas) + count
+            live = self._live_of(target)
+            if len(live) < arriving:
+                raise MilvusError(
+                    NODE_NOT_ENOUGH,
+                    f"resource group node not enough[rg={target}][current={len(live)}]"
+                    f"[expected={arriving}]",
+                )
+            for replica in moving[-count:]:
+                replica.resource_group = target
+            if len(replicas) > 1:  # node sets: the target's nodes split among its replicas
+                there = [r for r in replicas if r.resource_group == target]
+                for replica in there:
+                    replica.nodes = set()
+                assign_nodes(there, live)
+            self._save(collection_id, replicas)
+        log.info(
+            "replicas transferred",
+            extra={"collection": collection_id, "from": source, "to": target, "count": count},
+        )
+        self.rebalance()
+
+    def list_resource_groups(self) -> list[str]:
+        with self._lock:
+            return sorted(self._rgs.groups)
+
+    def describe_resource_group(self, name: str) -> dict[str, object]:
+        """A group's config and live nodes, and per loaded collection (by id, as text): its
+        replicas in the group, the nodes of other groups leading their shards (outgoing),
+        and the group's nodes leading shards of other groups' replicas (incoming)."""
+        live = set(self._nodes.live_nodes())
+        with self._lock:
+            group = self._rgs.get(name)
+            nodes = set(self._live_of(name, live))
+            loaded: Counter[str] = Counter()
+            outgoing: Counter[str] = Counter()
+            incoming: Counter[str] = Counter()
+            for cid, replicas in self._replicas.items():
+                for replica in replicas:
+                    leaders = set(replica.shards.values())
+                    if replica.resource_group == name:
+                        loaded[str(cid)] += 1
+                        outgoing[str(cid)] += len(leaders - nodes)
+                    else:
+                        incoming[str(cid)] += len(leaders & nodes)
+            return {
+                "name": name,
+                "config": group.config.to_dict(),
+                "nodes": sorted(nodes),
+                "replicas": dict(loaded),
+                "outgoing": {k: v for k, v in outgoing.items() if v},
+                "incoming": {k: v for k, v in incoming.items() if v},
+            }
+
+    def replica_groups(self, collection_id: int) -> list[str]:
+        """The resource group of each replica, in the order ``replicas`` lists them."""
+        with self._lock:
+            replicas = self._replicas.get(collection_id)
+            if replicas is None:
+                raise _not_loaded(collection_id)
+            return [r.resource_group for r in replicas]
+
+    def _save_groups(self) -> None:
+        for name, group in self._rgs.groups.items():
+            self._kv.put(f"{_GROUPS}/{name}", ResourceGroups.dumps(group))
 
 
 def _not_loaded(collection_id: int) -> MilvusError:

@@ -36,8 +36,17 @@ log = logging.getLogger(__name__)
 
 #: a copy of a sealed segment: (segment id, the node serving it)
 Copy = tuple[int, int]
-#: a balancing group: its nodes (None: every node) and the copies it may move (None: all)
-Group = tuple[Collection[int] | None, set[Copy] | None]
+
+
+@dataclass(frozen=True)
+class Group:
+    """A balancing group: its nodes (None: every node), the copies it may move (None: all),
+    and nodes it must empty as if they were stopping (they left the group's resource group
+    but still serve some of its copies)."""
+
+    nodes: Collection[int] | None = None
+    movable: set[Copy] | None = None
+    draining: frozenset[int] = frozenset()
 
 
 class Segments(Protocol):
@@ -88,10 +97,12 @@ class Distribution:
         reports: dict[int, NodeLoad],
         nodes: Collection[int] | None = None,
         movable: set[Copy] | None = None,
+        draining: Collection[int] = (),
     ) -> list[NodeState]:
         """The balancer's view of ``nodes`` (None: every one): memory used and limit, and
         the sealed segments that may move: those a leader reads there (not a copy of a move
-        half done; lost ones are placed again instead), of ``movable`` if given."""
+        half done; lost ones are placed again instead), of ``movable`` if given. Nodes in
+        ``draining`` count as stopping: their segments move to the others."""
         lost = {s for r in reports.values() for s in r.lost}
         served = served_copies(reports) if movable is None else served_copies(reports) & movable
         return [
@@ -104,10 +115,10 @@ class Distribution:
                     for s, mb in r.segments_mb.items()
                     if s not in lost and (s, r.node_id) in served
                 },
-                stopping=r.stopping,
+                stopping=r.stopping or r.node_id in draining,
             )
             for r in reports.values()
-            if nodes is None or r.node_id in nodes
+            if nodes is None or r.node_id in nodes or r.node_id in draining
         ]
 
     def place(
@@ -263,9 +274,10 @@ class Distribution:
         every node for collections with one replica) over the copies that group may move;
         returns the moves made."""
         done = 0
-        for nodes, movable in groups:
+        for group in groups:
             reports = self.reports()
-            plan = self.balancer.plan(self.states(reports, nodes, movable))
+            states = self.states(reports, group.nodes, group.movable, group.draining)
+            plan = self.balancer.plan(states)
             done += self.run(plan.moves, reports)
         return done
 
