@@ -13,6 +13,8 @@ from __future__ import annotations
 from vectide.services.common.errors import Code, MilvusError
 
 DEFAULT_DB = "default"
+#: Milvus's default resource group: the query nodes no other group asked for
+DEFAULT_RESOURCE_GROUP = "__default_resource_group"
 MAX_NAME_LENGTH = 255
 MAX_DB_NAME_LENGTH = 64
 

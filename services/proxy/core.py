@@ -406,10 +406,14 @@ class Proxy:
 
     # -- load --------------------------------------------------------------------------------
 
-    def load_collection(self, collection: str, replica_number: int = 1) -> None:
+    def load_collection(
+        self, collection: str, replica_number: int = 1, resource_groups: Sequence[str] = ()
+    ) -> None:
         collection_id = self.meta.get(collection).collection_id
         self.shards.invalidate(collection_id)
-        self.querycoord.load_collection(collection_id, max(replica_number, 1))
+        self.querycoord.load_collection(
+            collection_id, max(replica_number, 1), list(resource_groups)
+        )
 
     def release_collection(self, collection: str) -> None:
         collection_id = self.meta.get(collection).collection_id
@@ -417,12 +421,18 @@ class Proxy:
         self.querycoord.release_collection(collection_id)
 
     def load_partitions(
-        self, collection: str, partitions: Sequence[str], replica_number: int = 1
+        self,
+        collection: str,
+        partitions: Sequence[str],
+        replica_number: int = 1,
+        resource_groups: Sequence[str] = (),
     ) -> None:
         info = self.meta.get(collection)
         ids = [self.partition_id(info, name) for name in partitions]
         self.shards.invalidate(info.collection_id)
-        self.querycoord.load_partitions(info.collection_id, ids, max(replica_number, 1))
+        self.querycoord.load_partitions(
+            info.collection_id, ids, max(replica_number, 1), list(resource_groups)
+        )
 
     def release_partitions(self, collection: str, partitions: Sequence[str]) -> None:
         info = self.meta.get(collection)

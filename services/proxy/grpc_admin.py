@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from pymilvus.grpc_gen import common_pb2, milvus_pb2
+from pymilvus.grpc_gen import common_pb2, milvus_pb2, rg_pb2
 
 from vectide.services.common import errors
 from vectide.services.common.errors import MilvusError
@@ -17,8 +17,6 @@ from vectide.services.proxy import convert
 from vectide.services.proxy.core import Proxy
 from vectide.services.proxy.grpc_common import MILVUS_VERSION, alias_of, db_of, ok, ref_of, rpc
 from vectide.services.proxy.system_info import (
-    DEFAULT_RESOURCE_GROUP,
-    DEFAULT_RESOURCE_GROUP_CAPACITY,
     SYSTEM_INFO,
     Member,
     metric_type,
@@ -133,31 +131,89 @@ class AdminRpcs:
             component_name=f"proxy{self.proxy.server_id}",
         )
 
+    # -- resource groups (the query coordinator's, ``services/querycoord/resource_groups.py``)
+
+    @rpc(common_pb2.Status)
+    def CreateResourceGroup(self, request, context):
+        config = (
+            _config_of(request.resource_group, request.config)
+            if request.HasField("config")
+            else None
+        )
+        self.proxy.querycoord.create_resource_group(request.resource_group, config)
+        return ok()
+
+    @rpc(common_pb2.Status)
+    def UpdateResourceGroups(self, request, context):
+        self.proxy.querycoord.update_resource_groups(
+            {name: _config_of(name, cfg) for name, cfg in request.resource_groups.items()}
+        )
+        return ok()
+
+    @rpc(common_pb2.Status)
+    def DropResourceGroup(self, request, context):
+        self.proxy.querycoord.drop_resource_group(request.resource_group)
+        return ok()
+
+    @rpc(common_pb2.Status)
+    def TransferNode(self, request, context):
+        self.proxy.querycoord.transfer_node(
+            request.source_resource_group, request.target_resource_group, request.num_node
+        )
+        return ok()
+
+    @rpc(common_pb2.Status)
+    def TransferReplica(self, request, context):
+        info = self.proxy.describe_collection(ref_of(request, context))
+        self.proxy.querycoord.transfer_replica(
+            request.source_resource_group,
+            request.target_resource_group,
+            info.collection_id,
+            request.num_replica,
+        )
+        return ok()
+
     @rpc(milvus_pb2.ListResourceGroupsResponse)
     def ListResourceGroups(self, request, context):
         return milvus_pb2.ListResourceGroupsResponse(
-            status=ok(), resource_groups=[DEFAULT_RESOURCE_GROUP]
+            status=ok(), resource_groups=self.proxy.querycoord.list_resource_groups()
         )
 
     @rpc(milvus_pb2.DescribeResourceGroupResponse)
     def DescribeResourceGroup(self, request, context):
-        """The default group: every live query node, one replica per loaded collection of
-        the request's database (Attu's load dialog and its node view read this)."""
-        if request.resource_group != DEFAULT_RESOURCE_GROUP:
-            raise MilvusError(
-                errors.Code.RESOURCE_GROUP_NOT_FOUND,
-                f"resource group not found[rg={request.resource_group}]",
-            )
-        nodes = [m for m in self._members() if m.role == "querynode"]
-        loaded = self.proxy.show_collections(db_of(request, context), loaded_only=True)
+        """A group's config and nodes, and the request database's loaded collections with
+        replicas in it (Attu's load dialog and its node view read this)."""
+        found = self.proxy.querycoord.describe_resource_group(request.resource_group)
+        names = {
+            str(c.collection_id): c.name
+            for c in self.proxy.show_collections(db_of(request, context), loaded_only=True)
+        }
+        addresses = {m.node_id: m.address for m in self._members() if m.role == "querynode"}
+        config = found["config"]
+
+        def named(counts: dict[str, int]) -> dict[str, int]:
+            return {names[cid]: n for cid, n in counts.items() if cid in names}
+
         group = milvus_pb2.ResourceGroup(
-            name=DEFAULT_RESOURCE_GROUP,
-            capacity=DEFAULT_RESOURCE_GROUP_CAPACITY,
-            num_available_node=len(nodes),
-            num_loaded_replica={
-                c.name: len(self.proxy.querycoord.replicas(c.collection_id)) for c in loaded
-            },
-            nodes=[common_pb2.NodeInfo(node_id=m.node_id, address=m.address) for m in nodes],
+            name=found["name"],
+            capacity=config["requests"],
+            num_available_node=len(found["nodes"]),
+            num_loaded_replica=named(found["replicas"]),
+            num_outgoing_node=named(found["outgoing"]),
+            num_incoming_node=named(found["incoming"]),
+            config=rg_pb2.ResourceGroupConfig(
+                requests=rg_pb2.ResourceGroupLimit(node_num=config["requests"]),
+                limits=rg_pb2.ResourceGroupLimit(node_num=config["limits"]),
+                transfer_from=[
+                    rg_pb2.ResourceGroupTransfer(resource_group=g) for g in config["transfer_from"]
+                ],
+                transfer_to=[
+                    rg_pb2.ResourceGroupTransfer(resource_group=g) for g in config["transfer_to"]
+                ],
+            ),
+            nodes=[
+                common_pb2.NodeInfo(node_id=n, address=addresses.get(n, "")) for n in found["nodes"]
+            ],
         )
         return milvus_pb2.DescribeResourceGroupResponse(status=ok(), resource_group=group)
 
@@ -167,7 +223,9 @@ class AdminRpcs:
         shard (its leader first); an unloaded collection has none."""
         info = self.proxy.describe_collection(ref_of(request, context), request.collectionID)
         replicas = []
-        for index, shards in enumerate(self.proxy.replica_shards(info)):
+        placed = self.proxy.replica_shards(info)
+        groups = self.proxy.querycoord.replica_groups(info.collection_id) if placed else []
+        for index, shards in enumerate(placed):
             replicas.append(
                 milvus_pb2.ReplicaInfo(
                     replicaID=info.collection_id * 100 + index,
@@ -182,7 +240,23 @@ class AdminRpcs:
                         for vchannel, nodes in sorted(shards.items())
                     ],
                     node_ids=sorted({n for nodes in shards.values() for n in nodes}),
-                    resource_group_name=DEFAULT_RESOURCE_GROUP,
+                    resource_group_name=groups[index],
                 )
             )
         return milvus_pb2.GetReplicasResponse(status=ok(), replicas=replicas)
+
+
+def _config_of(name: str, config: rg_pb2.ResourceGroupConfig) -> dict[str, object]:
+    """A ResourceGroupConfig as the query coordinator takes it; both numbers are required,
+    as Milvus requires them."""
+    if not config.HasField("requests") or not config.HasField("limits"):
+        raise MilvusError(
+            errors.Code.RESOURCE_GROUP_ILLEGAL_CONFIG,
+            f"resource group illegal config[rg={name}]: requests or limits is required",
+        )
+    return {
+        "requests": config.requests.node_num,
+        "limits": config.limits.node_num,
+        "transfer_from": [t.resource_group for t in config.transfer_from],
+        "transfer_to": [t.resource_group for t in config.transfer_to],
+    }

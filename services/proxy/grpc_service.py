@@ -322,7 +322,9 @@ class MilvusService(
 
     @rpc(common_pb2.Status)
     def LoadCollection(self, request, context):
-        self.proxy.load_collection(ref_of(request, context), request.replica_number)
+        self.proxy.load_collection(
+            ref_of(request, context), request.replica_number, list(request.resource_groups)
+        )
         return ok()
 
     @rpc(common_pb2.Status)
@@ -333,7 +335,10 @@ class MilvusService(
     @rpc(common_pb2.Status)
     def LoadPartitions(self, request, context):
         self.proxy.load_partitions(
-            ref_of(request, context), list(request.partition_names), request.replica_number
+            ref_of(request, context),
+            list(request.partition_names),
+            request.replica_number,
+            list(request.resource_groups),
         )
         return ok()
 

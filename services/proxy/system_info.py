@@ -19,9 +19,6 @@ MILVUS_ROLES = {
     "querynode": "querynode",
     "datanode": "datanode",
 }
-#: the only resource group: every query node serves it (Milvus's default group and capacity)
-DEFAULT_RESOURCE_GROUP = "__default_resource_group"
-DEFAULT_RESOURCE_GROUP_CAPACITY = 1_000_000
 #: the only metric type answered (Milvus's ``metricsinfo.SystemInfoMetrics``)
 SYSTEM_INFO = "system_info"
 

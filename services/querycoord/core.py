@@ -31,7 +31,6 @@ from vectide.services.querycoord.distribution import Distribution, Group
 from vectide.services.querycoord.replicas import Replica, assign_nodes, new_replicas
 from vectide.services.querycoord.resource_groups import (
     DEFAULT_RESOURCE_GROUP,
-    NODE_NOT_ENOUGH,
     GroupConfig,
     ResourceGroups,
 )
@@ -263,9 +262,10 @@ class QueryCoord:
         for group, count in Counter(placement).items():
             live = self._live_of(group)
             if len(live) < count:
-                where = "" if group == DEFAULT_RESOURCE_GROUP else f" in resource group {group}"
+                default = group == DEFAULT_RESOURCE_GROUP
+                where = "" if default else f" in resource group {group}"
                 raise MilvusError(
-                    Code.UNEXPECTED if group == DEFAULT_RESOURCE_GROUP else NODE_NOT_ENOUGH,
+                    Code.UNEXPECTED if default else Code.RESOURCE_GROUP_NODE_NOT_ENOUGH,
                     f"no enough nodes to create replicas: {count} replicas need {count} "
                     f"query nodes{where}, {len(live)} available",
                 )
@@ -615,7 +615,7 @@ class QueryCoord:
             live = self._live_of(target)
             if len(live) < arriving:
                 raise MilvusError(
-                    NODE_NOT_ENOUGH,
+                    Code.RESOURCE_GROUP_NODE_NOT_ENOUGH,
                     f"resource group node not enough[rg={target}][current={len(live)}]"
                     f"[expected={arriving}]",
                 )

@@ -20,18 +20,12 @@ from dataclasses import dataclass, field, replace
 
 from vectide.services.common import errors
 from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.names import DEFAULT_RESOURCE_GROUP
 
-DEFAULT_RESOURCE_GROUP = "__default_resource_group"
 #: the default group's limits: every node nobody else asked for
 DEFAULT_CAPACITY = 1_000_000
 #: Milvus's ``quotaAndLimits.limits.maxResourceGroupNumOfQueryNode``
 MAX_GROUPS = 1024
-
-#: Milvus's merr codes for resource groups
-ALREADY_EXISTS = 301
-REACH_LIMIT = 302
-ILLEGAL_CONFIG = 303
-NODE_NOT_ENOUGH = 304
 
 
 @dataclass(frozen=True)
@@ -90,7 +84,9 @@ class ResourceGroup:
 
 
 def illegal(name: str, reason: str) -> MilvusError:
-    return MilvusError(ILLEGAL_CONFIG, f"resource group illegal config[rg={name}]: {reason}")
+    return MilvusError(
+        Code.RESOURCE_GROUP_ILLEGAL_CONFIG, f"resource group illegal config[rg={name}]: {reason}"
+    )
 
 
 def not_found(name: str) -> MilvusError:
@@ -120,12 +116,13 @@ class ResourceGroups:
             if existing.config == config:
                 return False
             raise MilvusError(
-                ALREADY_EXISTS,
+                Code.RESOURCE_GROUP_ALREADY_EXIST,
                 f"resource group already exist, but create with different config[rg={name}]",
             )
         if len(self.groups) >= MAX_GROUPS:
             raise MilvusError(
-                REACH_LIMIT, f"resource group num reach limit[rg={name}][limit={MAX_GROUPS}]"
+                Code.RESOURCE_GROUP_REACH_LIMIT,
+                f"resource group num reach limit[rg={name}][limit={MAX_GROUPS}]",
             )
         self._validate(name, config)
         self.groups[name] = ResourceGroup(name, config)
@@ -185,7 +182,7 @@ class ResourceGroups:
         src, dst = self.get(source), self.get(target)
         if len(src.nodes) < count:
             raise MilvusError(
-                NODE_NOT_ENOUGH,
+                Code.RESOURCE_GROUP_NODE_NOT_ENOUGH,
                 f"resource group node not enough[rg={source}][current={len(src.nodes)}]"
                 f"[expected={count}]",
             )
@@ -280,24 +277,23 @@ class ResourceGroups:
                     return self._move(group, target)
         return False
 
+    # Milvus weighs these tiers by factors (1,000,000 and 100,000), which lets the default
+    # group's room (1,000,000) outrank a named transfer group; tuples keep the tiers apart.
+
     def _source_for(self, needy: ResourceGroup) -> ResourceGroup | None:
-        def priority(g: ResourceGroup) -> int:
+        def priority(g: ResourceGroup) -> tuple[int, int]:
             if g.redundant > 0:
-                return g.redundant * 1_000_000
-            if g.name in needy.config.transfer_from:
-                return g.spare * 100_000
-            return g.spare
+                return 2, g.redundant
+            return int(g.name in needy.config.transfer_from), g.spare
 
         givers = [g for g in self.groups.values() if g is not needy and g.spare > 0]
         return max(givers, key=priority) if givers else None
 
     def _target_for(self, full: ResourceGroup) -> ResourceGroup | None:
-        def priority(g: ResourceGroup) -> int:
+        def priority(g: ResourceGroup) -> tuple[int, int]:
             if g.missing > 0:
-                return g.missing * 1_000_000
-            if g.name in full.config.transfer_to:
-                return g.room * 100_000
-            return g.room
+                return 2, g.missing
+            return int(g.name in full.config.transfer_to), g.room
 
         takers = [g for g in self.groups.values() if g is not full and g.room > 0]
         if takers:

@@ -129,6 +129,14 @@ QUERYCOORD_METHODS = (
     "release_partitions",
     "loaded_partitions",
     "load_balance",
+    "create_resource_group",
+    "update_resource_groups",
+    "drop_resource_group",
+    "transfer_node",
+    "transfer_replica",
+    "list_resource_groups",
+    "describe_resource_group",
+    "replica_groups",
 )
 QUERYNODE_METHODS = (
     "watch",

@@ -1,0 +1,222 @@
+"""Resource groups: the pure node accounting (``resource_groups.py``), then the query
+coordinator keeping each replica's shards and segments on its group's nodes, over query
+nodes of one process (the fixture of ``test_distribution.py``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.test_distribution import count, deployment, held  # noqa: F401 (fixture)
+from tests.unit.test_querynode import VCH, pack
+from vectide.services.common.errors import Code, MilvusError
+from vectide.services.common.kv.memory import MemoryKV
+from vectide.services.common.names import DEFAULT_RESOURCE_GROUP as DEFAULT
+from vectide.services.querycoord.core import QueryCoord
+from vectide.services.querycoord.resource_groups import (
+    GroupConfig,
+    ResourceGroup,
+    ResourceGroups,
+)
+
+
+def nodes_by_group(groups: ResourceGroups) -> dict[str, set[int]]:
+    return {name: set(g.nodes) for name, g in groups.groups.items()}
+
+
+# -- the accounting -----------------------------------------------------------------------
+
+
+def test_joining_nodes_fill_requests_first_then_the_default_group():
+    groups = ResourceGroups()
+    groups.create("rg1", GroupConfig(requests=2, limits=3))
+    groups.create("rg2", GroupConfig(requests=1, limits=1))
+    assert groups.reconcile([1, 2, 3, 4, 5])
+    placed = nodes_by_group(groups)
+    assert len(placed["rg1"]) == 2 and len(placed["rg2"]) == 1 and len(placed[DEFAULT]) == 2
+    assert not groups.reconcile([1, 2, 3, 4, 5])  # settled
+    # a node of rg2 dies: the default group gives one back
+    lost = next(iter(placed["rg2"]))
+    assert groups.reconcile({1, 2, 3, 4, 5} - {lost})
+    assert len(groups.nodes_of("rg2")) == 1 and len(groups.nodes_of(DEFAULT)) == 1
+    # nodes stay where they are while the configs hold: the oldest keep what they serve
+    keep = groups.nodes_of("rg1")
+    groups.reconcile({1, 2, 3, 4, 5, 6} - {lost})
+    assert groups.nodes_of("rg1") == keep and 6 in groups.nodes_of(DEFAULT)
+
+
+def test_groups_over_their_limits_give_nodes_to_transfer_to_then_to_the_default():
+    groups = ResourceGroups()
+    groups.create("rg1", GroupConfig(requests=3, limits=3))
+    groups.create("rg2", GroupConfig(requests=0, limits=5))
+    groups.reconcile([1, 2, 3])
+    assert groups.nodes_of("rg1") == {1, 2, 3}
+    groups.update({"rg1": GroupConfig(requests=1, limits=1, transfer_to=("rg2",))})
+    groups.reconcile([1, 2, 3])
+    assert groups.nodes_of("rg1") == {1} and groups.nodes_of("rg2") == {2, 3}
+    groups.update({"rg2": GroupConfig()})  # limits 0: everything goes to the default group
+    groups.reconcile([1, 2, 3])
+    assert nodes_by_group(groups) == {DEFAULT: {2, 3}, "rg1": {1}, "rg2": set()}
+
+
+def test_a_group_short_of_requests_takes_from_its_transfer_from_first():
+    groups = ResourceGroups()
+    groups.create("rg1", GroupConfig(requests=2, limits=2))
+    groups.create("rg2", GroupConfig(requests=1, limits=1))
+    groups.reconcile([1, 2, 3, 4, 5])  # rg1 2, rg2 1, default 2
+    groups.update({"rg1": GroupConfig(requests=0, limits=4)})  # rg1 holds 2 spare
+    groups.create("rg3", GroupConfig(requests=1, limits=1, transfer_from=("rg1",)))
+    before = groups.nodes_of("rg1")
+    groups.reconcile([1, 2, 3, 4, 5])
+    taken = groups.nodes_of("rg3")
+    assert len(taken) == 1 and taken <= before  # from rg1 (2 spare), not the default (2)
+
+
+def test_configs_are_checked_as_milvus_checks_them():
+    groups = ResourceGroups()
+    cases = [
+        (GroupConfig(requests=-1, limits=1), "should not less than 0"),
+        (GroupConfig(requests=2, limits=1), "limits node num should not less than requests"),
+        (GroupConfig(limits=1, transfer_from=("rg1",)), "should not be itself"),
+        (GroupConfig(limits=1, transfer_to=("nope",)), "TransferTo` nope not exist"),
+    ]
+    for config, message in cases:
+        with pytest.raises(MilvusError, match=message) as bad:
+            groups.create("rg1", config)
+        assert bad.value.code == Code.RESOURCE_GROUP_ILLEGAL_CONFIG
+    assert groups.create("rg1", GroupConfig(limits=1))
+    assert not groups.create("rg1", GroupConfig(limits=1))  # the same again: a no-op
+    with pytest.raises(MilvusError) as exists:
+        groups.create("rg1", GroupConfig(limits=2))
+    assert exists.value.code == Code.RESOURCE_GROUP_ALREADY_EXIST
+    with pytest.raises(MilvusError) as missing:
+        groups.update({"nope": GroupConfig()})
+    assert missing.value.code == Code.RESOURCE_GROUP_NOT_FOUND
+    with pytest.raises(MilvusError, match="couldn't be empty"):
+        groups.create("", None)
+
+
+def test_only_an_empty_unreferenced_group_without_replicas_is_dropped():
+    groups = ResourceGroups()
+    groups.create("rg1", GroupConfig(requests=1, limits=1))
+    groups.create("rg2", GroupConfig(limits=1, transfer_to=("rg1",)))
+    groups.reconcile([1, 2])
+    with pytest.raises(MilvusError, match="default resource group is not deletable"):
+        groups.drop(DEFAULT, [])
+    with pytest.raises(MilvusError, match="limits node num is not 0"):
+        groups.drop("rg1", [])
+    groups.update({"rg1": GroupConfig()})
+    with pytest.raises(MilvusError, match="used by rg2's `TransferTo`"):
+        groups.drop("rg1", [])
+    groups.update({"rg2": GroupConfig()})
+    with pytest.raises(MilvusError, match="some replicas still loaded"):
+        groups.drop("rg1", ["rg1"])
+    assert groups.drop("rg1", [])
+    assert not groups.drop("rg1", [])  # gone already: a no-op
+    assert groups.nodes_of(DEFAULT) == {1, 2}  # its node came back at once
+
+
+def test_transfer_node_moves_the_numbers_as_milvus_does():
+    groups = ResourceGroups()
+    groups.create("rg1", None)
+    groups.reconcile([1, 2, 3])
+    groups.transfer_node(DEFAULT, "rg1", 2)
+    assert groups.get("rg1").config == GroupConfig(requests=2, limits=2)
+    assert groups.get(DEFAULT).config.limits == 1_000_000  # the default keeps its limits
+    groups.reconcile([1, 2, 3])
+    assert len(groups.nodes_of("rg1")) == 2
+    with pytest.raises(MilvusError) as few:
+        groups.transfer_node(DEFAULT, "rg1", 2)
+    assert few.value.code == Code.RESOURCE_GROUP_NODE_NOT_ENOUGH
+    with pytest.raises(MilvusError, match="should not be the same"):
+        groups.transfer_node("rg1", "rg1", 1)
+    groups.transfer_node("rg1", DEFAULT, 1)
+    assert groups.get("rg1").config == GroupConfig(requests=1, limits=1)
+
+
+def test_groups_survive_a_round_trip_through_the_metastore():
+    group = ResourceGroup("rg1", GroupConfig(1, 2, ("a",), ("b",)), {4, 2})
+    assert ResourceGroups.loads("rg1", ResourceGroups.dumps(group)) == group
+
+
+# -- the coordinator ---------------------------------------------------------------------
+
+
+def leader_of(coord: QueryCoord, nodes, replica: int = 0):
+    leader = nodes.node(coord.replicas(7)[replica][VCH])
+    leader.apply(VCH, pack(0, 10))  # serviceable (a new leader starts from nothing)
+    return leader
+
+
+def test_a_replica_serves_only_from_its_groups_nodes(deployment):  # noqa: F811
+    coord, nodes, *_ = deployment
+    coord.create_resource_group("rg1", {"requests": 1, "limits": 1})
+    # one node went to rg1; the collection's replica stays in the default group, on the other
+    [moved] = coord.describe_resource_group("rg1")["nodes"]
+    other = 3 - moved
+    serving = leader_of(coord, nodes)
+    assert serving.node_id == other and held(nodes)[moved] == []
+    assert count(serving) == 200
+    described = coord.describe_resource_group(DEFAULT)
+    assert described["nodes"] == [other] and described["replicas"] == {"7": 1}
+    assert described["config"]["limits"] == 1_000_000
+
+    coord.transfer_replica(DEFAULT, "rg1", 7, 1)
+    serving = leader_of(coord, nodes)
+    assert serving.node_id == moved and held(nodes)[other] == []
+    assert sorted(held(nodes)[moved]) == [10, 11, 12, 13]
+    assert count(serving) == 200
+    assert coord.replica_groups(7) == ["rg1"]
+    assert coord.describe_resource_group("rg1")["replicas"] == {"7": 1}
+
+    with pytest.raises(MilvusError, match="limits node num is not 0"):
+        coord.drop_resource_group("rg1")
+    with pytest.raises(MilvusError, match="only found \\[0\\] replicas"):
+        coord.transfer_replica(DEFAULT, "rg1", 7, 1)
+    coord.release_collection(7)
+    coord.update_resource_groups({"rg1": {"requests": 0, "limits": 0}})
+    coord.drop_resource_group("rg1")
+    assert coord.list_resource_groups() == [DEFAULT]
+    assert coord.describe_resource_group(DEFAULT)["nodes"] == [1, 2]
+
+
+def test_replicas_load_into_named_groups_and_the_groups_outlive_a_restart(deployment):  # noqa: F811
+    coord, nodes, store, _, _ = deployment
+    coord.release_collection(7)
+    for node_id in (3, 4):
+        nodes.add(node_id, store)
+    coord.create_resource_group("rg1", {"requests": 2, "limits": 2})
+    coord.create_resource_group("rg2", {"requests": 1, "limits": 1})
+    with pytest.raises(MilvusError) as unknown:
+        coord.load_collection(7, 1, ["nope"])
+    assert unknown.value.code == Code.RESOURCE_GROUP_NOT_FOUND
+    with pytest.raises(MilvusError, match="resource group num can only be 0, 1 or same"):
+        coord.load_collection(7, 3, ["rg1", "rg2"])
+    with pytest.raises(MilvusError) as few:
+        coord.load_collection(7, 2, ["rg2"])
+    assert few.value.code == Code.RESOURCE_GROUP_NODE_NOT_ENOUGH
+    coord.load_collection(7, 2, ["rg1", "rg2"])
+    rg1, rg2 = (set(coord.describe_resource_group(g)["nodes"]) for g in ("rg1", "rg2"))
+    assert coord.replica_groups(7) == ["rg1", "rg2"]
+    for index, members in enumerate((rg1, rg2)):
+        leader = leader_of(coord, nodes, index)
+        served = coord.distribution.reports()[leader.node_id].leading[VCH]
+        assert {leader.node_id, *served.values()} <= members
+        assert count(leader) == 200
+    with pytest.raises(MilvusError, match="can't change the resource groups"):
+        coord.load_collection(7, 2, ["rg1"])
+    coord.load_collection(7, 2)  # the same replicas, wherever they are: a no-op
+
+    again = QueryCoord(coord._kv, coord._collections, nodes)
+    again.start()
+    assert again.list_resource_groups() == sorted([DEFAULT, "rg1", "rg2"])
+    assert set(again.describe_resource_group("rg1")["nodes"]) == rg1
+    assert again.replica_groups(7) == ["rg1", "rg2"]
+
+
+def test_the_coordinator_keeps_groups_apart_from_a_fresh_metastore():
+    coord = QueryCoord(MemoryKV(), None, type("Nodes", (), {"live_nodes": lambda self: [1]})())
+    coord.start()
+    assert coord.list_resource_groups() == [DEFAULT]
+    with pytest.raises(MilvusError) as missing:
+        coord.describe_resource_group("rg1")
+    assert missing.value.code == Code.RESOURCE_GROUP_NOT_FOUND
