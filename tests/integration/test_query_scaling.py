@@ -15,11 +15,13 @@ from collections import Counter
 import numpy as np
 import pytest
 from pymilvus import DataType, MilvusClient, connections, utility
+from pymilvus.client.types import ResourceGroupConfig
 
 from tests.infra import REPO, TEST_PORTS
 from tests.integration.conftest import free_block, isolated
 from tests.integration.test_supervision import own_run_dir
 from vectide.services.common.kv.zookeeper import cluster_root, connect_zookeeper
+from vectide.services.common.names import DEFAULT_RESOURCE_GROUP as DEFAULT_GROUP
 from vectide.services.common.session import SessionRegistry
 from vectide.services.infra.deployment import DeploymentManager
 from vectide.services.infra.query_status import query_status
@@ -238,6 +240,60 @@ def test_two_replicas_on_distinct_nodes_keep_reads_whole_when_a_node_is_killed(s
     after = [t for t, _ in reader.rounds if t > killed]
     assert len(after) > 20, "the reader barely ran after the kill"
     assert reader.problems() == [], reader.problems()[:3]
+    client.close()
+
+
+def test_a_resource_group_keeps_a_collection_on_its_own_node(scaling):
+    """Milvus's resource groups: a group asking for one node gets one of the two; a
+    collection loaded into it is led and served there only, and moves to the default
+    group's node when its replica is transferred; the group is dropped once empty."""
+    manager, _, uri = scaling
+    client = MilvusClient(uri)
+    wait_for(lambda: len(querynode_ids(manager)) == 2, 60, "two live query nodes")
+    name, vectors = flushed_collection(client, "groups", seed=3)
+    client.release_collection(name)
+    one = ResourceGroupConfig(requests={"node_num": 1}, limits={"node_num": 1})
+    client.create_resource_group("rg1", config=one)
+    try:
+        group = client.describe_resource_group("rg1")
+        assert group.num_available_node == 1 and group.config.limits.node_num == 1
+        [node] = [n.node_id for n in group.nodes]
+        assert node in querynode_ids(manager)
+        assert sorted(client.list_resource_groups()) == [DEFAULT_GROUP, "rg1"]
+        default_nodes = [n.node_id for n in client.describe_resource_group(DEFAULT_GROUP).nodes]
+        assert default_nodes and node not in default_nodes
+
+        def served_only_by(node_id: int) -> bool:
+            [replica] = client.describe_replica(name)
+            leaders = {s.shard_leader for s in replica.shards}
+            return leaders == {node_id} and set(placement(client, name).values()) == {node_id}
+
+        client.load_collection(name, _resource_groups=["rg1"])
+        [replica] = client.describe_replica(name)
+        assert replica.resource_group == "rg1"
+        wait_for(lambda: served_only_by(node), 60, "rg1's node serving everything")
+        expected = exact_top(vectors)
+        hits = client.search(name, QUERIES.tolist(), limit=10)
+        assert [[h["id"] for h in q] for q in hits] == expected
+        assert client.describe_resource_group("rg1").num_loaded_replica == {name: 1}
+
+        client.transfer_replica("rg1", DEFAULT_GROUP, name, 1)
+        wait_for(
+            lambda: served_only_by(default_nodes[0]),
+            90,
+            "the default group's node serving everything",
+            lambda: placement(client, name),
+        )
+        hits = client.search(name, QUERIES.tolist(), limit=10)
+        assert [[h["id"] for h in q] for q in hits] == expected
+    finally:
+        client.release_collection(name)
+        none = ResourceGroupConfig(requests={"node_num": 0}, limits={"node_num": 0})
+        client.update_resource_groups({"rg1": none})
+        client.drop_resource_group("rg1")
+    assert client.list_resource_groups() == [DEFAULT_GROUP]
+    assert len(client.describe_resource_group(DEFAULT_GROUP).nodes) == 2
+    client.drop_collection(name)
     client.close()
 
 

@@ -220,3 +220,66 @@ def test_the_coordinator_keeps_groups_apart_from_a_fresh_metastore():
     with pytest.raises(MilvusError) as missing:
         coord.describe_resource_group("rg1")
     assert missing.value.code == Code.RESOURCE_GROUP_NOT_FOUND
+
+
+# -- the RPCs ------------------------------------------------------------------------------
+
+
+def test_the_rpcs_take_and_give_milvus_shapes():
+    from pymilvus.client.prepare import Prepare
+    from pymilvus.grpc_gen import milvus_pb2, rg_pb2
+
+    from benchmarks.search_path import Context
+    from vectide.services.proxy.grpc_service import MilvusService
+    from vectide.services.testing import Harness
+
+    h = Harness()
+    h.create_collection("c")
+    service, ctx = MilvusService(h.proxy), Context()
+
+    def limit(n: int) -> rg_pb2.ResourceGroupLimit:
+        return rg_pb2.ResourceGroupLimit(node_num=n)
+
+    one = rg_pb2.ResourceGroupConfig(
+        requests=limit(1),
+        limits=limit(1),
+        transfer_to=[rg_pb2.ResourceGroupTransfer(resource_group=DEFAULT)],
+    )
+    created = service.CreateResourceGroup(Prepare.create_resource_group("rg1", config=one), ctx)
+    assert created.code == 0
+    assert service.CreateResourceGroup(Prepare.create_resource_group("rg0"), ctx).code == 0
+    partial = rg_pb2.ResourceGroupConfig(requests=limit(1))
+    refused = service.UpdateResourceGroups(Prepare.update_resource_groups({"rg0": partial}), ctx)
+    assert refused.code == Code.RESOURCE_GROUP_ILLEGAL_CONFIG
+    assert "requests or limits is required" in refused.reason
+    listed = service.ListResourceGroups(milvus_pb2.ListResourceGroupsRequest(), ctx)
+    assert sorted(listed.resource_groups) == sorted([DEFAULT, "rg0", "rg1"])
+
+    # the harness's one query node went to rg1: the loaded collection follows it there
+    again = Prepare.load_collection("c", replica_number=1, _resource_groups=["rg1"])
+    assert "can't change the resource groups" in service.LoadCollection(again, ctx).reason
+    moving = Prepare.transfer_replica(DEFAULT, "rg1", "c", 1)
+    assert service.TransferReplica(moving, ctx).code == 0
+    group = service.DescribeResourceGroup(Prepare.describe_resource_group("rg1"), ctx)
+    assert group.status.code == 0
+    described = group.resource_group
+    assert described.num_available_node == 1 and len(described.nodes) == 1
+    assert described.config.limits.node_num == 1
+    assert [t.resource_group for t in described.config.transfer_to] == [DEFAULT]
+    assert dict(described.num_loaded_replica) == {"c": 1}
+    replicas = service.GetReplicas(
+        milvus_pb2.GetReplicasRequest(collection_name="c", with_shard_nodes=True), ctx
+    )
+    assert [r.resource_group_name for r in replicas.replicas] == ["rg1"]
+    moved = service.TransferReplica(Prepare.transfer_replica("rg0", "rg1", "c", 1), ctx)
+    assert moved.code == Code.PARAMETER_INVALID and "only found [0]" in moved.reason
+    unknown = service.DescribeResourceGroup(Prepare.describe_resource_group("nope"), ctx)
+    assert unknown.status.code == Code.RESOURCE_GROUP_NOT_FOUND
+    not_empty = service.DropResourceGroup(Prepare.drop_resource_group("rg1"), ctx)
+    assert not_empty.code == Code.PARAMETER_INVALID
+    assert service.TransferNode(Prepare.transfer_node("rg1", "rg0", 1), ctx).code == 0
+    rg0 = service.DescribeResourceGroup(Prepare.describe_resource_group("rg0"), ctx)
+    assert rg0.resource_group.config.requests.node_num == 1  # the numbers moved, then the node
+    assert rg0.resource_group.num_available_node == 1
+    still = service.DropResourceGroup(Prepare.drop_resource_group("rg1"), ctx)
+    assert "some replicas still loaded" in still.reason
