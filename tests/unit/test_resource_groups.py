@@ -283,3 +283,37 @@ def test_the_rpcs_take_and_give_milvus_shapes():
     assert rg0.resource_group.num_available_node == 1
     still = service.DropResourceGroup(Prepare.drop_resource_group("rg1"), ctx)
     assert "some replicas still loaded" in still.reason
+
+
+def test_the_rest_routes_take_and_give_milvus_shapes():
+    import json
+
+    from vectide.services.proxy.grpc_service import MilvusService
+    from vectide.services.proxy.rest_api import RestApi
+    from vectide.services.testing import Harness
+
+    h = Harness()
+    h.create_collection("c")
+    api = RestApi(MilvusService(h.proxy))
+
+    def post(action: str, body: dict) -> dict:
+        return api.handle(f"/v2/vectordb/resource_groups/{action}", json.dumps(body).encode(), {})
+
+    one = {"requests": {"node_num": 1}, "limits": {"node_num": 1}}
+    assert post("create", {"name": "rg1", "config": one}) == {"code": 0, "data": {}}
+    assert post("create", {"name": "rg2"})["code"] == 0
+    assert sorted(post("list", {})["data"]) == sorted([DEFAULT, "rg1", "rg2"])
+    missing = post("alter", {"resource_groups": {"rg2": {"limits": {"node_num": 1}}}})
+    assert missing["code"] == Code.RESOURCE_GROUP_ILLEGAL_CONFIG
+    moving = {"sourceRgName": DEFAULT, "targetRgName": "rg1", "collectionName": "c"}
+    assert post("transfer_replica", {**moving, "replicaNum": 1})["code"] == 0
+    group = post("describe", {"name": "rg1"})["data"]["resource_group"]
+    assert group["name"] == "rg1" and group["num_available_node"] == 1
+    assert group["config"]["limits"] == {"node_num": 1}
+    assert group["num_loaded_replica"] == {"c": 1} and len(group["nodes"]) == 1
+    assert post("describe", {"name": "nope"})["code"] == Code.RESOURCE_GROUP_NOT_FOUND
+    assert post("transfer_replica", moving)["code"] == 1802  # replicaNum is required
+    none = {"requests": {"node_num": 0}, "limits": {"node_num": 0}}
+    assert post("alter", {"resource_groups": {"rg2": none}})["code"] == 0
+    assert post("drop", {"name": "rg2"})["code"] == 0
+    assert sorted(post("list", {})["data"]) == sorted([DEFAULT, "rg1"])
