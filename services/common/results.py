@@ -7,6 +7,7 @@ apply the offset last and return exactly what one big index would.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,26 @@ from vectide.services.common.msgstream.message import PrimaryKeys
 
 #: metrics where a larger score is better
 SIMILARITY_METRICS = frozenset({"IP", "COSINE", "BM25"})
+
+
+def normalizer(metric: str, norm_score: bool, mixed: bool) -> Any:
+    """Milvus's ``getNormalizeFunc``: the map a weighted ranker applies to one search's scores."""
+    similarity = metric in SIMILARITY_METRICS
+    if not norm_score and (similarity or not mixed):
+        return lambda s: s
+    if metric == "COSINE":
+        return lambda s: (1 + s) * 0.5
+    if metric == "IP":
+        return lambda s: 0.5 + np.arctan(s) / math.pi
+    if metric == "BM25":  # scores are 0 or more
+        return lambda s: 2 * np.arctan(s) / math.pi
+    return lambda d: 1.0 - 2 * np.arctan(d) / math.pi
+
+
+def relevance(scores: np.ndarray, metric: str) -> np.ndarray:
+    """Scores as relevance, larger better, as a decay ranker weighs them: similarities as
+    they are, distances ``1 - 2 atan(d) / pi`` (the weighted ranker's map for mixed metrics)."""
+    return normalizer(metric, norm_score=False, mixed=True)(np.asarray(scores, np.float64))
 
 
 @dataclass

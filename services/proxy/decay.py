@@ -26,7 +26,7 @@ import numpy as np
 
 from vectide.services.common import errors
 from vectide.services.common.msgstream.message import DataType
-from vectide.services.common.results import SIMILARITY_METRICS, SearchHits, take
+from vectide.services.common.results import SearchHits, relevance, take
 from vectide.services.common.schema import CollectionSchema
 
 FUNCTIONS = ("exp", "gauss", "linear")
@@ -130,17 +130,11 @@ def candidates(limit: int, offset: int) -> int:
     return min((offset + limit) * CANDIDATES, MAX_TOPK)
 
 
-def normalized(scores: np.ndarray, metric: str) -> np.ndarray:
-    if metric in SIMILARITY_METRICS:
-        return scores.astype(np.float64)
-    return 1.0 - 2.0 * np.arctan(scores.astype(np.float64)) / math.pi
-
-
 def rerank(hits: SearchHits, decay: Decay, limit: int, offset: int) -> SearchHits:
     """Each query's hits ordered by normalised relevance times decay, then cut to
     ``offset``..``offset + limit``; the scores are those products."""
     values = np.asarray(hits.fields[decay.field], dtype=np.float64)
-    final = normalized(np.asarray(hits.scores), hits.metric_type) * decay.factors(values)
+    final = relevance(np.asarray(hits.scores), hits.metric_type) * decay.factors(values)
     keep: list[np.ndarray] = []
     counts = []
     start = 0

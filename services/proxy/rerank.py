@@ -22,15 +22,21 @@ normalises weighted scores by min-max per search, which Milvus does not.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from vectide.services.common import errors
-from vectide.services.common.results import SIMILARITY_METRICS, SearchHits, concat, take
-from vectide.services.proxy.decay import Decay, normalized
+from vectide.services.common.results import (
+    SIMILARITY_METRICS,
+    SearchHits,
+    concat,
+    normalizer,
+    relevance,
+    take,
+)
+from vectide.services.proxy.decay import Decay
 
 RRF = "rrf"
 WEIGHTED = "weighted"
@@ -93,20 +99,6 @@ def _number(value: Any, name: str) -> float:
     return float(value)
 
 
-def normalizer(metric: str, norm_score: bool, mixed: bool) -> Any:
-    """Milvus's ``getNormalizeFunc``: the map a weighted ranker applies to one search's scores."""
-    similarity = metric in SIMILARITY_METRICS
-    if not norm_score and (similarity or not mixed):
-        return lambda s: s
-    if metric == "COSINE":
-        return lambda s: (1 + s) * 0.5
-    if metric == "IP":
-        return lambda s: 0.5 + np.arctan(s) / math.pi
-    if metric == "BM25":  # scores are 0 or more
-        return lambda s: 2 * np.arctan(s) / math.pi
-    return lambda d: 1.0 - 2 * np.arctan(d) / math.pi
-
-
 def fused_descending(ranker: Ranker, metrics: list[str]) -> bool:
     """Whether the fused scores are better when larger (only raw, all-L2 weighted sums are
     distances)."""
@@ -136,7 +128,7 @@ def route_scores(ranker: Ranker, searches: list[SearchHits], q: int) -> list[np.
         if ranker.strategy == RRF:
             out.append(1.0 / (ranker.k + np.arange(1, len(scores) + 1)))
         elif ranker.strategy == DECAY:
-            out.append(normalized(scores, metrics[i]))
+            out.append(relevance(scores, metrics[i]))
         else:
             norm = normalizer(metrics[i], ranker.norm_score, mixed)
             out.append(ranker.weights[i] * norm(scores))

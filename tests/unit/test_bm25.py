@@ -16,11 +16,11 @@ from pymilvus.client.prepare import Prepare
 from pymilvus.grpc_gen import common_pb2
 
 from benchmarks.search_path import Context
-from vectide.services.common import analyzer
+from vectide.services.common import analyzer, results
 from vectide.services.common.errors import MilvusError
 from vectide.services.common.msgstream.message import DataType, FieldColumn
 from vectide.services.common.schema import ConsistencyLevel
-from vectide.services.proxy import convert, rerank
+from vectide.services.proxy import convert
 from vectide.services.proxy.dql import QuerySpec
 from vectide.services.proxy.grpc_service import MilvusService
 from vectide.services.querynode import sparse
@@ -258,7 +258,7 @@ def test_output_fields_filters_and_hybrid_search_work_on_bm25(docs):
     assert 0 not in reply.results.ids.int_id.data
     names = {f.field_name for f in reply.results.fields_data}
     assert "text" in names and "sparse" not in names  # '*' leaves function outputs out
-    assert rerank.normalizer("BM25", True, True)(np.float32(1.0)) == pytest.approx(0.5)
+    assert results.normalizer("BM25", True, True)(np.float32(1.0)) == pytest.approx(0.5)
 
 
 def test_an_insert_may_not_carry_the_output_and_searches_need_texts(docs):
