@@ -213,6 +213,23 @@ def test_replicas_load_into_named_groups_and_the_groups_outlive_a_restart(deploy
     assert again.replica_groups(7) == ["rg1", "rg2"]
 
 
+def test_a_group_that_loses_its_node_takes_one_from_the_default_group(deployment):  # noqa: F811
+    coord, nodes, store, _, _ = deployment
+    nodes.add(3, store)
+    coord.rebalance()
+    coord.create_resource_group("rg1", {"requests": 1, "limits": 1})
+    coord.transfer_replica(DEFAULT, "rg1", 7, 1)
+    [first] = coord.describe_resource_group("rg1")["nodes"]
+    assert count(leader_of(coord, nodes)) == 200
+    del nodes.nodes[first]  # its session expired
+    coord.rebalance()
+    [second] = coord.describe_resource_group("rg1")["nodes"]
+    assert second != first and len(coord.describe_resource_group(DEFAULT)["nodes"]) == 1
+    serving = leader_of(coord, nodes)
+    assert serving.node_id == second and count(serving) == 200
+    assert {n for n, held_ in held(nodes).items() if held_} == {second}
+
+
 def test_the_coordinator_keeps_groups_apart_from_a_fresh_metastore():
     coord = QueryCoord(MemoryKV(), None, type("Nodes", (), {"live_nodes": lambda self: [1]})())
     coord.start()
