@@ -15,6 +15,8 @@ from vectide.services.common.errors import Code, MilvusError
 DEFAULT_DB = "default"
 #: Milvus's default resource group: the query nodes no other group asked for
 DEFAULT_RESOURCE_GROUP = "__default_resource_group"
+#: its limits, and the capacity DescribeResourceGroup reports for it (others: their requests)
+DEFAULT_RESOURCE_GROUP_CAPACITY = 1_000_000
 MAX_NAME_LENGTH = 255
 MAX_DB_NAME_LENGTH = 64
 

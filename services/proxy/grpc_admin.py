@@ -12,7 +12,11 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2, rg_pb2
 
 from vectide.services.common import errors
 from vectide.services.common.errors import MilvusError
-from vectide.services.common.names import DEFAULT_DB
+from vectide.services.common.names import (
+    DEFAULT_DB,
+    DEFAULT_RESOURCE_GROUP,
+    DEFAULT_RESOURCE_GROUP_CAPACITY,
+)
 from vectide.services.proxy import convert
 from vectide.services.proxy.core import Proxy
 from vectide.services.proxy.grpc_common import MILVUS_VERSION, alias_of, db_of, ok, ref_of, rpc
@@ -196,7 +200,12 @@ class AdminRpcs:
 
         group = milvus_pb2.ResourceGroup(
             name=found["name"],
-            capacity=config["requests"],
+            # Milvus's deprecated capacity: the default group's limits, another's requests
+            capacity=(
+                DEFAULT_RESOURCE_GROUP_CAPACITY
+                if found["name"] == DEFAULT_RESOURCE_GROUP
+                else config["requests"]
+            ),
             num_available_node=len(found["nodes"]),
             num_loaded_replica=named(found["replicas"]),
             num_outgoing_node=named(found["outgoing"]),

@@ -21,9 +21,8 @@ from dataclasses import dataclass, field, replace
 from vectide.services.common import errors
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.names import DEFAULT_RESOURCE_GROUP
+from vectide.services.common.names import DEFAULT_RESOURCE_GROUP_CAPACITY as DEFAULT_CAPACITY
 
-#: the default group's limits: every node nobody else asked for
-DEFAULT_CAPACITY = 1_000_000
 #: Milvus's ``quotaAndLimits.limits.maxResourceGroupNumOfQueryNode``
 MAX_GROUPS = 1024
 

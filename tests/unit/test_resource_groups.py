@@ -281,7 +281,9 @@ def test_the_rpcs_take_and_give_milvus_shapes():
     assert group.status.code == 0
     described = group.resource_group
     assert described.num_available_node == 1 and len(described.nodes) == 1
-    assert described.config.limits.node_num == 1
+    assert described.config.limits.node_num == 1 and described.capacity == 1
+    default = service.DescribeResourceGroup(Prepare.describe_resource_group(DEFAULT), ctx)
+    assert default.resource_group.capacity == 1_000_000
     assert [t.resource_group for t in described.config.transfer_to] == [DEFAULT]
     assert dict(described.num_loaded_replica) == {"c": 1}
     replicas = service.GetReplicas(
