@@ -341,6 +341,7 @@ def server_phases(
     loaded_rows = 0
     for data in sets:
         profile = Profile(main_pid, profiles / f"{label}-ingest-{data.name}.txt", opts.profile)
+
         def quiet(names: list[str]) -> float:
             return wait_settled(client, names, servers, idle_cpu, label, timeout_s=120.0)
 

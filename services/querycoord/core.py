@@ -445,9 +445,10 @@ class QueryCoord:
                         self._reassign(collection_id, replicas, index, orphans, release)
         if self.distribution is not None and serving:
             self.distribution.recover()
-            groups = self._groups()
-            if stopping or any(g.draining for g in groups):
-                self.distribution.balance(groups)
+            if stopping or self._rgs.partitioned:  # only then may a node need draining
+                groups = self._groups()
+                if stopping or any(g.draining for g in groups):
+                    self.distribution.balance(groups)
 
     def _assign_nodes(self, replicas: list[Replica], serving: Collection[int]) -> bool:
         """Each resource group's serving nodes to the collection's replicas in it."""
@@ -601,7 +602,8 @@ class QueryCoord:
         if count <= 0:
             raise errors.invalid(f"invalid NumReplica {count}: must be > 0")
         with self._lock:
-            self._rgs.get(source), self._rgs.get(target)
+            for name in (source, target):
+                self._rgs.get(name)  # raises if there is no such group
             replicas = self._replicas.get(collection_id)
             if replicas is None:
                 raise _not_loaded(collection_id)
