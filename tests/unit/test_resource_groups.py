@@ -230,6 +230,16 @@ def test_a_group_that_loses_its_node_takes_one_from_the_default_group(deployment
     assert {n for n, held_ in held(nodes).items() if held_} == {second}
 
 
+def test_a_replica_whose_group_is_empty_keeps_its_nodes(deployment):  # noqa: F811
+    coord, nodes, *_ = deployment
+    coord.create_resource_group("rg1", {"requests": 2, "limits": 2})  # both nodes
+    for _ in range(3):  # every later round too: nothing to move the replica to
+        coord.rebalance()
+    described = coord.describe_resource_group(DEFAULT)
+    assert described["nodes"] == [] and described["outgoing"] == {"7": 1}
+    assert count(leader_of(coord, nodes)) == 200
+
+
 def test_the_coordinator_keeps_groups_apart_from_a_fresh_metastore():
     coord = QueryCoord(MemoryKV(), None, type("Nodes", (), {"live_nodes": lambda self: [1]})())
     coord.start()
