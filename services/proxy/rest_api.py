@@ -30,7 +30,7 @@ from vectide.services.proxy.rest_call import Handler, RestCall
 from vectide.services.proxy.rest_collections import CollectionHandlers
 from vectide.services.proxy.rest_entities import EntityHandlers
 from vectide.services.proxy.rest_import import import_routes
-from vectide.services.proxy.rest_rbac import role_routes, user_routes
+from vectide.services.proxy.rest_rbac import privilege_group_routes, role_routes, user_routes
 from vectide.services.proxy.rest_resource_groups import resource_group_routes
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,7 @@ class RestApi:
             **_prefixed("jobs/import", import_routes(self)),
             **_prefixed("users", user_routes(self)),
             **_prefixed("roles", role_routes(self)),
+            **_prefixed("privilege_groups", privilege_group_routes(self)),
             **_prefixed("resource_groups", resource_group_routes(self)),
         }
 

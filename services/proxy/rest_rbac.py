@@ -1,5 +1,6 @@
-"""RESTful v2 ``/users`` and ``/roles`` (Milvus's shapes): each route is one gRPC call of
-``grpc_rbac.py``, so credentials and privileges are checked as for pymilvus."""
+"""RESTful v2 ``/users``, ``/roles`` and ``/privilege_groups`` (Milvus's shapes, read from its
+``handler_v2.go``): each route is one gRPC call of ``grpc_rbac.py``, so credentials and
+privileges are checked as for pymilvus."""
 
 from __future__ import annotations
 
@@ -126,4 +127,48 @@ def role_routes(api: RestCaller) -> dict[str, Handler]:
         "revoke_privilege": lambda c: privilege(c, revoke),
         "grant_privilege_v2": lambda c: privilege_v2(c, grant),
         "revoke_privilege_v2": lambda c: privilege_v2(c, revoke),
+    }
+
+
+def privilege_group_routes(api: RestCaller) -> dict[str, Handler]:
+    """``/privilege_groups``: a group is named by ``privilegeGroupName``; ``list`` gives each
+    group's privileges joined by commas, as Milvus's REST server does."""
+
+    def group(call: RestCall) -> str:
+        return rb.get(call.body, "privilegeGroupName", str)
+
+    def change(call: RestCall, kind: int) -> dict[str, Any]:
+        names = rb.get(call.body, "privileges", list)
+        request = milvus_pb2.OperatePrivilegeGroupRequest(
+            group_name=group(call),
+            privileges=[milvus_pb2.PrivilegeEntity(name=str(n)) for n in names],
+            type=kind,
+        )
+        return api.empty("OperatePrivilegeGroup", request, call)
+
+    def listed(call: RestCall) -> dict[str, Any]:
+        found = api.call(
+            "ListPrivilegeGroups", milvus_pb2.ListPrivilegeGroupsRequest(), call.db_name
+        ).privilege_groups
+        return {
+            "privilegeGroups": [
+                {
+                    "privilegeGroupName": g.group_name,
+                    "privileges": ",".join(p.name for p in g.privileges),
+                }
+                for g in found
+            ]
+        }
+
+    kinds = milvus_pb2.OperatePrivilegeGroupType
+    return {
+        "create": lambda c: api.empty(
+            "CreatePrivilegeGroup", milvus_pb2.CreatePrivilegeGroupRequest(group_name=group(c)), c
+        ),
+        "drop": lambda c: api.empty(
+            "DropPrivilegeGroup", milvus_pb2.DropPrivilegeGroupRequest(group_name=group(c)), c
+        ),
+        "list": listed,
+        "add_privileges_to_group": lambda c: change(c, kinds.AddPrivilegesToGroup),
+        "remove_privileges_from_group": lambda c: change(c, kinds.RemovePrivilegesFromGroup),
     }
