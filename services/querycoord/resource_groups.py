@@ -137,8 +137,8 @@ class ResourceGroups:
             self.groups[name].config = config
 
     def drop(self, name: str, loaded: Iterable[str]) -> bool:
-        """Remove an empty group (limits 0, no replica, named by no other group); its nodes,
-        if any are left, go back by ``reconcile``. Dropping a missing group is a no-op."""
+        """Remove an empty group (limits 0, no replica, named by no other group); a node it
+        still holds goes to the default group. Dropping a missing group is a no-op."""
         group = self.groups.get(name)
         if group is None:
             return False
