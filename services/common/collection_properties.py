@@ -81,14 +81,9 @@ def expiries(collections: Iterable[CollectionInfo], read_ms: int) -> dict[int, i
     """Per collection with a TTL or a truncation older than ``read_ms``, the oldest insert
     stamp a read at ``read_ms`` or later returns: compaction drops older rows, garbage
     collection segments whose rows are all older."""
-    bounds = {}
-    for c in collections:
-        bound = expire_ts(c.properties, read_ms)
-        if c.truncated_ts and timestamp.physical_ms(c.truncated_ts) <= read_ms:
-            bound = max(bound, c.truncated_ts)
-        if bound:
-            bounds[c.collection_id] = bound
-    return bounds
+    latest = timestamp.compose(read_ms, timestamp.MAX_LOGICAL)  # every stamp of read_ms
+    bounds = {c.collection_id: oldest_visible(c, read_ms, latest) for c in collections}
+    return {collection_id: ts for collection_id, ts in bounds.items() if ts}
 
 
 #: a field param kept and described without effect (Vectide holds columns in memory)
