@@ -278,8 +278,7 @@ class QueryCoord:
         live = self._nodes.live_nodes() if live is None else live
         if group == DEFAULT_RESOURCE_GROUP and not self._rgs.partitioned:
             return sorted(live)
-        found = self._rgs.groups.get(group)
-        return sorted(set(live) & found.nodes) if found is not None else []
+        return sorted(set(live) & self._rgs.nodes_of(group))
 
     def _replica_nodes(self, replica: Replica) -> Collection[int] | None:
         """The nodes a replica's segments may be placed on (None: any)."""
@@ -287,8 +286,7 @@ class QueryCoord:
             return replica.nodes
         if not self._rgs.partitioned:
             return None
-        found = self._rgs.groups.get(replica.resource_group)
-        return set(found.nodes) if found is not None else set()
+        return self._rgs.nodes_of(replica.resource_group)
 
     def _assign(
         self,

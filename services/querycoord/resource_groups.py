@@ -222,11 +222,10 @@ class ResourceGroups:
             raise not_found(name)
         return group
 
-    def group_of(self, node_id: int) -> str | None:
-        return next((g.name for g in self.groups.values() if node_id in g.nodes), None)
-
     def nodes_of(self, name: str) -> set[int]:
-        return set(self.get(name).nodes)
+        """A group's nodes; none for a group that no longer exists."""
+        found = self.groups.get(name)
+        return set(found.nodes) if found is not None else set()
 
     @property
     def partitioned(self) -> bool:
