@@ -59,13 +59,11 @@ class Decay:
         return np.maximum(0.0, 1.0 - (1.0 - self.decay) * distance / self.scale)
 
 
-def decay_of(function_score: Any, schema: CollectionSchema) -> Decay | None:
-    """The decay ranker a request's ``function_score`` describes (None: it has none), checked
-    as Milvus checks it; other rerankers are refused by name."""
+def decay_of(function_score: Any, schema: CollectionSchema) -> Decay:
+    """The decay ranker a request's ``function_score`` describes, checked as Milvus checks
+    it; other rerankers are refused by name."""
     functions = list(function_score.functions)
-    if not functions:
-        return None
-    if len(functions) > 1:
+    if len(functions) != 1:
         raise errors.invalid("a search takes one rerank function")
     fn = functions[0]
     params = {kv.key: kv.value for kv in fn.params}

@@ -57,22 +57,27 @@ class SearchRpcs:
             )
         spec, page = self._search_spec(request, self._read_common(request, request.dsl, context))
         self._charge(limits.SEARCH, len(spec.vectors))
-        if request.HasField("function_score") and request.function_score.functions:
+        ranker = self._decay_of(request, spec.collection_name)
+        if ranker is not None:
             if page is not None:
                 raise errors.invalid("a search iterator cannot take a rerank function")
-            return self._decayed(spec, request.function_score)
+            return self._decayed(spec, ranker)
         info, hits, outputs = self.proxy.search(spec)
         reply = convert.search_results(info, hits, outputs, spec.limit, spec.group_by_field)
         if page is not None:
             mark_page(reply, page, hits)
         return reply
 
-    def _decayed(self, spec: SearchSpec, function_score: Any) -> milvus_pb2.SearchResults:
+    def _decay_of(self, request: Any, collection_name: str) -> decay.Decay | None:
+        """The decay ranker of a request's ``function_score``, checked; None without one."""
+        if not (request.HasField("function_score") and request.function_score.functions):
+            return None
+        info = self.proxy.meta.get(collection_name)
+        return decay.decay_of(request.function_score, info.schema)
+
+    def _decayed(self, spec: SearchSpec, ranker: decay.Decay) -> milvus_pb2.SearchResults:
         """A search reranked by a decay function (``decay.py``): more candidates, each
         query's reordered and cut, the ranker's field read and dropped unless asked for."""
-        info = self.proxy.meta.get(spec.collection_name)
-        ranker = decay.decay_of(function_score, info.schema)
-        assert ranker is not None
         if spec.group_by_field:
             raise errors.invalid("a decay ranker cannot be used with grouping search")
         inner = replace(
@@ -92,10 +97,7 @@ class SearchRpcs:
     @rpc(milvus_pb2.SearchResults)
     def HybridSearch(self, request, context):
         common = self._read_common(request, "", context)
-        decayed = None
-        if request.HasField("function_score") and request.function_score.functions:
-            info = self.proxy.meta.get(common["collection_name"])
-            decayed = decay.decay_of(request.function_score, info.schema)
+        decayed = self._decay_of(request, common["collection_name"])
         wanted = common["output_fields"]
         if decayed is not None:  # the sub-searches read the ranker's field too
             common = {**common, "output_fields": [*wanted, decayed.field]}
