@@ -41,6 +41,11 @@ def supervised(infra, tmp_path_factory):
     config.service.rootcoord_port = base + 20
     config.service.querynode_port = base + 30
     config.service.metrics_port = base + 60
+    # The stalled rootcoord's session expires 4 s after its last heartbeat, which kazoo
+    # sends every third of that: as early as ~2.6 s after a SIGSTOP. A read that fails fast
+    # within 3 s (the default) could then meet the standby already leading and succeed;
+    # 1.5 s fails it before any failover can have happened.
+    config.service.coordinator_fail_fast_s = 1.5
     manager = DeploymentManager(config, progress=lambda line: print(f"[supervised] {line}"))
     try:
         manager.up("cluster", querynodes=1, proxies=1, datanode=False, ingest=0, rootcoords=2)
