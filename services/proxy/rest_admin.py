@@ -3,6 +3,7 @@ one MilvusService call with the reply Milvus's REST server gives (``{}`` for mos
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2
@@ -48,7 +49,19 @@ def partition_routes(api: RestCaller) -> dict[str, Handler]:
         "release": lambda c: api.empty(
             "ReleasePartitions", names(c, milvus_pb2.ReleasePartitionsRequest), c
         ),
+        "get_stats": lambda c: row_count(
+            api.call(
+                "GetPartitionStatistics",
+                req(c, milvus_pb2.GetPartitionStatisticsRequest),
+                c.db_name,
+            ).stats
+        ),
     }
+
+
+def row_count(stats: Iterable[common_pb2.KeyValuePair]) -> dict[str, int]:
+    """A statistics reply's ``row_count`` as Milvus's REST server returns it."""
+    return {"rowCount": int(next((kv.value for kv in stats if kv.key == "row_count"), "0"))}
 
 
 # -- indexes ---------------------------------------------------------------------------

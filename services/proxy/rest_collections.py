@@ -166,9 +166,9 @@ class CollectionHandlers:
 
     def stats(self, call: RestCall) -> dict[str, Any]:
         request = milvus_pb2.GetCollectionStatisticsRequest(collection_name=call.collection)
-        stats = self.api.call("GetCollectionStatistics", request, call.db_name).stats
-        count = next((kv.value for kv in stats if kv.key == "row_count"), "0")
-        return {"rowCount": int(count)}
+        return admin.row_count(
+            self.api.call("GetCollectionStatistics", request, call.db_name).stats
+        )
 
     def rename(self, call: RestCall) -> dict[str, Any]:
         request = milvus_pb2.RenameCollectionRequest(

@@ -41,6 +41,8 @@ class EntityHandlers:
             "get": self.get,
             "search": self.search,
             "hybrid_search": self.hybrid_search,
+            # the URI Milvus's REST server still answers for hybrid search (backward compatible)
+            "advanced_search": self.hybrid_search,
         }
 
     def _write(self, call: RestCall, upsert: bool) -> dict[str, Any]:

@@ -201,6 +201,15 @@ def test_partitions_aliases_databases_rename(rest, client):
     ok(rest("partitions/create", {"collectionName": "parts", "partitionName": "p1"}))
     assert ok(rest("partitions/list", {"collectionName": "parts"})) == ["_default", "p1"]
     assert ok(rest("partitions/has", {"collectionName": "parts", "partitionName": "p1"}))["has"]
+    rows = [{"id": i, "vector": [float(i)] * DIM} for i in range(3)]
+    client.insert("parts", rows, partition_name="p1")
+    stats = {"collectionName": "parts", "partitionName": "p1"}
+    deadline = time.monotonic() + 10  # counted at Eventually consistency
+    while ok(rest("partitions/get_stats", stats))["rowCount"] != 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ok(rest("partitions/get_stats", stats)) == {"rowCount": 3}
+    default = {"collectionName": "parts", "partitionName": "_default"}
+    assert ok(rest("partitions/get_stats", default)) == {"rowCount": 0}
     ok(rest("collections/release", {"collectionName": "parts"}))
     state = ok(rest("collections/get_load_state", {"collectionName": "parts"}))
     assert state == {"loadState": "LoadStateNotLoad"}

@@ -317,6 +317,9 @@ def test_hybrid_search_over_rest(standalone, pair, coll):
     grpc = pair[0].hybrid_search(name, _requests(1), RRFRanker(60), limit=5, output_fields=["g"])
     assert [r["id"] for r in reply["data"]] == [h["id"] for h in grpc[0]]
     assert [r["g"] for r in reply["data"]] == [h["entity"]["g"] for h in grpc[0]]
+    # the older URI Milvus still answers for the same call
+    again = requests.post(f"{base}/entities/advanced_search", json=body, timeout=30).json()
+    assert again == reply
 
 
 @pytest.mark.parametrize("pk_type", [DataType.INT64, DataType.VARCHAR])
