@@ -27,7 +27,7 @@ from vectide.services.common.metrics import LEADER
 from vectide.services.common.msgstream.kafka import use_security
 from vectide.services.common.observability import OBSERVABILITY, Health, HealthCheck
 from vectide.services.common.rpc.transport import use_tls
-from vectide.services.common.session import SessionRegistry
+from vectide.services.common.session import SessionRegistry, labels_from_env
 
 if TYPE_CHECKING:
     from vectide.services.querynode.core import QueryNode
@@ -46,9 +46,11 @@ class LocalNodes:
 
     def __init__(self) -> None:
         self._nodes: dict[int, QueryNode] = {}
+        self._labels: dict[int, dict[str, str]] = {}
 
-    def add(self, node: QueryNode) -> None:
+    def add(self, node: QueryNode, labels: dict[str, str] | None = None) -> None:
         self._nodes[node.node_id] = node
+        self._labels[node.node_id] = dict(labels or {})
 
     def remove(self, node_id: int) -> None:
         """The node is gone (the fault harness crashes it)."""
@@ -56,6 +58,9 @@ class LocalNodes:
 
     def live_nodes(self) -> list[int]:
         return sorted(self._nodes)
+
+    def labels(self, node_id: int) -> dict[str, str]:
+        return self._labels.get(node_id, {}) if node_id in self._nodes else {}
 
     def node(self, node_id: int) -> QueryNode:
         node = self._nodes.get(node_id)
@@ -204,7 +209,7 @@ def start_standalone(
             service = QueryNodeService(config, zk)
             deployment.observe("querynode", service.health)
             deployment.stoppers.append(service.start().stop)
-            nodes.add(service.node)
+            nodes.add(service.node, labels_from_env())
             service.node.set_peers(nodes)
         proxies = LocalProxies()
         coord = CoordinatorService(

@@ -277,8 +277,9 @@ class Harness:
         cores.rootcoord.set_live_proxies(sorted(self.live_proxies))
         return cores
 
-    def add_querynode(self) -> QueryNode:
-        """A new query node (a new session id), given shards by the querycoord."""
+    def add_querynode(self, labels: dict[str, str] | None = None) -> QueryNode:
+        """A new query node (a new session id, with ``labels``), given shards by the
+        querycoord."""
         node = QueryNode(
             next(self._ids),
             chunk_rows=self.config.query.index_chunk_rows,
@@ -290,7 +291,7 @@ class Harness:
         node.set_subscriber(subscriber)
         node.set_peers(self.nodes)
         self.subscribers[node.node_id] = subscriber
-        self.nodes.add(node)
+        self.nodes.add(node, labels)
         self.coordinators.querycoord.rebalance(self.nodes.live_nodes())
         return node
 

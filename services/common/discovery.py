@@ -50,6 +50,12 @@ class RoleClients:
         with self._lock:
             return sorted(self._members)
 
+    def labels(self, node_id: int) -> dict[str, str]:
+        """The labels a member registered with (none once it is gone)."""
+        with self._lock:
+            info = self._members.get(node_id)
+            return dict(info.labels) if info is not None else {}
+
     def node(self, node_id: int) -> Any:
         with self._lock:
             client = self._clients.get(node_id)

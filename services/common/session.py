@@ -16,7 +16,7 @@ import os
 import posixpath
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 
 from kazoo.client import KazooClient
@@ -33,6 +33,8 @@ class SessionInfo:
     pid: int = field(default_factory=os.getpid)
     started_at: float = field(default_factory=time.time)
     extra: dict[str, str] = field(default_factory=dict)
+    #: the server's labels (``labels_from_env``): resource groups may ask for them
+    labels: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         """The znode data; the id is the node name's sequence number, not stored."""
@@ -45,6 +47,22 @@ class SessionInfo:
 
 MembershipCallback = Callable[[dict[int, SessionInfo]], None]
 
+#: prefixes of the environment variables that label a server: Milvus's too, so that a
+#: manifest written for Milvus's query nodes labels Vectide's alike (Vectide's wins a tie)
+LABEL_PREFIXES = ("MILVUS_SERVER_LABEL_", "VECTIDE_SERVER_LABEL_")
+
+
+def labels_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This server's labels: ``VECTIDE_SERVER_LABEL_<KEY>=<value>`` gives label ``<KEY>``
+    the value ``<value>`` (the key as written)."""
+    environ = os.environ if environ is None else environ
+    labels: dict[str, str] = {}
+    for prefix in LABEL_PREFIXES:
+        for name, value in sorted(environ.items()):
+            if name.startswith(prefix) and len(name) > len(prefix):
+                labels[name[len(prefix) :]] = value
+    return labels
+
 
 class SessionRegistry:
     """Register this process and watch the members of any role in one cluster."""
@@ -54,10 +72,18 @@ class SessionRegistry:
         self._zk = client
         self._base = posixpath.join(cluster_root, "sessions")
 
-    def register(self, role: str, address: str, extra: dict[str, str] | None = None) -> SessionInfo:
+    def register(
+        self,
+        role: str,
+        address: str,
+        extra: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> SessionInfo:
         role_path = posixpath.join(self._base, role)
         self._zk.ensure_path(role_path)
-        info = SessionInfo(role=role, id=-1, address=address, extra=dict(extra or {}))
+        info = SessionInfo(
+            role=role, id=-1, address=address, extra=dict(extra or {}), labels=dict(labels or {})
+        )
         path = self._zk.create(
             posixpath.join(role_path, "n-"), info.to_json(), ephemeral=True, sequence=True
         )

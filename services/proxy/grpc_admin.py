@@ -219,6 +219,12 @@ class AdminRpcs:
                 transfer_to=[
                     rg_pb2.ResourceGroupTransfer(resource_group=g) for g in config["transfer_to"]
                 ],
+                node_filter=rg_pb2.ResourceGroupNodeFilter(
+                    node_labels=[
+                        common_pb2.KeyValuePair(key=k, value=v)
+                        for k, v in config["node_labels"].items()
+                    ]
+                ),
             ),
             nodes=[
                 common_pb2.NodeInfo(node_id=n, address=addresses.get(n, "")) for n in found["nodes"]
@@ -268,4 +274,5 @@ def _config_of(name: str, config: rg_pb2.ResourceGroupConfig) -> dict[str, objec
         "limits": config.limits.node_num,
         "transfer_from": [t.resource_group for t in config.transfer_from],
         "transfer_to": [t.resource_group for t in config.transfer_to],
+        "node_labels": {kv.key: kv.value for kv in config.node_filter.node_labels},
     }

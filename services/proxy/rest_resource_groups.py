@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 
 def config_of(body: dict[str, Any]) -> rg_pb2.ResourceGroupConfig:
     """A JSON config (``requests``/``limits`` of ``{"node_num": n}``, ``transfer_from``/
-    ``transfer_to`` of ``{"resource_group": name}``) as the protobuf message; a missing
-    ``requests`` or ``limits`` stays absent, for the gRPC handler to refuse as Milvus does."""
+    ``transfer_to`` of ``{"resource_group": name}``, ``node_filter`` of ``{"node_labels":
+    [{"key": k, "value": v}]}``) as the protobuf message; a missing ``requests`` or
+    ``limits`` stays absent, for the gRPC handler to refuse as Milvus does."""
     config = rg_pb2.ResourceGroupConfig()
     for key in ("requests", "limits"):
         limit = rb.get(body, key, dict, None)
@@ -26,6 +27,12 @@ def config_of(body: dict[str, Any]) -> rg_pb2.ResourceGroupConfig:
         for item in rb.get(body, key, list, []):
             name = rb.get(item if isinstance(item, dict) else {}, "resource_group", str)
             getattr(config, key).add(resource_group=name)
+    node_filter = rb.get(body, "node_filter", dict, {})
+    for label in rb.get(node_filter, "node_labels", list, []):
+        label = label if isinstance(label, dict) else {}
+        config.node_filter.node_labels.add(
+            key=rb.get(label, "key", str), value=rb.get(label, "value", str)
+        )
     return config
 
 
@@ -44,6 +51,11 @@ def _group_json(group: milvus_pb2.ResourceGroup) -> dict[str, Any]:
             "limits": {"node_num": config.limits.node_num},
             "transfer_from": [{"resource_group": t.resource_group} for t in config.transfer_from],
             "transfer_to": [{"resource_group": t.resource_group} for t in config.transfer_to],
+            "node_filter": {
+                "node_labels": [
+                    {"key": kv.key, "value": kv.value} for kv in config.node_filter.node_labels
+                ]
+            },
         },
         "nodes": [{"node_id": n.node_id, "address": n.address} for n in group.nodes],
     }

@@ -88,6 +88,7 @@ class SegmentSource(Protocol):
 class NodeDirectory(Protocol):
     def live_nodes(self) -> list[int]: ...
     def node(self, node_id: int) -> QueryNodePort: ...
+    def labels(self, node_id: int) -> Mapping[str, str]: ...
 
 
 class QueryCoord:
@@ -429,7 +430,7 @@ class QueryCoord:
         stopping = {n for n, r in reports.items() if r.stopping}
         serving = live_set - stopping
         with self._lock:
-            if self._rgs.reconcile(serving):
+            if self._rgs.reconcile(serving, {n: self._nodes.labels(n) for n in serving}):
                 self._save_groups()
             for collection_id, replicas in list(self._replicas.items()):
                 if self._assign_nodes(replicas, serving):

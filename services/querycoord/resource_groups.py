@@ -9,6 +9,12 @@ their limits give nodes away (to a group missing some, then to their ``transfer_
 to the default group). Changing a group's numbers changes only the numbers: the nodes move
 when the coordinator next reconciles (at once, and on every membership change).
 
+A group may also name node labels (``node_filter``, Milvus 2.4.x): it then holds only nodes
+whose sessions carry every one of them (``VECTIDE_SERVER_LABEL_<KEY>=<value>`` on the query
+node). A node a group no longer accepts (its filter changed) counts as beyond its limits and
+moves out first; a node only ever moves to a group that accepts it, and the default group
+accepts every node.
+
 Pure: configurations and node ids in, node ids out; the coordinator persists the result.
 """
 
@@ -27,12 +33,18 @@ from vectide.services.common.names import DEFAULT_RESOURCE_GROUP_CAPACITY as DEF
 MAX_GROUPS = 1024
 
 
+#: a node's labels (from its session)
+Labels = Mapping[str, str]
+
+
 @dataclass(frozen=True)
 class GroupConfig:
     requests: int = 0
     limits: int = 0
     transfer_from: tuple[str, ...] = ()
     transfer_to: tuple[str, ...] = ()
+    #: labels a node must carry (all of them, equal values) to be in the group
+    node_labels: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -40,16 +52,23 @@ class GroupConfig:
             "limits": self.limits,
             "transfer_from": list(self.transfer_from),
             "transfer_to": list(self.transfer_to),
+            "node_labels": dict(self.node_labels),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> GroupConfig:
+        labels: Mapping[str, str] = data.get("node_labels") or {}  # type: ignore[assignment]
         return cls(
             int(data.get("requests", 0)),  # type: ignore[call-overload]
             int(data.get("limits", 0)),  # type: ignore[call-overload]
             tuple(data.get("transfer_from", ())),  # type: ignore[arg-type]
             tuple(data.get("transfer_to", ())),  # type: ignore[arg-type]
+            tuple(sorted(labels.items())),
         )
+
+    def accepts(self, labels: Labels) -> bool:
+        """Whether a node with ``labels`` may be in a group of this config."""
+        return all(labels.get(key) == value for key, value in self.node_labels)
 
 
 DEFAULT_CONFIG = GroupConfig(0, DEFAULT_CAPACITY)
@@ -60,6 +79,8 @@ class ResourceGroup:
     name: str
     config: GroupConfig
     nodes: set[int] = field(default_factory=set)
+    #: its nodes that its filter no longer accepts (set by ``ResourceGroups.reconcile``)
+    dirty: set[int] = field(default_factory=set)
 
     @property
     def missing(self) -> int:
@@ -68,13 +89,13 @@ class ResourceGroup:
 
     @property
     def redundant(self) -> int:
-        """Nodes beyond its limits."""
-        return max(len(self.nodes) - self.config.limits, 0)
+        """Nodes beyond its limits, and nodes it no longer accepts."""
+        return max(len(self.nodes) - self.config.limits, 0) + len(self.dirty)
 
     @property
     def spare(self) -> int:
-        """Nodes beyond its requests (it may give them away)."""
-        return max(len(self.nodes) - self.config.requests, 0)
+        """Nodes it may give away: beyond its requests, or not accepted."""
+        return max(len(self.nodes) - self.config.requests, len(self.dirty), 0)
 
     @property
     def room(self) -> int:
@@ -101,6 +122,8 @@ class ResourceGroups:
         }
         for group in groups:
             self.groups[group.name] = group
+        #: the labels of the live nodes, as the last reconcile was told
+        self._labels: dict[int, Labels] = {}
 
     # -- configuration -------------------------------------------------------------------
 
@@ -232,14 +255,17 @@ class ResourceGroups:
         """Whether any node is outside the default group (else every node serves anything)."""
         return any(g.nodes for n, g in self.groups.items() if n != DEFAULT_RESOURCE_GROUP)
 
-    def reconcile(self, live: Iterable[int]) -> bool:
+    def reconcile(self, live: Iterable[int], labels: Mapping[int, Labels] | None = None) -> bool:
         """Forget nodes that left, place the ones that joined, then move nodes until every
-        group has its requests and none exceeds its limits where the others allow it.
+        group has its requests, holds only nodes it accepts and none exceeds its limits,
+        where the others allow it. ``labels``: each live node's (none when absent).
         Returns whether any group's nodes changed."""
         before = {n: frozenset(g.nodes) for n, g in self.groups.items()}
         live = set(live)
+        self._labels = {n: (labels or {}).get(n, {}) for n in live}
         for group in self.groups.values():
             group.nodes &= live
+            self._mark_dirty(group)
         placed = {n for g in self.groups.values() for n in g.nodes}
         for node_id in sorted(live - placed):
             self._place(node_id)
@@ -248,12 +274,19 @@ class ResourceGroups:
                 break
         return before != {n: frozenset(g.nodes) for n, g in self.groups.items()}
 
+    def accepts(self, group: ResourceGroup, node_id: int) -> bool:
+        return group is self._default or group.config.accepts(self._labels.get(node_id, {}))
+
+    def _mark_dirty(self, group: ResourceGroup) -> None:
+        group.dirty = {n for n in group.nodes if not self.accepts(group, n)}
+
     def _place(self, node_id: int) -> None:
-        wanting = [g for g in self.groups.values() if g.missing > 0]
+        open_to = [g for g in self.groups.values() if self.accepts(g, node_id)]
+        wanting = [g for g in open_to if g.missing > 0]
         if wanting:
             target = max(wanting, key=lambda g: (g.missing, g.name == DEFAULT_RESOURCE_GROUP))
         else:
-            roomy = [g for g in self.groups.values() if g.room > 0]
+            roomy = [g for g in open_to if g.room > 0]
             target = max(roomy, key=lambda g: g.room) if roomy else self._default
         target.nodes.add(node_id)
 
@@ -284,7 +317,11 @@ class ResourceGroups:
                 return 2, g.redundant
             return int(g.name in needy.config.transfer_from), g.spare
 
-        givers = [g for g in self.groups.values() if g is not needy and g.spare > 0]
+        givers = [
+            g
+            for g in self.groups.values()
+            if g is not needy and g.spare > 0 and self._movable(g, needy) is not None
+        ]
         return max(givers, key=priority) if givers else None
 
     def _target_for(self, full: ResourceGroup) -> ResourceGroup | None:
@@ -293,15 +330,33 @@ class ResourceGroups:
                 return 2, g.missing
             return int(g.name in full.config.transfer_to), g.room
 
-        takers = [g for g in self.groups.values() if g is not full and g.room > 0]
+        takers = [
+            g
+            for g in self.groups.values()
+            if g is not full and g.room > 0 and self._movable(full, g) is not None
+        ]
         if takers:
             return max(takers, key=priority)
         return None if full is self._default else self._default
 
-    @staticmethod
-    def _move(source: ResourceGroup, target: ResourceGroup) -> bool:
-        node_id = max(source.nodes)  # the newest node: the oldest keep what they serve
+    def _movable(self, source: ResourceGroup, target: ResourceGroup) -> int | None:
+        """The node ``source`` gives ``target``: one it no longer accepts first, else (while
+        it holds more than its requests or limits) its newest the target accepts: the oldest
+        keep what they serve. None when there is no such node."""
+        dirty = [n for n in source.dirty if self.accepts(target, n)]
+        if dirty:
+            return max(dirty)
+        if len(source.nodes) <= min(source.config.requests, source.config.limits):
+            return None
+        accepted = [n for n in source.nodes if self.accepts(target, n)]
+        return max(accepted) if accepted else None
+
+    def _move(self, source: ResourceGroup, target: ResourceGroup) -> bool:
+        node_id = self._movable(source, target)
+        if node_id is None:
+            return False
         source.nodes.discard(node_id)
+        source.dirty.discard(node_id)
         target.nodes.add(node_id)
         return True
 

@@ -28,7 +28,7 @@ from vectide.services.common.observability import Health, Sample
 from vectide.services.common.periodic import Periodic
 from vectide.services.common.rpc import types as rpc_types
 from vectide.services.common.rpc.transport import add_port, generic_handler, new_server
-from vectide.services.common.session import SessionRegistry
+from vectide.services.common.session import SessionRegistry, labels_from_env
 from vectide.services.querynode.core import QueryNode
 from vectide.services.querynode.subscriber import KafkaSubscriber
 
@@ -62,7 +62,9 @@ class QueryNodeService:
             self._server = server
             if add_port(server, self.config.service.listen_address(self._rpc_address)) == 0:
                 raise OSError(f"cannot listen on {self._rpc_address}")
-        info = self.registry.register("querynode", self._rpc_address or "inproc")
+        info = self.registry.register(
+            "querynode", self._rpc_address or "inproc", labels=labels_from_env()
+        )
         self.node = QueryNode(
             info.id,
             chunk_rows=self.config.query.index_chunk_rows,

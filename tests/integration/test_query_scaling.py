@@ -64,11 +64,16 @@ def scaling(infra):
     config.data.spark_master = master_url(config)
     manager = DeploymentManager(config, progress=lambda line: print(f"[scaling] {line}"))
     shape = dict(proxies=1, datanode=True, ingest=0, rootcoords=1)
+    # every process of this cluster inherits a server label: its query nodes carry it in
+    # their sessions, for resource groups' node filters
+    labels = pytest.MonkeyPatch()
+    labels.setenv("VECTIDE_SERVER_LABEL_ZONE", "z1")
     try:
         manager.up("cluster", querynodes=1, **shape)
         yield manager, shape, f"http://{config.service.host}:{config.service.proxy_port}"
     finally:
         manager.down(infra=False)
+        labels.undo()
 
 
 def flushed_collection(client: MilvusClient, prefix: str, seed: int) -> tuple[str, np.ndarray]:
@@ -244,22 +249,32 @@ def test_two_replicas_on_distinct_nodes_keep_reads_whole_when_a_node_is_killed(s
 
 
 def test_a_resource_group_keeps_a_collection_on_its_own_node(scaling):
-    """Milvus's resource groups: a group asking for one node gets one of the two; a
-    collection loaded into it is led and served there only, and moves to the default
-    group's node when its replica is transferred; the group is dropped once empty."""
+    """Milvus's resource groups: a group asking for one node of the label both nodes carry
+    gets one of the two, a group asking for another label none; a collection loaded into
+    the first is led and served there only, and moves to the default group's node when its
+    replica is transferred; the groups are dropped once empty."""
     manager, _, uri = scaling
     client = MilvusClient(uri)
     wait_for(lambda: len(querynode_ids(manager)) == 2, 60, "two live query nodes")
     name, vectors = flushed_collection(client, "groups", seed=3)
     client.release_collection(name)
-    one = ResourceGroupConfig(requests={"node_num": 1}, limits={"node_num": 1})
-    client.create_resource_group("rg1", config=one)
+
+    def in_zone(zone: str) -> ResourceGroupConfig:
+        return ResourceGroupConfig(
+            requests={"node_num": 1},
+            limits={"node_num": 1},
+            node_filter={"node_labels": [{"key": "ZONE", "value": zone}]},
+        )
+
+    client.create_resource_group("rg1", config=in_zone("z1"))
+    client.create_resource_group("rg2", config=in_zone("z2"))
     try:
         group = client.describe_resource_group("rg1")
         assert group.num_available_node == 1 and group.config.limits.node_num == 1
         [node] = [n.node_id for n in group.nodes]
         assert node in querynode_ids(manager)
-        assert sorted(client.list_resource_groups()) == [DEFAULT_GROUP, "rg1"]
+        assert client.describe_resource_group("rg2").num_available_node == 0  # no z2 node
+        assert sorted(client.list_resource_groups()) == [DEFAULT_GROUP, "rg1", "rg2"]
         default_nodes = [n.node_id for n in client.describe_resource_group(DEFAULT_GROUP).nodes]
         assert default_nodes and node not in default_nodes
 
@@ -289,8 +304,9 @@ def test_a_resource_group_keeps_a_collection_on_its_own_node(scaling):
     finally:
         client.release_collection(name)
         none = ResourceGroupConfig(requests={"node_num": 0}, limits={"node_num": 0})
-        client.update_resource_groups({"rg1": none})
+        client.update_resource_groups({"rg1": none, "rg2": none})
         client.drop_resource_group("rg1")
+        client.drop_resource_group("rg2")
     assert client.list_resource_groups() == [DEFAULT_GROUP]
     assert len(client.describe_resource_group(DEFAULT_GROUP).nodes) == 2
     client.drop_collection(name)

@@ -73,6 +73,23 @@ VALUE_SETS = {
     "monitored": {**CLUSTER, "metrics": {"serviceMonitor": {"enabled": True}}},
     "tls": {**CLUSTER, **TLS},
     "spark-k8s": {**CLUSTER, "dataNode": {"spark": {"master": "k8s://https://kubernetes.default"}}},
+    "querynode-groups": {
+        **CLUSTER,
+        "metrics": {"serviceMonitor": {"enabled": True}},
+        "queryNode": {
+            "serverLabels": {"ZONE": "eu-1a"},
+            "extraEnv": [{"name": "VECTIDE_LOG_LEVEL", "value": "INFO"}],
+            "groups": [
+                {
+                    "name": "tenant-a",
+                    "replicas": 2,
+                    "serverLabels": {"TENANT": "a"},
+                    "nodeSelector": {"pool": "tenant-a"},
+                },
+                {"name": "tenant-b", "serverLabels": {"TENANT": "b", "ZONE": "eu-1b"}},
+            ],
+        },
+    },
 }
 
 
@@ -339,6 +356,36 @@ def test_pod_disruption_budgets_for_proxy_and_querynode() -> None:
         assert budget["spec"]["selector"]["matchLabels"][
             "app.kubernetes.io/component"
         ] == component(budget)
+
+
+def test_query_node_groups_are_deployments_of_their_own_labelled_for_resource_groups() -> None:
+    docs = render(VALUE_SETS["querynode-groups"])
+    found = workloads(docs)
+    groups = {"querynode", "querynode-tenant-a", "querynode-tenant-b"}
+    assert groups <= set(found)
+
+    def labels(name: str) -> dict[str, str]:
+        (container,) = found[name]["spec"]["template"]["spec"]["containers"]
+        assert container["args"][:2] == ["run", "querynode"]
+        assert env_of(container)["VECTIDE_LOG_LEVEL"] == "INFO"  # queryNode's extraEnv too
+        prefix = "VECTIDE_SERVER_LABEL_"
+        env = env_of(container)
+        return {k[len(prefix) :]: v for k, v in env.items() if k.startswith(prefix)}
+
+    assert labels("querynode") == {"ZONE": "eu-1a"}
+    assert labels("querynode-tenant-a") == {"ZONE": "eu-1a", "TENANT": "a"}
+    assert labels("querynode-tenant-b") == {"ZONE": "eu-1b", "TENANT": "b"}
+    tenant_a = found["querynode-tenant-a"]["spec"]
+    assert tenant_a["replicas"] == 2
+    assert tenant_a["template"]["spec"]["nodeSelector"] == {"pool": "tenant-a"}
+    assert found["querynode-tenant-b"]["spec"]["replicas"] == 1
+    # each group's pods are its own: no two Deployments select the same pods
+    selectors = [tuple(sorted(found[g]["spec"]["selector"]["matchLabels"].items())) for g in groups]
+    assert len(set(selectors)) == 3
+    budgets = {component(b) for b in kinds(docs, "PodDisruptionBudget").values()}
+    assert groups <= budgets
+    (monitor,) = kinds(docs, "ServiceMonitor").values()
+    assert groups <= set(monitor["spec"]["selector"]["matchExpressions"][0]["values"])
 
 
 def test_service_monitor_scrapes_the_metrics_port() -> None:

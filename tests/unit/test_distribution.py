@@ -25,14 +25,21 @@ class Nodes:
 
     def __init__(self) -> None:
         self.nodes: dict[int, QueryNode] = {}
+        self.node_labels: dict[int, dict[str, str]] = {}
 
-    def add(self, node_id: int, store: DictStore) -> QueryNode:
+    def add(
+        self, node_id: int, store: DictStore, labels: dict[str, str] | None = None
+    ) -> QueryNode:
         node = QueryNode(node_id, binlogs=store, peers=self, memory_limit_mb=LIMIT_MB)
         self.nodes[node_id] = node
+        self.node_labels[node_id] = dict(labels or {})
         return node
 
     def live_nodes(self) -> list[int]:
         return sorted(self.nodes)
+
+    def labels(self, node_id: int) -> dict[str, str]:
+        return self.node_labels.get(node_id, {})
 
     def node(self, node_id: int) -> QueryNode:
         return self.nodes[node_id]

@@ -4,6 +4,8 @@ nodes of one process (the fixture of ``test_distribution.py``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tests.unit.test_distribution import count, deployment, held  # noqa: F401 (fixture)
@@ -113,6 +115,50 @@ def test_only_an_empty_unreferenced_group_without_replicas_is_dropped():
     assert groups.drop("rg1", [])
     assert not groups.drop("rg1", [])  # gone already: a no-op
     assert groups.nodes_of(DEFAULT) == {1, 2}  # its node came back at once
+
+
+def test_a_group_with_a_node_filter_holds_only_the_nodes_carrying_its_labels():
+    labels = {1: {}, 2: {"zone": "a"}, 3: {"zone": "b"}, 4: {"zone": "a", "disk": "ssd"}}
+    groups = ResourceGroups()
+    groups.create("zone_a", GroupConfig(requests=2, limits=2, node_labels=(("zone", "a"),)))
+    # nodes 1 and 3 would be placed first, were labels not read
+    groups.reconcile([1, 3, 2, 4], labels)
+    assert nodes_by_group(groups) == {DEFAULT: {1, 3}, "zone_a": {2, 4}}
+    # a stricter filter: node 2 no longer qualifies and leaves at once; no other node can
+    # take its place, so the group stays short of its requests
+    ssd = GroupConfig(requests=2, limits=2, node_labels=(("disk", "ssd"), ("zone", "a")))
+    groups.update({"zone_a": ssd})
+    groups.reconcile([1, 2, 3, 4], labels)
+    assert nodes_by_group(groups) == {DEFAULT: {1, 2, 3}, "zone_a": {4}}
+    # a node that joins with the labels fills the gap; one without them does not
+    more = {**labels, 5: {"zone": "b"}, 6: {"zone": "a", "disk": "ssd"}}
+    groups.reconcile([1, 2, 3, 4, 5, 6], more)
+    assert nodes_by_group(groups) == {DEFAULT: {1, 2, 3, 5}, "zone_a": {4, 6}}
+    # an unlabelled group short of nodes never takes them from the filtered group
+    groups.create("any", GroupConfig(requests=4, limits=4))
+    groups.reconcile([1, 2, 3, 4, 5, 6], more)
+    assert nodes_by_group(groups) == {DEFAULT: set(), "zone_a": {4, 6}, "any": {1, 2, 3, 5}}
+    # the filter survives a restart of the coordinator (the persisted form)
+    restored = ResourceGroups.loads("zone_a", ResourceGroups.dumps(groups.get("zone_a")))
+    assert restored.config == ssd and restored.nodes == {4, 6}
+
+
+def test_a_node_moves_only_between_groups_that_accept_it():
+    labels = {1: {"tier": "gold"}, 2: {"tier": "gold"}, 3: {}}
+    gold = GroupConfig(requests=1, limits=1, node_labels=(("tier", "gold"),))
+    groups = ResourceGroups()
+    groups.create("gold", gold)
+    groups.create("plain", GroupConfig(requests=1, limits=1))
+    groups.reconcile([1, 2, 3], labels)
+    assert nodes_by_group(groups) == {DEFAULT: {3}, "gold": {1}, "plain": {2}}
+    # gold wants two; the default group's node has no label, and plain gives none of the
+    # one node it requests (as Milvus: only nodes beyond requests move)
+    groups.update({"gold": replace(gold, requests=2, limits=2)})
+    assert not groups.reconcile([1, 2, 3], labels)
+    # plain needs no node any more: its gold node goes to gold, not to the default group
+    groups.update({"plain": GroupConfig(limits=1)})
+    groups.reconcile([1, 2, 3], labels)
+    assert nodes_by_group(groups) == {DEFAULT: {3}, "gold": {1, 2}, "plain": set()}
 
 
 def test_transfer_node_moves_the_numbers_as_milvus_does():
@@ -241,7 +287,11 @@ def test_a_replica_whose_group_is_empty_keeps_its_nodes(deployment):  # noqa: F8
 
 
 def test_the_coordinator_keeps_groups_apart_from_a_fresh_metastore():
-    coord = QueryCoord(MemoryKV(), None, type("Nodes", (), {"live_nodes": lambda self: [1]})())
+    coord = QueryCoord(
+        MemoryKV(),
+        None,
+        type("Nodes", (), {"live_nodes": lambda self: [1], "labels": lambda self, n: {}})(),
+    )
     coord.start()
     assert coord.list_resource_groups() == [DEFAULT]
     with pytest.raises(MilvusError) as missing:
@@ -346,3 +396,76 @@ def test_the_rest_routes_take_and_give_milvus_shapes():
     assert post("alter", {"resource_groups": {"rg2": none}})["code"] == 0
     assert post("drop", {"name": "rg2"})["code"] == 0
     assert sorted(post("list", {})["data"]) == sorted([DEFAULT, "rg1"])
+
+
+def test_a_node_filter_given_over_grpc_and_rest_takes_only_the_labelled_node():
+    import json
+
+    from pymilvus.client.prepare import Prepare
+    from pymilvus.grpc_gen import common_pb2, rg_pb2
+
+    from benchmarks.search_path import Context
+    from vectide.services.proxy.grpc_service import MilvusService
+    from vectide.services.proxy.rest_api import RestApi
+    from vectide.services.testing import Harness
+
+    h = Harness()  # its first query node has no label
+    labelled = h.add_querynode(labels={"QUERYNODE_LOCATION": "dc1"})
+    service, ctx = MilvusService(h.proxy), Context()
+    api = RestApi(service)
+
+    def describe(name: str) -> rg_pb2.ResourceGroupConfig:
+        reply = service.DescribeResourceGroup(Prepare.describe_resource_group(name), ctx)
+        assert reply.status.code == 0, reply.status
+        return reply.resource_group
+
+    dc1 = rg_pb2.ResourceGroupConfig(
+        requests=rg_pb2.ResourceGroupLimit(node_num=2),
+        limits=rg_pb2.ResourceGroupLimit(node_num=2),
+        node_filter=rg_pb2.ResourceGroupNodeFilter(
+            node_labels=[common_pb2.KeyValuePair(key="QUERYNODE_LOCATION", value="dc1")]
+        ),
+    )
+    created = service.CreateResourceGroup(Prepare.create_resource_group("dc1", config=dc1), ctx)
+    assert created.code == 0
+    group = describe("dc1")
+    # two requested, one node carries the label: the group holds it and stays short
+    assert [n.node_id for n in group.nodes] == [labelled.node_id]
+    assert [(kv.key, kv.value) for kv in group.config.node_filter.node_labels] == [
+        ("QUERYNODE_LOCATION", "dc1")
+    ]
+    assert len(describe(DEFAULT).nodes) == 1
+
+    def post(action: str, body: dict) -> dict:
+        return api.handle(f"/v2/vectordb/resource_groups/{action}", json.dumps(body).encode(), {})
+
+    # over REST: a filter no node meets; the group takes nothing, the label node stays
+    dc2 = {
+        "requests": {"node_num": 1},
+        "limits": {"node_num": 1},
+        "node_filter": {"node_labels": [{"key": "QUERYNODE_LOCATION", "value": "dc2"}]},
+    }
+    assert post("create", {"name": "dc2", "config": dc2})["code"] == 0
+    described = post("describe", {"name": "dc2"})["data"]["resource_group"]
+    assert described["nodes"] == [] and described["config"]["node_filter"] == dc2["node_filter"]
+    # dc1's filter changed to dc2's label: its node no longer qualifies and leaves
+    assert post("alter", {"resource_groups": {"dc1": dc2}})["code"] == 0
+    assert describe("dc1").nodes == [] and len(describe(DEFAULT).nodes) == 2
+
+
+def test_server_labels_come_from_the_environment_and_travel_in_the_session():
+    from vectide.services.common.session import SessionInfo, labels_from_env
+
+    env = {
+        "VECTIDE_SERVER_LABEL_ZONE": "z1",
+        "MILVUS_SERVER_LABEL_QUERYNODE_LOCATION": "dc1",  # a manifest written for Milvus
+        "MILVUS_SERVER_LABEL_ZONE": "ignored: Vectide's own name wins",
+        "VECTIDE_SERVER_LABEL_": "no key",
+        "VECTIDE_SERVICE_HOST": "not a label",
+    }
+    labels = labels_from_env(env)
+    assert labels == {"ZONE": "z1", "QUERYNODE_LOCATION": "dc1"}
+    info = SessionInfo("querynode", -1, "h:1", labels=labels)
+    assert SessionInfo.from_json(7, info.to_json()).labels == labels
+    # a session written before labels existed reads as unlabelled
+    assert SessionInfo.from_json(7, b'{"role": "querynode", "address": "h:1"}').labels == {}

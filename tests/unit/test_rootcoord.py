@@ -240,6 +240,9 @@ class Nodes:
     def live_nodes(self):
         return list(self.ids)
 
+    def labels(self, node_id):
+        return {}
+
     def node(self, node_id):
         nodes = self
 

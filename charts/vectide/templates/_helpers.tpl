@@ -246,3 +246,12 @@ tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/* A query node's environment: its server labels as VECTIDE_SERVER_LABEL_<KEY>, then extraEnv. */}}
+{{- define "vectide.serverLabelEnv" -}}
+{{- $env := list }}
+{{- range $key, $value := .labels }}
+{{- $env = append $env (dict "name" (printf "VECTIDE_SERVER_LABEL_%s" $key) "value" (toString $value)) }}
+{{- end }}
+{{- toYaml (concat $env (.extraEnv | default list)) }}
+{{- end -}}
