@@ -265,7 +265,7 @@ class ResourceGroups:
         self._labels = {n: (labels or {}).get(n, {}) for n in live}
         for group in self.groups.values():
             group.nodes &= live
-            self._mark_dirty(group)
+            group.dirty = {n for n in group.nodes if not self.accepts(group, n)}
         placed = {n for g in self.groups.values() for n in g.nodes}
         for node_id in sorted(live - placed):
             self._place(node_id)
@@ -276,9 +276,6 @@ class ResourceGroups:
 
     def accepts(self, group: ResourceGroup, node_id: int) -> bool:
         return group is self._default or group.config.accepts(self._labels.get(node_id, {}))
-
-    def _mark_dirty(self, group: ResourceGroup) -> None:
-        group.dirty = {n for n in group.nodes if not self.accepts(group, n)}
 
     def _place(self, node_id: int) -> None:
         open_to = [g for g in self.groups.values() if self.accepts(g, node_id)]
