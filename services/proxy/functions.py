@@ -56,6 +56,20 @@ def from_proto(proto: schema_pb2.FunctionSchema) -> FunctionSchema:
     )
 
 
+def refuse_change(proto: schema_pb2.FunctionSchema, doing: str) -> MilvusError:
+    """Why a function cannot be added to or altered in an existing collection (Milvus 2.6's
+    AddCollectionFunction, AlterCollectionFunction): Milvus takes only embedding functions
+    there, not BM25 (the rows written before would have no output), and BM25 is the one kind
+    Vectide runs."""
+    if not proto.name:
+        return errors.invalid("function schema is empty")
+    from_proto(proto)  # raises for every kind but BM25
+    return errors.invalid(
+        f"{doing} a BM25 function of an existing collection is not supported (as in Milvus): "
+        "declare it when creating the collection"
+    )
+
+
 def to_proto(fn: FunctionSchema, schema: CollectionSchema) -> schema_pb2.FunctionSchema:
     def ids(names: list[str]) -> list[int]:
         return [f.field_id for n in names if (f := schema.field(n)) is not None]

@@ -24,7 +24,7 @@ from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.names import qualified, split
 from vectide.services.common.schema import IndexInfo
 from vectide.services.common.security.rbac import Rbac
-from vectide.services.proxy import convert, limits
+from vectide.services.proxy import convert, functions, limits
 from vectide.services.proxy.core import Proxy
 from vectide.services.proxy.dql import QuerySpec
 from vectide.services.proxy.expr_params import template_values
@@ -151,6 +151,32 @@ class MilvusService(
             convert.kv_pairs(request.properties),
             list(request.delete_keys),
         )
+        return ok()
+
+    @rpc(common_pb2.Status)
+    def AddCollectionFunction(self, request, context):
+        self.proxy.describe_collection(ref_of(request, context))
+        raise functions.refuse_change(request.functionSchema, "adding")
+
+    @rpc(common_pb2.Status)
+    def AlterCollectionFunction(self, request, context):
+        info = self.proxy.describe_collection(ref_of(request, context))
+        if request.function_name != request.functionSchema.name:
+            raise errors.invalid("invalid function config: the function names differ")
+        if not any(f.name == request.function_name for f in info.schema.functions):
+            raise errors.invalid(f"function {request.function_name} not found")
+        raise functions.refuse_change(request.functionSchema, "altering")
+
+    @rpc(common_pb2.Status)
+    def DropCollectionFunction(self, request, context):
+        """A function that is not there is dropped already (Milvus's answer too); the ones
+        a collection has here are BM25 functions, which Milvus does not drop either."""
+        info = self.proxy.describe_collection(ref_of(request, context))
+        if any(f.name == request.function_name for f in info.schema.functions):
+            raise errors.invalid(
+                f"dropping BM25 function {request.function_name} is not supported (as in "
+                "Milvus): its output field holds the rows' sparse vectors"
+            )
         return ok()
 
     @rpc(milvus_pb2.TruncateCollectionResponse)

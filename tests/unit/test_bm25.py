@@ -13,11 +13,11 @@ import pytest
 from pymilvus import DataType as ClientType
 from pymilvus import Function, FunctionType, MilvusClient
 from pymilvus.client.prepare import Prepare
-from pymilvus.grpc_gen import common_pb2
+from pymilvus.grpc_gen import common_pb2, milvus_pb2
 
 from benchmarks.search_path import Context
 from vectide.services.common import analyzer, results
-from vectide.services.common.errors import MilvusError
+from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.msgstream.message import DataType, FieldColumn
 from vectide.services.common.schema import ConsistencyLevel
 from vectide.services.proxy import convert
@@ -566,3 +566,52 @@ def test_run_analyzer_returns_the_terms_their_places_and_hashes(docs):
         Prepare.run_analyzer(text, collection_name="docs", field_name="dense"), Context()
     )
     assert "has no analyzer" in no_analyzer.status.reason
+
+
+def test_functions_of_an_existing_collection_change_as_milvus_allows():
+    """AddCollectionFunction and AlterCollectionFunction (Milvus 2.6) take embedding
+    functions only, which Vectide does not run, so both are refused with the reason;
+    DropCollectionFunction of a missing function is a no-op, of the BM25 one refused."""
+    h = Harness()
+    service, ctx = MilvusService(h.proxy), Context()
+    create = Prepare.create_collection_request("docs", bm25_schema())
+    assert service.CreateCollection(create, ctx).code == 0
+    second = bm25_function("text", "sparse", name="bm25_again")
+    added = service.AddCollectionFunction(
+        Prepare.add_collection_function_request("docs", second), ctx
+    )
+    assert added.code == Code.PARAMETER_INVALID and "adding a BM25 function" in added.reason
+    embedding = Function(
+        "embed",
+        FunctionType.TEXTEMBEDDING,
+        input_field_names=["text"],
+        output_field_names=["dense"],
+        params={"provider": "openai", "model_name": "text-embedding-3-small"},
+    )
+    refused = service.AddCollectionFunction(
+        Prepare.add_collection_function_request("docs", embedding), ctx
+    )
+    assert "TextEmbedding functions are not supported by Vectide" in refused.reason
+    missing = service.AddCollectionFunction(
+        Prepare.add_collection_function_request("nope", embedding), ctx
+    )
+    assert missing.code == Code.COLLECTION_NOT_FOUND
+    altered = service.AlterCollectionFunction(
+        Prepare.alter_collection_function_request("docs", "bm25", bm25_function("text", "sparse")),
+        ctx,
+    )
+    assert "altering a BM25 function" in altered.reason
+    unknown = service.AlterCollectionFunction(
+        Prepare.alter_collection_function_request("docs", "embed", embedding), ctx
+    )
+    assert "function embed not found" in unknown.reason
+    gone = Prepare.drop_collection_function_request("docs", "no_such_function")
+    assert service.DropCollectionFunction(gone, ctx).code == 0
+    kept = service.DropCollectionFunction(
+        Prepare.drop_collection_function_request("docs", "bm25"), ctx
+    )
+    assert "dropping BM25 function bm25 is not supported" in kept.reason
+    described = service.DescribeCollection(
+        milvus_pb2.DescribeCollectionRequest(collection_name="docs"), ctx
+    )
+    assert [f.name for f in described.schema.functions] == ["bm25"]  # nothing changed
