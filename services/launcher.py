@@ -55,12 +55,13 @@ class LocalNodes:
     def remove(self, node_id: int) -> None:
         """The node is gone (the fault harness crashes it)."""
         self._nodes.pop(node_id, None)
+        self._labels.pop(node_id, None)
 
     def live_nodes(self) -> list[int]:
         return sorted(self._nodes)
 
     def labels(self, node_id: int) -> dict[str, str]:
-        return self._labels.get(node_id, {}) if node_id in self._nodes else {}
+        return self._labels.get(node_id, {})
 
     def node(self, node_id: int) -> QueryNode:
         node = self._nodes.get(node_id)

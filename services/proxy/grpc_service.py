@@ -155,11 +155,13 @@ class MilvusService(
 
     @rpc(common_pb2.Status)
     def AddCollectionFunction(self, request, context):
+        """Refused with the reason (``functions.refuse_change``)."""
         self.proxy.describe_collection(ref_of(request, context))
         raise functions.refuse_change(request.functionSchema, "adding")
 
     @rpc(common_pb2.Status)
     def AlterCollectionFunction(self, request, context):
+        """Checked as Milvus checks it (names, existence), then refused with the reason."""
         info = self.proxy.describe_collection(ref_of(request, context))
         if request.function_name != request.functionSchema.name:
             raise errors.invalid("invalid function config: the function names differ")
