@@ -17,7 +17,7 @@ import posixpath
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -37,12 +37,19 @@ class SessionInfo:
     labels: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
-        """The znode data; the id is the node name's sequence number, not stored."""
-        return json.dumps({k: v for k, v in asdict(self).items() if k != "id"}).encode()
+        """The znode data; the id is the node name's sequence number, not stored. No labels,
+        no ``labels`` key: a reader from before labels existed reads the session as before."""
+        data = {k: v for k, v in asdict(self).items() if k != "id"}
+        if not self.labels:
+            del data["labels"]
+        return json.dumps(data).encode()
 
     @classmethod
     def from_json(cls, server_id: int, raw: bytes) -> SessionInfo:
-        return cls(id=server_id, **json.loads(raw))
+        """Keys this version does not know (a newer server's) are skipped."""
+        data = json.loads(raw)
+        known = {f.name for f in fields(cls)} - {"id"}
+        return cls(id=server_id, **{k: v for k, v in data.items() if k in known})
 
 
 MembershipCallback = Callable[[dict[int, SessionInfo]], None]

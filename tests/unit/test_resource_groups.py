@@ -467,5 +467,9 @@ def test_server_labels_come_from_the_environment_and_travel_in_the_session():
     assert labels == {"ZONE": "z1", "QUERYNODE_LOCATION": "dc1"}
     info = SessionInfo("querynode", -1, "h:1", labels=labels)
     assert SessionInfo.from_json(7, info.to_json()).labels == labels
-    # a session written before labels existed reads as unlabelled
+    # a session written before labels existed reads as unlabelled; an unlabelled one is
+    # written as before (readers of the earlier version take it); a newer key is skipped
     assert SessionInfo.from_json(7, b'{"role": "querynode", "address": "h:1"}').labels == {}
+    assert b"labels" not in SessionInfo("querynode", -1, "h:1").to_json()
+    newer = b'{"role": "querynode", "address": "h:1", "weight": 3}'
+    assert SessionInfo.from_json(7, newer).address == "h:1"
