@@ -125,6 +125,10 @@ class ZooKeeper(Component):
                     f"clientPort={ep.port}",
                     f"clientPortAddress={ep.host}",
                     "maxSessionTimeout=60000",
+                    f"forceSync={'yes' if self.config.infra.zookeeper_fsync else 'no'}",
+                    # the transaction log grows 8 MB at a time (64 MB by default: a fresh
+                    # log's first fsync wrote all of it)
+                    "preAllocSize=8192",
                     "admin.enableServer=false",
                     "4lw.commands.whitelist=ruok,srvr,stat,mntr,envi",
                     *self._sasl_lines(),

@@ -60,3 +60,15 @@ def test_managed_zookeeper_without_sasl_is_unchanged(tmp_path) -> None:
     assert "SASL" not in server.conf_file.read_text()
     assert not server.jaas_file.exists()
     assert not any("auth.login.config" in arg for arg in server.argv())
+
+
+def test_managed_zookeeper_fsyncs_only_when_asked(tmp_path) -> None:
+    config = Config()
+    config.infra.run_dir = str(tmp_path)
+    server = ZooKeeper(config)
+    server.prepare()
+    lines = server.conf_file.read_text().splitlines()
+    assert "forceSync=no" in lines and "preAllocSize=8192" in lines
+    config.infra.zookeeper_fsync = True
+    server.prepare()
+    assert "forceSync=yes" in server.conf_file.read_text().splitlines()
