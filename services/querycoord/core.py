@@ -222,7 +222,7 @@ class QueryCoord:
                 )
             if replicas is not None and resource_groups:
                 now = Counter(r.resource_group for r in replicas)
-                if now != Counter(placement):
+                if now != placement:
                     raise errors.invalid(
                         "can't change the resource groups of a loaded collection: its "
                         f"replicas are in {sorted(now.elements())}; transfer them "
@@ -244,23 +244,24 @@ class QueryCoord:
             },
         )
 
-    def _placement(self, replica_number: int, resource_groups: Sequence[str]) -> list[str]:
-        """The resource group of each replica to create."""
+    def _placement(self, replica_number: int, resource_groups: Sequence[str]) -> Counter[str]:
+        """How many replicas each resource group gets: counted, never listed one by one (a
+        request may ask for 2**31 replicas, which only the node count refuses)."""
         groups = list(resource_groups) or [DEFAULT_RESOURCE_GROUP]
         for name in groups:
             self._rgs.get(name)  # raises if there is no such group
         if len(groups) == 1:
-            return groups * replica_number
+            return Counter({groups[0]: replica_number})
         if len(groups) != replica_number:
             raise errors.invalid(
                 f"replica=[{replica_number}] resource group=[{len(groups)}], resource group "
                 "num can only be 0, 1 or same as replica number"
             )
-        return groups
+        return Counter(groups)
 
-    def _new_replicas(self, placement: list[str]) -> list[Replica]:
+    def _new_replicas(self, placement: Counter[str]) -> list[Replica]:
         replicas: list[Replica] = []
-        for group, count in Counter(placement).items():
+        for group, count in placement.items():
             live = self._live_of(group)
             if len(live) < count:
                 default = group == DEFAULT_RESOURCE_GROUP
@@ -270,7 +271,7 @@ class QueryCoord:
                     f"no enough nodes to create replicas: {count} replicas need {count} "
                     f"query nodes{where}, {len(live)} available",
                 )
-            replicas += new_replicas(count, live, group, alone=len(placement) == 1)
+            replicas += new_replicas(count, live, group, alone=placement.total() == 1)
         return replicas
 
     def _live_of(self, group: str, live: Collection[int] | None = None) -> list[int]:
