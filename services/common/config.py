@@ -134,14 +134,12 @@ class InfraConfig:
     seaweed_filer_port: int = 8888
     #: Heap of the managed ZooKeeper JVM.
     zookeeper_heap_mb: int = 256
-    #: Whether the managed ZooKeeper fsyncs every transaction (its ``forceSync``). Off by
-    #: default: on a shared one-box disk an fsync took 1.5 s right after start (ZooKeeper
-    #: logged it), and pings queue behind fsyncs, so a leader's session dropped and a
-    #: standalone stopped serving (CI saw it twice). Without fsync a crash of the machine
-    #: (not of ZooKeeper) may lose its last writes, as the managed broker (Tansu's memory
-    #: storage) loses its log on any restart anyway. A production ZooKeeper (the Helm
-    #: chart's or an external one) is configured apart.
-    zookeeper_fsync: bool = False
+    #: Whether the managed ZooKeeper fsyncs every transaction (its ``forceSync``). Off, a
+    #: crash of the machine (not of ZooKeeper) may lose its last writes, as the managed
+    #: broker (Tansu's memory storage) loses its log on any restart anyway; on a shared disk
+    #: an fsync took up to 1.5 s here, and requests queue behind it. A production
+    #: ZooKeeper (the Helm chart's or an external one) is configured apart.
+    zookeeper_fsync: bool = True
     #: Cluster mode (``vectide up --mode cluster``) runs a Spark standalone master and
     #: workers for the data node (from pyspark's own jars); its ports and sizes:
     spark_master_port: int = 7077

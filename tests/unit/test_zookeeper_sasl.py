@@ -62,13 +62,13 @@ def test_managed_zookeeper_without_sasl_is_unchanged(tmp_path) -> None:
     assert not any("auth.login.config" in arg for arg in server.argv())
 
 
-def test_managed_zookeeper_fsyncs_only_when_asked(tmp_path) -> None:
+def test_managed_zookeeper_fsyncs_unless_told_not_to(tmp_path) -> None:
     config = Config()
     config.infra.run_dir = str(tmp_path)
     server = ZooKeeper(config)
     server.prepare()
     lines = server.conf_file.read_text().splitlines()
-    assert "forceSync=no" in lines and "preAllocSize=8192" in lines
-    config.infra.zookeeper_fsync = True
+    assert "forceSync=yes" in lines and "preAllocSize=8192" in lines
+    config.infra.zookeeper_fsync = False
     server.prepare()
-    assert "forceSync=yes" in server.conf_file.read_text().splitlines()
+    assert "forceSync=no" in server.conf_file.read_text().splitlines()
