@@ -338,12 +338,12 @@ class ResourceGroups:
 
     def _movable(self, source: ResourceGroup, target: ResourceGroup) -> int | None:
         """The node ``source`` gives ``target``: one it no longer accepts first, else (while
-        it holds more than its requests or limits) its newest the target accepts: the oldest
-        keep what they serve. None when there is no such node."""
+        it holds more than its requests) its newest the target accepts: the oldest keep what
+        they serve. None when there is no such node."""
         dirty = [n for n in source.dirty if self.accepts(target, n)]
         if dirty:
             return max(dirty)
-        if len(source.nodes) <= min(source.config.requests, source.config.limits):
+        if len(source.nodes) <= source.config.requests:
             return None
         accepted = [n for n in source.nodes if self.accepts(target, n)]
         return max(accepted) if accepted else None
