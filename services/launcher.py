@@ -27,7 +27,7 @@ from vectide.services.common.metrics import LEADER
 from vectide.services.common.msgstream.kafka import use_security
 from vectide.services.common.observability import OBSERVABILITY, Health, HealthCheck
 from vectide.services.common.rpc.transport import use_tls
-from vectide.services.common.session import SessionRegistry, labels_from_env
+from vectide.services.common.session import SessionRegistry
 
 if TYPE_CHECKING:
     from vectide.services.querynode.core import QueryNode
@@ -210,7 +210,7 @@ def start_standalone(
             service = QueryNodeService(config, zk)
             deployment.observe("querynode", service.health)
             deployment.stoppers.append(service.start().stop)
-            nodes.add(service.node, labels_from_env())
+            nodes.add(service.node, service.labels)
             service.node.set_peers(nodes)
         proxies = LocalProxies()
         coord = CoordinatorService(

@@ -65,7 +65,7 @@ def labels_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     environ = os.environ if environ is None else environ
     labels: dict[str, str] = {}
     for prefix in LABEL_PREFIXES:
-        for name, value in sorted(environ.items()):
+        for name, value in environ.items():
             if name.startswith(prefix) and len(name) > len(prefix):
                 labels[name[len(prefix) :]] = value
     return labels

@@ -65,6 +65,8 @@ class QueryNodeService:
         info = self.registry.register(
             "querynode", self._rpc_address or "inproc", labels=labels_from_env()
         )
+        #: what resource groups' node filters read (the session carries them too)
+        self.labels = info.labels
         self.node = QueryNode(
             info.id,
             chunk_rows=self.config.query.index_chunk_rows,
