@@ -272,7 +272,12 @@ def describe_response(
 def columns_from_fields_data(
     schema: CollectionSchema, fields_data: Iterable[schema_pb2.FieldData], num_rows: int
 ) -> dict[str, FieldColumn]:
-    """Each client column as a FieldColumn of the schema's type; validated for shape."""
+    """Each client column as a FieldColumn of the schema's type; validated for shape. The
+    row count is the request's word: at least one column must bear it out, or a request of
+    no data and 2**32 rows would have the proxy allocate keys and fill defaults for all."""
+    fields_data = list(fields_data)
+    if num_rows > 0 and not fields_data:
+        raise errors.invalid(f"no field data for the request's {num_rows} rows")
     out: dict[str, FieldColumn] = {}
     for fd in fields_data:
         name = DYNAMIC_FIELD if fd.is_dynamic else fd.field_name

@@ -76,6 +76,15 @@ def test_packed_vectors_round_trip_without_loss():
     np.testing.assert_array_equal(columns["v"].data, vectors)
 
 
+def test_a_row_count_no_column_bears_out_is_refused():
+    schema = convert.schema_from_proto(proto_schema(), "c")
+    with pytest.raises(MilvusError, match="no field data for the request's 4294967295 rows"):
+        convert.columns_from_fields_data(schema, [], 2**32 - 1)
+    fd = convert.field_data(schema.field("t"), ["a", "b"])
+    with pytest.raises(MilvusError, match="2 values for 4294967295 rows"):
+        convert.columns_from_fields_data(schema, [fd], 2**32 - 1)
+
+
 def test_varchar_longer_than_max_length_is_refused():
     schema = convert.schema_from_proto(proto_schema(), "c")
     fd = convert.field_data(schema.field("t"), ["short", "much too long"])
