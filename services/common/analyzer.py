@@ -23,7 +23,7 @@ import re
 import unicodedata
 import zlib
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -85,17 +85,25 @@ class Analyzer:
     def tokens(self, text: str) -> list[Token]:
         """The terms with their places: each word through the filters alone (every filter
         keeps, changes or drops one token at a time)."""
-        words = _WORDS if self.tokenizer == "standard" else _NON_SPACE
         out = []
+        for match, term, position in self._placed(text):
+            start = len(text[: match.start()].encode())
+            out.append(Token(term, start, start + len(match.group().encode()), position))
+        return out
+
+    def placed_terms(self, text: str | None) -> list[tuple[str, int]]:
+        """The terms with their word positions (a dropped stop word leaves its position
+        empty, as tantivy's filters do): what a phrase is matched against."""
+        return [(term, position) for _, term, position in self._placed(text or "")]
+
+    def _placed(self, text: str) -> Iterator[tuple[re.Match[str], str, int]]:
+        words = _WORDS if self.tokenizer == "standard" else _NON_SPACE
         for position, match in enumerate(words.finditer(text)):
             kept = [match.group()]
             for step in self.filters:
                 kept = step(kept)
             if kept:
-                start = len(text[: match.start()].encode())
-                end = start + len(match.group().encode())
-                out.append(Token(kept[0], start, end, position))
-        return out
+                yield match, kept[0], position
 
     def sparse_row(self, text: str | None) -> bytes:
         """The text's terms as a sparse row: each term's index, its count as the value (a

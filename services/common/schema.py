@@ -162,6 +162,11 @@ class CollectionSchema:
         return total
 
 
+#: a JSON path index's params (Milvus's keys): the path, in its canonical filter text, and
+#: the type of the values it indexes there
+JSON_PATH, JSON_CAST_TYPE = "json_path", "json_cast_type"
+
+
 @dataclass
 class IndexInfo:
     """An index on one field (vector or scalar); built per segment (growing chunks, sealed
@@ -176,6 +181,13 @@ class IndexInfo:
     create_ts: int = 0
     #: AlterIndex's properties (``mmap.enabled``): kept and described, no effect on the build
     properties: dict[str, str] = field(default_factory=dict)
+
+    def scalar_entry(self) -> tuple[str, str]:
+        """(what filters find it by, what it holds) of a scalar index: its field and index
+        type, or a JSON path index's path (``expr.parser.path_text``) and cast type."""
+        if JSON_CAST_TYPE in self.params:
+            return self.params[JSON_PATH], self.params[JSON_CAST_TYPE]
+        return self.field_name, self.index_type
 
 
 @dataclass
@@ -235,6 +247,7 @@ class CollectionInfo:
         return self.schema.row_bytes() + SCALAR_INDEX_ROW_BYTES * len(self.scalar_indexes())
 
     def scalar_indexes(self) -> dict[str, str]:
-        """Index type per indexed scalar field (filters on them use the index)."""
+        """Index type per indexed scalar field, cast type per indexed JSON path (filters on
+        them use the index)."""
         vectors = {f.name for f in self.schema.vector_fields}
-        return {i.field_name: i.index_type for i in self.indexes if i.field_name not in vectors}
+        return dict(i.scalar_entry() for i in self.indexes if i.field_name not in vectors)

@@ -19,6 +19,7 @@ import numpy as np
 from vectide.services.common import errors
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.expr import pk_terms
+from vectide.services.common.expr.parser import path_text
 from vectide.services.common.index_spec import is_interim
 from vectide.services.common.load_state import LOAD_STATE_LOADED
 from vectide.services.common.msgstream.message import DataType, FieldColumn, Position, PrimaryKeys
@@ -26,6 +27,7 @@ from vectide.services.common.names import DEFAULT_DB, qualified
 from vectide.services.common.pacer import Pacer
 from vectide.services.common.results import QueryRows, SearchHits
 from vectide.services.common.schema import (
+    JSON_PATH,
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
@@ -343,6 +345,10 @@ class Proxy:
     ) -> IndexInfo:
         info = self.meta.get(collection)
         field = info.schema.field(field_name)
+        dynamic = info.schema.dynamic_field
+        if field is None and dynamic is not None:  # a key of the dynamic field, as Milvus
+            params.setdefault(JSON_PATH, path_text(dynamic.name, (field_name,)))
+            field, field_name = dynamic, dynamic.name
         if field is None:
             raise errors.invalid(f"cannot create index on non-exist field: {field_name}")
         if field.is_vector:

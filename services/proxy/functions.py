@@ -16,7 +16,7 @@ from pymilvus.grpc_gen import common_pb2, schema_pb2
 
 from vectide.services.common import analyzer, errors
 from vectide.services.common.errors import Code, MilvusError
-from vectide.services.common.expr.parser import Expr, TextMatch
+from vectide.services.common.expr.parser import Expr, PhraseMatch, TextMatch
 from vectide.services.common.msgstream.message import DataType, FieldColumn
 from vectide.services.common.schema import (
     ANALYZER_PARAMS,
@@ -152,13 +152,15 @@ def _one_field(
 
 
 def check_text_match(tree: Expr, schema: CollectionSchema) -> None:
-    """Each ``text_match`` of a filter names a VarChar field with ``enable_match=True``
-    (checked here, so an empty collection refuses it as a full one does)."""
-    if isinstance(tree, TextMatch):
+    """Each ``text_match`` and ``phrase_match`` of a filter names a VarChar field with
+    ``enable_match=True`` (checked here, so an empty collection refuses it as a full one
+    does)."""
+    if isinstance(tree, TextMatch | PhraseMatch):
         field = schema.field(tree.operand.name)
         if field is None or field.properties.get(ENABLE_MATCH) != "true":
+            what = "text_match" if isinstance(tree, TextMatch) else "phrase_match"
             raise errors.invalid(
-                f"field {tree.operand.name} does not enable match: text_match needs a VarChar "
+                f"field {tree.operand.name} does not enable match: {what} needs a VarChar "
                 "field created with enable_match=True"
             )
     for child in tree.children():

@@ -1,14 +1,16 @@
 """Which index types and metrics a field allows, as CreateIndex checks them: vector fields
 by their vector type (``services/common/vector_types.py`` holds the table), scalar fields
-by Milvus's scalar index rules (STL_SORT, TRIE, INVERTED, BITMAP, AUTOINDEX)."""
+by Milvus's scalar index rules (STL_SORT, TRIE, INVERTED, BITMAP, AUTOINDEX), JSON fields
+by its JSON path index rules (``json_path``, ``json_cast_type``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from vectide.services.common import errors, vector_types
+from vectide.services.common.expr.parser import ExprError, Field, parse, path_text
 from vectide.services.common.msgstream.message import DataType
-from vectide.services.common.schema import FieldSchema
+from vectide.services.common.schema import JSON_CAST_TYPE, JSON_PATH, FieldSchema
 
 
 def index_kind(field: FieldSchema, params: dict[str, Any]) -> tuple[str, str]:
@@ -62,10 +64,8 @@ def scalar_index_type(field: FieldSchema, params: dict[str, Any]) -> str:
     params.pop("metric_type", None)
     type_name = field.data_type.name
     if field.data_type == DataType.JSON:
-        raise errors.invalid(
-            f"{index_type} index on JSON field {field.name} is not supported by Vectide "
-            "(JSON path indexes); filters on it scan"
-        )
+        _json_path_index(field, index_type, params)
+        return "INVERTED" if index_type == "AUTOINDEX" else index_type
     rule = _SCALAR_RULES.get(index_type)
     if rule is None:
         raise errors.invalid(
@@ -89,3 +89,38 @@ def scalar_index_type(field: FieldSchema, params: dict[str, Any]) -> str:
     if index_type == "BITMAP" and field.is_primary:
         raise errors.invalid(f"BITMAP index is not supported on primary key field {field.name}")
     return index_type
+
+
+#: JSON path index cast types Vectide builds (``scalar_index.JSON_CAST_KINDS``); Milvus's
+#: ``JSON`` cast and ``json_cast_function`` are refused by name
+_JSON_CASTS = ("BOOL", "DOUBLE", "VARCHAR", "ARRAY_BOOL", "ARRAY_DOUBLE", "ARRAY_VARCHAR")
+
+
+def _json_path_index(field: FieldSchema, index_type: str, params: dict[str, Any]) -> None:
+    """Check a JSON path index's params as Milvus's INVERTED and BITMAP checkers do, and
+    write its path in canonical form (what filters find it by: ``parser.path_text``)."""
+    if index_type not in ("INVERTED", "BITMAP", "AUTOINDEX"):
+        raise errors.invalid(
+            f"{index_type} index is not supported on JSON field {field.name}: a JSON path "
+            "index is INVERTED, BITMAP or AUTOINDEX"
+        )
+    if JSON_CAST_TYPE not in params:
+        raise errors.invalid(
+            "json index must specify cast type: missing parameter[missing_param=json_cast_type]"
+        )
+    cast = str(params[JSON_CAST_TYPE]).upper()
+    if cast == "JSON" or "json_cast_function" in params:
+        what = "json_cast_type JSON" if cast == "JSON" else "json_cast_function"
+        raise errors.invalid(f"{what} is not supported by Vectide (offered casts: {_JSON_CASTS})")
+    if cast not in _JSON_CASTS:
+        raise errors.invalid(f"json_cast_type {cast} is not supported")
+    if index_type == "BITMAP" and cast not in ("BOOL", "VARCHAR"):
+        raise errors.invalid(f"json_cast_type {cast} is not supported for BITMAP index")
+    written = str(params.get(JSON_PATH) or field.name)
+    try:
+        node = parse(written)
+    except ExprError as exc:
+        raise errors.invalid(f"json_path {written!r} is not a path: {exc}") from None
+    if not isinstance(node, Field) or node.name != field.name:
+        raise errors.invalid(f"json_path {written!r} is not a path of JSON field {field.name}")
+    params[JSON_PATH], params[JSON_CAST_TYPE] = path_text(node.name, node.path), cast

@@ -46,9 +46,15 @@ class StoreColumns:
     def valid(self, name: str) -> np.ndarray | None:
         return self._store.valid(name)
 
-    def text_match(self, name: str, query: str) -> np.ndarray:
+    def text_match(self, name: str, query: str, minimum: int = 1) -> np.ndarray:
         try:
-            return self._store.text_match(name, query)
+            return self._store.text_match(name, query, minimum)
+        except ValueError as exc:
+            raise ExprError(str(exc)) from None
+
+    def phrase_match(self, name: str, query: str, slop: int) -> np.ndarray:
+        try:
+            return self._store.phrase_match(name, query, slop)
         except ValueError as exc:
             raise ExprError(str(exc)) from None
 

@@ -19,6 +19,7 @@ on them is unknown, never true). Rows are chunk-local; :class:`StoreIndex` offse
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from vectide.services.common.expr.evaluate import json_key
+from vectide.services.common.expr.evaluate import SCALAR_KINDS, json_key, lookup_path
+from vectide.services.common.expr.parser import ExprError, Field, PathKey, parse
 from vectide.services.common.msgstream.message import FIXED_DTYPES, DataType
 from vectide.services.common.schema import CollectionSchema
 from vectide.services.querynode.chunk_index import DEFAULT_CHUNK_ROWS, BuiltChunks
@@ -57,6 +59,16 @@ class SortedValues:
             picked[:] = [values[i] for i in rows.tolist()]
             order = np.array(sorted(range(len(picked)), key=picked.__getitem__), dtype=np.int64)
         return cls(picked[order], rows[order], kind)
+
+    def with_nan_rows(self, rows: np.ndarray) -> SortedValues:
+        """These values with NaN rows after them (unordered: a NaN compares with nothing,
+        and ``!=`` holds on it), for Python numbers, which ``build`` cannot sort with NaN."""
+        if not len(rows):
+            return self
+        values = np.concatenate([self.values, np.full(len(rows), float("nan"), dtype=object)])
+        sorted_values = SortedValues(values, np.concatenate([self.rows, rows]), self.kind)
+        sorted_values.ordered = len(self.values)
+        return sorted_values
 
     def present(self) -> np.ndarray:
         return self.rows
@@ -137,7 +149,7 @@ class SortedValues:
         """The equal runs of a numeric list in one vectorised search, matching the scan's
         np.isin (floats at the column's precision, integers exact); None: one by one."""
         dtype = self.values.dtype
-        if self.kind != "number":
+        if self.kind != "number" or dtype.kind == "O":  # JSON numbers: compared as Python's
             return None
         wanted = np.unique(np.asarray(values, dtype=dtype if dtype.kind == "f" else None))
         if dtype.kind in "iu":
@@ -224,6 +236,9 @@ class ScalarSpec:
             return "string"
         return "bool" if self.data_type == DataType.BOOL else "number"
 
+    #: a scalar field's index answers negations (a null row is in none, as in the scan)
+    positive_only = False
+
     def build(self, values: Any, valid: np.ndarray | None) -> ChunkIndex:
         if self.kind == "array":
             return ArrayElements.build(values, valid)
@@ -232,23 +247,74 @@ class ScalarSpec:
         return SortedValues.build(values, valid, self.kind)
 
 
-class FieldChunks(BuiltChunks[ChunkIndex]):
-    """One field's scalar indexes over a store's full chunks."""
+#: a JSON path index's cast type -> the kind of values it holds, which a JSON value of that
+#: kind (``evaluate.SCALAR_KINDS``: a bool is no number) or a list has
+JSON_CAST_KINDS = {
+    "VARCHAR": "string",
+    "DOUBLE": "number",
+    "BOOL": "bool",
+    "ARRAY_VARCHAR": "array",
+    "ARRAY_DOUBLE": "array",
+    "ARRAY_BOOL": "array",
+}
 
-    def __init__(self, spec: ScalarSpec, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> None:
+
+@dataclass(frozen=True)
+class JsonPathSpec:
+    """A JSON path index (Milvus's ``json_path`` and ``json_cast_type``): the values at the
+    path that have the cast type's kind, compared as the scan compares JSON values (Python
+    objects, so ``1`` equals ``1.0`` and large integers stay exact). Rows whose value is
+    missing or of another kind are in no index, where the scan treats them apart (``!=``
+    and ``not in`` hold on them), so it answers positive predicates only; an array cast
+    indexes every element of a list, which ``json_contains`` matches exactly as the scan."""
+
+    field: str
+    path: tuple[PathKey, ...]
+    cast_type: str
+    is_primary = False
+    positive_only = True
+
+    @property
+    def kind(self) -> str:
+        return JSON_CAST_KINDS[self.cast_type]
+
+    def build(self, documents: Any, valid: np.ndarray | None) -> ChunkIndex:
+        values = [lookup_path(document, self.path) for document in documents]
+        if valid is not None:  # a null JSON row has no value at any path
+            values = [v if ok else None for v, ok in zip(values, valid.tolist(), strict=True)]
+        if self.kind == "array":
+            return ArrayElements.build(values, np.array([type(v) is list for v in values]))
+        held = np.array([SCALAR_KINDS.get(type(v)) == self.kind for v in values], dtype=bool)
+        if self.kind != "number":
+            return SortedValues.build(values, held, self.kind)
+        nan = np.array([type(v) is float and math.isnan(v) for v in values], dtype=bool)
+        return SortedValues.build(values, held & ~nan, self.kind).with_nan_rows(
+            np.flatnonzero(held & nan)
+        )
+
+
+class FieldChunks(BuiltChunks[ChunkIndex]):
+    """One field's (or JSON path's) scalar indexes over a store's full chunks."""
+
+    def __init__(
+        self, spec: ScalarSpec | JsonPathSpec, chunk_rows: int = DEFAULT_CHUNK_ROWS
+    ) -> None:
         super().__init__(chunk_rows)
         self.spec = spec
 
     def view(self) -> StoreIndex:
-        return StoreIndex(self.spec.kind, self.chunk_rows, self.built())
+        return StoreIndex(self.spec.kind, self.chunk_rows, self.built(), self.spec.positive_only)
 
 
 class StoreIndex:
     """A field's built chunks as one index over the store's rows ``[0, covered)``: what the
     filter planner (``services/common/expr/indexed.py``) asks; answers are store rows."""
 
-    def __init__(self, kind: str, chunk_rows: int, chunks: list[ChunkIndex]) -> None:
+    def __init__(
+        self, kind: str, chunk_rows: int, chunks: list[ChunkIndex], positive_only: bool = False
+    ) -> None:
         self.kind = kind
+        self.positive_only = positive_only
         self.covered = chunk_rows * len(chunks)
         self.present_count = sum(len(c.present()) for c in chunks)
         self._chunk_rows = chunk_rows
@@ -288,18 +354,33 @@ class ScalarIndexes:
         self._lock = threading.Lock()
         self.fields: dict[str, FieldChunks] = {}
 
-    def add(self, field_name: str, index_type: str) -> bool:
-        """Index ``field_name`` from now on (built by ``build``); False if it already is or
-        is no scalar field of the schema."""
-        field = self.schema.field(field_name)
-        if field is None or field.is_vector or field.data_type == DataType.JSON:
+    def add(self, key: str, index_type: str) -> bool:
+        """Index ``key`` from now on (built by ``build``): a scalar field with its index
+        type, or a JSON path (``CollectionInfo.scalar_indexes``) with its cast type. False
+        if it already is, or names no scalar field or JSON path of the schema."""
+        spec = self._spec(key, index_type)
+        if spec is None:
             return False
         with self._lock:
-            if field_name in self.fields:
+            if key in self.fields:
                 return False
-            spec = ScalarSpec(field_name, index_type, field.data_type, field.is_primary)
-            self.fields[field_name] = FieldChunks(spec, self._chunk_rows)
+            self.fields[key] = FieldChunks(spec, self._chunk_rows)
         return True
+
+    def _spec(self, key: str, index_type: str) -> ScalarSpec | JsonPathSpec | None:
+        field = self.schema.field(key)
+        if field is not None and not field.is_vector and field.data_type != DataType.JSON:
+            return ScalarSpec(key, index_type, field.data_type, field.is_primary)
+        if index_type not in JSON_CAST_KINDS:
+            return None
+        try:
+            node = parse(key)
+        except ExprError:
+            return None
+        field = self.schema.field(node.name) if isinstance(node, Field) else None
+        if field is None or field.data_type != DataType.JSON:
+            return None
+        return JsonPathSpec(field.name, node.path, index_type)
 
     def views(self) -> dict[str, StoreIndex]:
         with self._lock:

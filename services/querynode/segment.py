@@ -9,6 +9,7 @@ row at the same stamp, and the new row must survive its own delete.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,6 +28,7 @@ from vectide.services.common.msgstream.message import (
     row_width,
 )
 from vectide.services.common.nullable import with_nulls
+from vectide.services.common.phrase import holds_phrase
 from vectide.services.common.results import SIMILARITY_METRICS, take
 from vectide.services.common.schema import (
     ANALYZER_PARAMS,
@@ -79,7 +81,7 @@ class ShardStore:
         #: scalar indexes per field, over the same chunks (filters read them, not columns)
         self.scalar = ScalarIndexes(schema, chunk_rows)
         for i in indexes or []:
-            self.scalar.add(i.field_name, i.index_type)
+            self.scalar.add(*i.scalar_entry())
         pk = schema.primary
         self._pk_is_str = pk.data_type == DataType.VARCHAR
         self._pks: FixedColumn | ObjectColumn = (
@@ -502,22 +504,55 @@ class ShardStore:
         valid = self._valid.get(name)
         return values if valid is None else with_nulls(values, valid.view()[rows])
 
-    def text_match(self, name: str, query: str) -> np.ndarray:
-        """Rows whose text in ``name`` holds any of ``query``'s terms, both analyzed with the
-        field's analyzer (TEXT_MATCH); ValueError when the field does not enable match."""
+    def text_match(self, name: str, query: str, minimum: int = 1) -> np.ndarray:
+        """Rows whose text in ``name`` holds at least ``minimum`` of ``query``'s distinct
+        terms, both analyzed with the field's analyzer (TEXT_MATCH); ValueError when the
+        field does not enable match."""
+        analyze = self._match_analyzer(name)
+        terms = _term_indexes(analyze.terms(query))
+        mask = np.zeros(self.num_rows, dtype=bool)
+        if len(terms) >= minimum:
+            with self._match_lock:
+                mask[self._caught_up_matches(name, analyze).rows_with(terms, minimum)] = True
+        return mask
+
+    def phrase_match(self, name: str, query: str, slop: int) -> np.ndarray:
+        """Rows whose text in ``name`` holds ``query``'s terms as a phrase, up to ``slop``
+        position moves (PHRASE_MATCH, ``services.common.phrase``): the rows holding every
+        term, from the match index, then each one's text analyzed with its positions."""
+        analyze = self._match_analyzer(name)
+        phrase = analyze.placed_terms(query)
+        mask = np.zeros(self.num_rows, dtype=bool)
+        if not phrase:
+            return mask
+        terms = _term_indexes(t for t, _ in phrase)
+        with self._match_lock:
+            rows = self._caught_up_matches(name, analyze).rows_with(terms, len(terms))
+        if len(phrase) == 1:
+            mask[rows] = True
+            return mask
+        words = [t for t, _ in phrase]
+        offsets = [p - phrase[0][1] for _, p in phrase]
+        for row, text in zip(rows.tolist(), self.output(name, rows), strict=True):
+            places: dict[str, list[int]] = {}
+            for term, position in analyze.placed_terms(text):
+                places.setdefault(term, []).append(position)
+            mask[row] = holds_phrase([places.get(w, []) for w in words], offsets, slop)
+        return mask
+
+    def _match_analyzer(self, name: str) -> analyzer.Analyzer:
         field = self.schema.field(name)
         if field is None or field.properties.get(ENABLE_MATCH) != "true":
             raise ValueError(f"field {name} does not enable match (enable_match=True)")
-        analyze = analyzer.analyzer_of(field.properties.get(ANALYZER_PARAMS))
-        with self._match_lock:
-            matches = self._matches.setdefault(name, SparseColumn())
-            if len(matches) < self.num_rows:
-                texts = self.output(name, np.arange(len(matches), self.num_rows))
-                matches.append([analyze.sparse_row(text) for text in texts])
-            terms = [analyzer.term_index(t) for t in analyze.terms(query)]
-            mask = np.zeros(self.num_rows, dtype=bool)
-            mask[matches.rows_with(np.unique(np.array(terms, dtype=np.uint32)))] = True
-        return mask
+        return analyzer.analyzer_of(field.properties.get(ANALYZER_PARAMS))
+
+    def _caught_up_matches(self, name: str, analyze: analyzer.Analyzer) -> SparseColumn:
+        """The field's match index, extended to every row (under ``_match_lock``)."""
+        matches = self._matches.setdefault(name, SparseColumn())
+        if len(matches) < self.num_rows:
+            texts = self.output(name, np.arange(len(matches), self.num_rows))
+            matches.append([analyze.sparse_row(text) for text in texts])
+        return matches
 
     def vectors(self, field: str, start: int, end: int) -> np.ndarray:
         """Float vectors of rows ``start:end`` as float32, what the faiss indexes take."""
@@ -689,3 +724,8 @@ def _new_column(field: FieldSchema) -> Column:
     if field.data_type == DataType.SPARSE_FLOAT_VECTOR:
         return SparseColumn()
     return ObjectColumn(is_json=field.data_type in (DataType.JSON, DataType.ARRAY))
+
+
+def _term_indexes(terms: Iterable[str]) -> np.ndarray:
+    """Terms' sparse indexes, sorted and unique (what ``SparseColumn.rows_with`` takes)."""
+    return np.unique(np.array([analyzer.term_index(t) for t in terms], dtype=np.uint32))

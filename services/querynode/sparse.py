@@ -147,10 +147,13 @@ class SparseColumn:
         self._sorted = indices[order], rows[order], values[order]
         self._tail = []
 
-    def rows_with(self, terms: np.ndarray) -> np.ndarray:
-        """Rows holding any of ``terms`` (sorted, unique), each once."""
+    def rows_with(self, terms: np.ndarray, minimum: int = 1) -> np.ndarray:
+        """Rows holding at least ``minimum`` of ``terms`` (sorted, unique), each once."""
         (_, rows, _), _ = self._postings(terms)
-        return np.unique(rows)
+        if minimum <= 1:
+            return np.unique(rows)
+        found, counts = np.unique(rows, return_counts=True)  # a row holds an index once
+        return found[counts >= minimum]
 
     def term_stats(self, terms: np.ndarray, mask: np.ndarray) -> tuple[int, float, np.ndarray]:
         """Over the rows where ``mask`` holds: how many, their total length, and how many

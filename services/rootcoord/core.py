@@ -39,6 +39,7 @@ from vectide.services.common.names import (
 )
 from vectide.services.common.pacer import Pacer
 from vectide.services.common.schema import (
+    JSON_PATH,
     CollectionInfo,
     CollectionSchema,
     ConsistencyLevel,
@@ -577,7 +578,7 @@ class RootCoord:
             field = info.schema.field(index.field_name)
             if field is None:
                 raise errors.invalid(f"field {index.field_name} not exist")
-            current = info.index_on(index.field_name)
+            current = _index_like(info, index)
             if current is not None:
                 same = (current.index_type, current.metric_type, current.params) == (
                     index.index_type,
@@ -591,13 +592,15 @@ class RootCoord:
                     f"at most one distinct index is allowed per field: {index.field_name} "
                     f"has {current.index_type}/{current.metric_type}",
                 )
+            name = index.index_name or index.field_name
+            if any(i.index_name == name for i in info.indexes):
+                raise MilvusError(
+                    Code.INDEX_DUPLICATE,
+                    f"index name {name} is taken in collection {collection}: each JSON path "
+                    "index of a field needs its own index_name",
+                )
             self._begin_ddl(ts)
-            created = replace(
-                index,
-                index_id=self.ids.alloc_one(),
-                create_ts=ts,
-                index_name=index.index_name or index.field_name,
-            )
+            created = replace(index, index_id=self.ids.alloc_one(), create_ts=ts, index_name=name)
             self.meta.update(replace(info, indexes=[*info.indexes, created]))
         self._invalidate_collection(info)
         return created
@@ -764,3 +767,17 @@ def _alias_desc(alias: str) -> str:
     """How Milvus's alias errors name one: ``[database=default][alias=a]``."""
     db_name, name = split(alias)
     return f"[database={db_name}][alias={name}]"
+
+
+def _index_like(info: CollectionInfo, index: IndexInfo) -> IndexInfo | None:
+    """The index a new one would duplicate: the field's, or for a JSON path index the one
+    on the same path (a JSON field holds one per path, each with its own name)."""
+    path = index.params.get(JSON_PATH)
+    return next(
+        (
+            i
+            for i in info.indexes
+            if i.field_name == index.field_name and i.params.get(JSON_PATH) == path
+        ),
+        None,
+    )

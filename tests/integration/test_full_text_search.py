@@ -119,6 +119,19 @@ def test_pymilvus_full_text_search_growing_flushed_and_reloaded(client, name):
         name, filter="text_match(text, 'documents kafka')", consistency_level="Strong"
     )
     assert sorted(r["id"] for r in matched) == [0, 3, 5]
+    filters = {  # sealed rows now, after the reload
+        "PHRASE_MATCH(text, 'capture meaning')": [6],
+        "PHRASE_MATCH(text, 'vectors meaning', 1)": [6],
+        "PHRASE_MATCH(text, 'meaning capture', {slop})": [6],
+        "TEXT_MATCH(text, 'documents query terms', minimum_should_match=2)": [0, 5],
+    }
+    for expr, keys in filters.items():
+        found = client.query(
+            name, filter=expr, filter_params={"slop": 2}, consistency_level="Strong"
+        )
+        assert sorted(r["id"] for r in found) == keys, expr
+    with pytest.raises(MilvusException, match="slop must be in"):
+        client.query(name, filter="PHRASE_MATCH(text, 'a b', -1)")
     client.delete(name, ids=[0, 5])
     left = {k: t for k, t in corpus.items() if k not in (0, 5)}
     [hits] = search(client, name, ["documents query"])

@@ -434,6 +434,42 @@ def test_text_match_finds_rows_holding_any_of_the_words_growing_sealed_and_after
         matched(h, "text_match(plain, 'fox')")
 
 
+def test_phrase_match_and_a_minimum_of_words_growing_and_sealed():
+    h = Harness()
+    create = Prepare.create_collection_request("m", match_schema())
+    assert MilvusService(h.proxy).CreateCollection(create, Context()).code == 0
+    h.proxy.create_index("m", "dense", "d", {"index_type": "FLAT", "metric_type": "L2"})
+    h.proxy.load_collection("m")
+    h.tick()
+    insert(h, dict(enumerate(DOCS)), "m")
+    expected = {
+        "phrase_match(text, 'quick brown')": [0, 1],
+        "phrase_match(text, 'QUICK, fox!')": [1],  # analyzed as the text is: "a quick fox"
+        "phrase_match(text, 'quick fox', 1)": [0, 1],  # "quick brown fox", "a quick fox"
+        "phrase_match(text, 'fox quick', 2)": [1],  # "... a quick fox": swapped, adjacent
+        "phrase_match(text, 'dog')": [0, 1, 6],
+        "phrase_match(text, '')": [],
+        "text_match(text, 'quick dog lazy', minimum_should_match=2)": [0, 1],
+        "text_match(text, 'quick dog lazy', minimum_should_match=3)": [0],
+        "text_match(text, 'quick quick', minimum_should_match=2)": [],  # one distinct term
+        "not phrase_match(text, 'the dog') and id < 7": [0, 1, 2, 3, 4, 5],
+        "phrase_match(text, 'the dog', 1)": [0, 6],  # "the lazy dog", "the dog barks"
+    }
+    for expr, keys in expected.items():
+        assert matched(h, expr) == keys, expr
+    h.proxy.flush(["m"])
+    for _ in range(3):
+        h.step()
+    insert(h, {10: "the lazy brown dog"}, "m")
+    [node] = [h.nodes.node(n) for n in h.nodes.live_nodes()]
+    [shard] = node._shards.values()
+    assert sum(s.num_rows for s in shard.sealed.values()) == len(DOCS)  # handed off
+    assert matched(h, "phrase_match(text, 'brown dog')") == [1, 10]
+    assert matched(h, "phrase_match(text, 'lazy dog', 1)") == [0, 10]
+    with pytest.raises(MilvusError, match="field plain does not enable match: phrase_match"):
+        matched(h, "phrase_match(plain, 'fox')")
+
+
 def test_a_schema_with_functions_crosses_the_rpc_codec_and_the_catalog(docs):
     from vectide.services.common.rpc import codec, types  # noqa: F401 (registers the types)
     from vectide.services.rootcoord.meta_table import collection_from_json, collection_to_json

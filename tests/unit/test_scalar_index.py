@@ -13,7 +13,11 @@ import random
 
 import numpy as np
 import pytest
+from pymilvus import DataType as ClientType
+from pymilvus import MilvusClient
+from pymilvus.client.prepare import Prepare
 
+from benchmarks.search_path import Context
 from vectide.services.common.errors import MilvusError
 from vectide.services.common.expr import ExprError, evaluate, indexed, parse
 from vectide.services.common.expr.evaluate import truth_mask
@@ -21,9 +25,11 @@ from vectide.services.common.expr.indexed import select
 from vectide.services.common.msgstream.message import DataType, FieldColumn, InsertMsg
 from vectide.services.common.requests import ShardQueryRequest
 from vectide.services.common.schema import CollectionSchema, FieldSchema, IndexInfo
+from vectide.services.proxy.grpc_service import MilvusService
 from vectide.services.proxy.index_kinds import scalar_index_type
 from vectide.services.querynode.reads import StoreColumns, ensure_indexes, query_store
 from vectide.services.querynode.segment import ShardStore
+from vectide.services.testing import Harness
 
 CHUNK = 64
 ROWS = 300  # four indexed chunks, a 44-row tail
@@ -40,6 +46,19 @@ INDEXED = {
     "tags": "BITMAP",
 }
 WORDS = ["", "a", "ab", "abc", "abd", "b", "ba", "b%", "b_x", "zz", "a\\b", "é", "ab\n"]
+#: JSON path indexes: (field, json_path as written, cast type) and the key filters find them by
+JSON_INDEXED = [
+    ("doc", "doc['x']", "VARCHAR", 'doc["x"]'),
+    ("doc", 'doc["x"]', "DOUBLE", None),  # the same path twice: refused by CreateIndex
+    ("doc", 'doc["n"]', "DOUBLE", 'doc["n"]'),
+    ("doc", 'doc["o"]["f"]', "BOOL", 'doc["o"]["f"]'),
+    ("doc", 'doc["tags"]', "ARRAY_VARCHAR", 'doc["tags"]'),
+    ("$meta", '$meta["color"]', "VARCHAR", '$meta["color"]'),
+]
+#: what a JSON value can be: every kind, NaN, integers past a double's precision
+JSON_VALUES = [*WORDS[:6], 0, 1, 1.0, -2, 2.5, 2**60 + 1, float("nan"), True, False, None, [1]]
+#: what a filter compares them with
+JSON_LITERALS = [v for v in JSON_VALUES if v is not None and v == v and not isinstance(v, list)]
 
 
 def schema() -> CollectionSchema:
@@ -62,13 +81,37 @@ def schema() -> CollectionSchema:
             f(110, "tags", DataType.ARRAY, element_type=DataType.VARCHAR),
             f(111, "u", DataType.INT64),  # not indexed
             f(112, "j", DataType.JSON),
+            f(113, "doc", DataType.JSON, nullable=True),
+            f(114, "$meta", DataType.JSON, is_dynamic=True),
         ],
     )
 
 
 def indexes() -> list[IndexInfo]:
     infos = [IndexInfo(1, "v", "v", "FLAT", "L2")]
-    return infos + [IndexInfo(i + 2, n, n, t, "") for i, (n, t) in enumerate(INDEXED.items())]
+    infos += [IndexInfo(i + 2, n, n, t, "") for i, (n, t) in enumerate(INDEXED.items())]
+    for i, (field, _, cast, key) in enumerate(JSON_INDEXED):
+        if key is not None:
+            params = {"json_path": key, "json_cast_type": cast}
+            infos.append(IndexInfo(100 + i, key, field, "INVERTED", "", params))
+    return infos
+
+
+def json_keys() -> list[str]:
+    return [key for *_, key in JSON_INDEXED if key is not None]
+
+
+def json_doc(rng: random.Random) -> dict:
+    """Each key present or not, with a value of any kind."""
+    doc: dict = {}
+    for key in ("x", "n"):
+        if rng.random() < 0.85:
+            doc[key] = rng.choice(JSON_VALUES)
+    if rng.random() < 0.8:
+        doc["o"] = {"f": rng.choice([True, False, 1, "true"])} if rng.random() < 0.9 else []
+    if rng.random() < 0.8:
+        doc["tags"] = rng.sample([*WORDS[:6], 1, True], rng.randint(0, 3))
+    return doc
 
 
 def rows_msg(rng: random.Random, start: int, n: int) -> InsertMsg:
@@ -101,6 +144,18 @@ def rows_msg(rng: random.Random, start: int, n: int) -> InsertMsg:
         ),
         FieldColumn(111, "u", DataType.INT64, np.array([rng.randint(0, 9) for _ in range(n)])),
         FieldColumn(112, "j", DataType.JSON, [json.dumps({"k": rng.randint(0, 3)})] * n),
+        FieldColumn(
+            113, "doc", DataType.JSON, [json.dumps(json_doc(rng)) for _ in range(n)], 0, nulls()
+        ),
+        FieldColumn(
+            114,
+            "$meta",
+            DataType.JSON,
+            [
+                json.dumps({"color": rng.choice([*WORDS[:4], 3])} if rng.random() < 0.9 else {})
+                for _ in range(n)
+            ],
+        ),
     ]
     pks = np.array([rng.randint(0, ROWS // 2) for _ in range(n)], np.int64)  # duplicates
     del start
@@ -113,7 +168,7 @@ def store(seed: int) -> ShardStore:
     built = ShardStore(schema(), indexes(), chunk_rows=CHUNK)
     for start in range(0, ROWS, 100):
         built.insert(rows_msg(rng, start, 100))
-    assert built.build_scalar_indexes() == len(INDEXED) * (ROWS // CHUNK)
+    assert built.build_scalar_indexes() == (len(INDEXED) + len(json_keys())) * (ROWS // CHUNK)
     return built
 
 
@@ -135,7 +190,32 @@ def literal(rng: random.Random, field: str) -> str:
     return str(rng.randint(-4, ROWS // 2))
 
 
+def json_leaf(rng: random.Random) -> str:
+    """A predicate on an indexed JSON path (or a dynamic key), with a literal of any kind."""
+    path = rng.choice(['doc["x"]', 'doc["n"]', 'doc["o"]["f"]', "color", '$meta["color"]'])
+    value = json.dumps(rng.choice(JSON_LITERALS))
+    if rng.random() < 0.15:
+        items = rng.sample([*WORDS[:6], 1, True], 2)
+        func = rng.choice(["json_contains", "json_contains_any", "json_contains_all"])
+        wanted = items[0] if func == "json_contains" else items
+        return f'{func}(doc["tags"], {json.dumps(wanted)})'
+
+    kind = rng.random()
+    if kind < 0.1:
+        return rng.choice([path, f"not {path}"])
+    if kind < 0.25:
+        return f'{path} {rng.choice(["", "not "])}like "{rng.choice(WORDS[:6])}%"'
+    if kind < 0.45:
+        values = ", ".join(json.dumps(rng.choice(JSON_LITERALS)) for _ in range(2))
+        return f"{path} {rng.choice(['in', 'not in'])} [{values}]"
+    if kind < 0.55:
+        return f"{value} < {path} <= {json.dumps(rng.choice(JSON_LITERALS))}"
+    return f"{path} {rng.choice(OPS)} {value}"
+
+
 def leaf(rng: random.Random) -> str:
+    if rng.random() < 0.25:
+        return json_leaf(rng)
     field = rng.choice([*INDEXED, "u"])
     kind = rng.random()
     if field in ("arr", "tags"):
@@ -181,9 +261,11 @@ def scanned(tree, source) -> np.ndarray | str:
 def test_indexes_select_exactly_the_rows_the_scan_selects(seed):
     built = store(seed)
     source, views = StoreColumns(built), built.scalar_views()
-    assert {name: v.covered for name, v in views.items()} == dict.fromkeys(INDEXED, 256)
+    assert {name: v.covered for name, v in views.items()} == dict.fromkeys(
+        [*INDEXED, *json_keys()], 256
+    )
     rng = random.Random(1000 + seed)
-    answered = 0
+    answered = on_paths = 0
     for _ in range(400):
         text = expression(rng)
         tree = parse(text)
@@ -196,9 +278,11 @@ def test_indexes_select_exactly_the_rows_the_scan_selects(seed):
         if picked is None:
             continue
         answered += 1
+        on_paths += "doc[" in text or "color" in text
         assert not isinstance(expected, str), f"{text}: scan raised {expected}"
         assert picked.tolist() == expected.tolist(), text
-    assert answered > 200  # most filters were answered by the indexes
+    assert answered > 160  # most filters were answered by the indexes
+    assert on_paths > 40  # JSON path indexes among them
 
 
 def test_filters_matching_most_rows_of_numeric_fields_are_scanned():
@@ -286,11 +370,11 @@ def test_freed_head_chunks_take_their_indexes_along():
     built.hide(np.arange(0, 2 * CHUNK + 10))
     assert built.free_hidden_head() == 2 * CHUNK
     assert {v.covered for v in built.scalar_views().values()} == {2 * CHUNK}
-    for expr in ['s like "ab%"', "id < 40", "not b and c in [1, 3]"]:
+    for expr in ['s like "ab%"', "id < 40", "not b and c in [1, 3]", 'doc["x"] == "ab"']:
         assert query_ids(built, expr) == scan_ids(built, expr)
     built.insert(rows_msg(random.Random(9), 0, 100))  # 272 rows: 2 chunks more, unindexed
     assert query_ids(built, "id < 40") == scan_ids(built, "id < 40")
-    assert built.build_scalar_indexes() == 2 * len(INDEXED)
+    assert built.build_scalar_indexes() == 2 * (len(INDEXED) + len(json_keys()))
     assert {v.covered for v in built.scalar_views().values()} == {4 * CHUNK}
     assert query_ids(built, "id < 40") == scan_ids(built, "id < 40")
 
@@ -322,7 +406,20 @@ def test_a_sealed_segment_is_one_indexed_chunk_and_an_index_can_come_later():
         ("f32", {"index_type": "BITMAP"}, "BITMAP index is not supported on FLOAT field f32"),
         ("b", {"index_type": "STL_SORT"}, "STL_SORT index is not supported on BOOL field b"),
         ("s", {"index_type": "TRIE", "x": 1}, "TRIE"),
-        ("j", {}, "AUTOINDEX index on JSON field j is not supported"),
+        ("j", {}, "json index must specify cast type"),
+        ("j", {"json_path": "j['a']", "json_cast_type": "varchar"}, "INVERTED"),
+        ("j", {"index_type": "BITMAP", "json_cast_type": "BOOL"}, "BITMAP"),
+        ("j", {"index_type": "BITMAP", "json_cast_type": "DOUBLE"}, "not supported for BITMAP"),
+        ("j", {"index_type": "STL_SORT", "json_cast_type": "DOUBLE"}, "a JSON path index is"),
+        ("j", {"json_cast_type": "ARRAY_INT64"}, "json_cast_type ARRAY_INT64 is not supported"),
+        ("j", {"json_cast_type": "JSON"}, "json_cast_type JSON is not supported by Vectide"),
+        (
+            "j",
+            {"json_cast_type": "DOUBLE", "json_cast_function": "STRING_TO_DOUBLE"},
+            "json_cast_function is not supported by Vectide",
+        ),
+        ("j", {"json_path": "k['a']", "json_cast_type": "BOOL"}, "not a path of JSON field j"),
+        ("j", {"json_path": "j[", "json_cast_type": "BOOL"}, "json_path 'j\\[' is not a path"),
         ("u", {"index_type": "HYBRID"}, "invalid index type: HYBRID for INT64 field u"),
     ],
 )
@@ -334,6 +431,15 @@ def test_scalar_index_types_follow_milvus_rules(name, params, expected):
     else:
         with pytest.raises(MilvusError, match=expected):
             scalar_index_type(field, params)
+
+
+def test_a_json_path_index_is_named_by_its_path_in_canonical_form():
+    params = {"json_path": "j[ 'a' ][0]", "json_cast_type": "double"}
+    scalar_index_type(schema().field("j"), params)
+    assert params == {"json_path": 'j["a"][0]', "json_cast_type": "DOUBLE"}
+    index = IndexInfo(1, "ja", "j", "INVERTED", "", params)
+    assert index.scalar_entry() == ('j["a"][0]', "DOUBLE")
+    assert IndexInfo(2, "s", "s", "TRIE", "").scalar_entry() == ("s", "TRIE")
 
 
 def test_bitmap_on_an_array_of_floats_is_refused_naming_the_elements():
@@ -348,3 +454,24 @@ def test_reads_carry_the_scalar_indexes_over_the_internal_rpc():
 
     request = ShardQueryRequest(1, ["ch"], 0, 1.0, scalar_indexes={"age": "STL_SORT"})
     assert codec.decode(codec.encode(request)).scalar_indexes == {"age": "STL_SORT"}
+
+
+def test_a_key_of_the_dynamic_field_is_indexed_as_its_json_path():
+    """``add_index("color", ...)`` on a collection with a dynamic field indexes
+    ``$meta["color"]``, as Milvus does; a second index on that path is refused."""
+    h = Harness()
+    client_schema = MilvusClient.create_schema(enable_dynamic_field=True)
+    client_schema.add_field("id", ClientType.INT64, is_primary=True)
+    client_schema.add_field("v", ClientType.FLOAT_VECTOR, dim=2)
+    create = Prepare.create_collection_request("dyn", client_schema)
+    assert MilvusService(h.proxy).CreateCollection(create, Context()).code == 0
+    h.proxy.create_index("dyn", "color", "ix_color", {"json_cast_type": "varchar"})
+    [index] = h.proxy.describe_index("dyn", "ix_color")
+    assert (index.field_name, index.index_type) == ("$meta", "INVERTED")
+    assert index.scalar_entry() == ('$meta["color"]', "VARCHAR")
+    info = h.proxy.meta.get("dyn")
+    assert info.scalar_indexes() == {'$meta["color"]': "VARCHAR"}
+    with pytest.raises(MilvusError, match="at most one distinct index"):
+        h.proxy.create_index(
+            "dyn", "$meta", "ix2", {"json_path": "$meta['color']", "json_cast_type": "BOOL"}
+        )

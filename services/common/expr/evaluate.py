@@ -44,6 +44,7 @@ from vectide.services.common.expr.parser import (
     Not,
     Or,
     PathKey,
+    PhraseMatch,
     Scalar,
     TextMatch,
     referenced_fields,
@@ -67,9 +68,14 @@ class ColumnSource(Protocol):
         every row has one or ``name`` is not a nullable field."""
         ...
 
-    def text_match(self, name: str, query: str) -> np.ndarray:
-        """Rows whose analyzed text in ``name`` holds any of ``query``'s terms (ExprError
-        when the field does not enable match)."""
+    def text_match(self, name: str, query: str, minimum: int = 1) -> np.ndarray:
+        """Rows whose analyzed text in ``name`` holds at least ``minimum`` of ``query``'s
+        distinct terms (ExprError when the field does not enable match)."""
+        ...
+
+    def phrase_match(self, name: str, query: str, slop: int) -> np.ndarray:
+        """Rows whose analyzed text in ``name`` holds ``query``'s terms as a phrase, up to
+        ``slop`` position moves (ExprError when the field does not enable match)."""
         ...
 
 
@@ -200,8 +206,10 @@ class _Evaluator:
                 return self._bools(row is not _MISSING for row in self._json(operand, node).rows)
             case JsonContains(operand, values, match_all):
                 return self._json_contains(self._json(operand, node), values, match_all)
-            case TextMatch(operand, query) if not operand.path:
-                return np.asarray(self.source.text_match(operand.name, query), dtype=bool)
+            case TextMatch(operand, query, minimum) if not operand.path:
+                return np.asarray(self.source.text_match(operand.name, query, minimum), bool)
+            case PhraseMatch(operand, query, slop) if not operand.path:
+                return np.asarray(self.source.phrase_match(operand.name, query, slop), bool)
         raise ExprError(f"{node.text!r} is not a boolean expression")
 
     def _bool_field(self, node: Field) -> np.ndarray:
@@ -341,7 +349,7 @@ class _Evaluator:
         documents = self.source.column(name)
         if not path:
             return _Json(list(documents))
-        return _Json([_lookup(document, path) for document in documents])
+        return _Json([lookup_path(document, path) for document in documents])
 
     def _json(self, node: Field, context: Expr) -> _Json:
         value = self.field(node)
@@ -386,7 +394,8 @@ def _any(masks: list[np.ndarray]) -> np.ndarray:
     return functools.reduce(operator.or_, masks)
 
 
-def _lookup(document: Any, path: tuple[PathKey, ...]) -> object:
+def lookup_path(document: Any, path: tuple[PathKey, ...]) -> object:
+    """The value at ``path`` in a JSON document, ``MISSING`` where it has none."""
     for key in path:
         if not _has_key(document, key):
             return _MISSING

@@ -12,8 +12,9 @@ The planner takes the predicates an index can answer exactly as the scan would (
 
 An index covers the rows ``[0, covered)`` of its store (the growing store's newest rows are
 not indexed yet): those rows come from the indexes, the rest from the scan. A selective
-filter so costs O(log n + matches). Literal kinds the scan would refuse (``id == "a"``),
-JSON paths and arithmetic are never answered here, so errors come from the scan unchanged.
+filter so costs O(log n + matches). Literal kinds the scan would refuse (``id == "a"``)
+and arithmetic are never answered here, so errors come from the scan unchanged; a JSON
+path is answered by its own index (a JSON path index), positive predicates only.
 """
 
 from __future__ import annotations
@@ -42,7 +43,10 @@ from vectide.services.common.expr.parser import (
     Literal,
     Not,
     Or,
+    PathKey,
+    path_text,
     referenced_fields,
+    referenced_paths,
 )
 from vectide.services.common.msgstream.message import DENSE_VECTORS, FIXED_DTYPES
 
@@ -61,6 +65,9 @@ class FieldIndex(Protocol):
     covered: int
     #: how many rows have a value (``len(present())``, without collecting them)
     present_count: int
+    #: answers no negation (a JSON path's: the scan's ``!=`` and ``not`` hold on rows the
+    #: index lacks)
+    positive_only: bool
 
     def present(self) -> np.ndarray:
         """Rows with a value (not null)."""
@@ -88,8 +95,8 @@ def select(
     """Rows of ``source`` (sorted) where ``tree`` is true, found through ``indexes``; None
     when they cannot answer it, or (``scan_wide``) when it matches so many rows of numeric
     fields that a scan is cheaper: the caller scans every row."""
-    used = [indexes[name] for name in referenced_fields(tree) if name in indexes]
-    covered = min((index.covered for index in used), default=0)
+    keys = {index_key(name, path, source) for name, path in referenced_paths(tree)}
+    covered = min((indexes[key].covered for key in keys if key in indexes), default=0)
     if not covered:
         return None
     planner = _Planner(source, indexes, min(covered, source.num_rows))
@@ -106,6 +113,15 @@ def select(
         return np.concatenate([head, tail[truth_mask(tree, RowsSource(source, tail))]])
     except ExprError as err:
         raise ExprError(f"{err} in expression {tree.text!r}") from err
+
+
+def index_key(name: str, path: tuple[PathKey, ...], source: ColumnSource) -> str:
+    """Which index a field reference would use: a scalar field's own, or a JSON path's
+    (a name the schema lacks is a key of the dynamic field, as the scan resolves it)."""
+    dynamic = source.dynamic_field
+    if dynamic is not None and name != dynamic and source.field_type(name) is None:
+        name, path = dynamic, (name, *path)
+    return path_text(name, path) if path else name
 
 
 class RowsSource:
@@ -130,8 +146,11 @@ class RowsSource:
         valid = self._source.valid(name)
         return None if valid is None else np.asarray(valid)[self._rows]
 
-    def text_match(self, name: str, query: str) -> np.ndarray:
-        return self._source.text_match(name, query)[self._rows]
+    def text_match(self, name: str, query: str, minimum: int = 1) -> np.ndarray:
+        return self._source.text_match(name, query, minimum)[self._rows]
+
+    def phrase_match(self, name: str, query: str, slop: int) -> np.ndarray:
+        return self._source.phrase_match(name, query, slop)[self._rows]
 
 
 class _Leaf:
@@ -185,7 +204,10 @@ class _Planner:
     def leaf(self, node: Expr) -> _Leaf | None:
         key = id(node)
         if key not in self._leaves:
-            self._leaves[key] = self._match(node)
+            leaf = self._match(node)
+            if leaf is not None and leaf.negated and leaf.index.positive_only:
+                leaf = None
+            self._leaves[key] = leaf
         return self._leaves[key]
 
     def _match(self, node: Expr) -> _Leaf | None:
@@ -239,7 +261,7 @@ class _Planner:
 
     def _index(self, field: Field, *kinds: str | None) -> FieldIndex | None:
         """The field's index when every literal it is matched with has the index's kind."""
-        index = self.indexes.get(field.name) if not field.path else None
+        index = self.indexes.get(index_key(field.name, field.path, self.source))
         if index is None or any(kind != index.kind for kind in kinds):
             return None
         return index

@@ -8,6 +8,7 @@ those later errors can point at the offending piece of the expression.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -119,11 +120,23 @@ class ArrayLength(Expr):
 
 @dataclass(frozen=True, slots=True)
 class TextMatch(Expr):
-    """``text_match(field, 'words')``: rows whose analyzed text holds any of the words'
-    terms (the source analyzes, with the field's analyzer)."""
+    """``text_match(field, 'words'[, minimum_should_match=n])``: rows whose analyzed text
+    holds at least ``minimum`` of the words' distinct terms (the source analyzes, with the
+    field's analyzer)."""
 
     operand: Field
     query: str
+    minimum: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PhraseMatch(Expr):
+    """``phrase_match(field, 'words'[, slop])``: rows whose analyzed text holds the words'
+    terms in order and adjacent, up to ``slop`` position moves (``services.common.phrase``)."""
+
+    operand: Field
+    query: str
+    slop: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +156,19 @@ class Or(Expr):
 
 #: Nodes that can only stand where a boolean is expected. A Field (a BOOL column) and a
 #: boolean Literal can stand in both places.
-_PREDICATES = (Compare, InList, Like, IsNull, Exists, JsonContains, TextMatch, Not, And, Or)
+_PREDICATES = (
+    Compare,
+    InList,
+    Like,
+    IsNull,
+    Exists,
+    JsonContains,
+    TextMatch,
+    PhraseMatch,
+    Not,
+    And,
+    Or,
+)
 
 
 # --------------------------------------------------------------------------------- tokenizer
@@ -163,7 +188,7 @@ _TOKEN_RE = re.compile(
     | (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
     | (?P<param>\{\s*[A-Za-z_]\w*\s*\})
     | (?P<name>\$?[A-Za-z_]\w*)
-    | (?P<op>==|!=|<=|>=|&&|\|\||[<>+\-*/%!()\[\],])
+    | (?P<op>==|!=|<=|>=|&&|\|\||[<>+\-*/%!()\[\],=])
     """,
     re.VERBOSE | re.DOTALL,
 )
@@ -282,7 +307,8 @@ class _Parser:
         node = self._predicate(self._or(), start)
         token = self._peek()
         if token.kind != "eof":
-            raise self._error(f"unexpected {_describe(token)}", token.pos)
+            hint = " (did you mean '=='?)" if token.kind == "=" else ""
+            raise self._error(f"unexpected {_describe(token)}{hint}", token.pos)
         return node
 
     def _boolean_chain(self, keyword: str, operand: Callable[[], Expr]) -> Expr:
@@ -531,12 +557,40 @@ class _Parser:
         return ArrayLength(operand)
 
     def _text_match(self, operand: Field) -> Expr:
+        query = self._query_argument("text_match")
+        if not self._accept(","):
+            return TextMatch(operand, query)
+        option = self._expect("name")
+        if option.text.lower() != "minimum_should_match":
+            raise self._error(
+                f"text_match takes minimum_should_match=<n>, not {option.text!r}", option.pos
+            )
+        self._expect("=")
+        minimum = self._integer_argument("minimum_should_match", 1, 1000)
+        return TextMatch(operand, query, minimum)
+
+    def _phrase_match(self, operand: Field) -> Expr:
+        query = self._query_argument("phrase_match")
+        slop = self._integer_argument("slop", 0, _MAX_SLOP) if self._accept(",") else 0
+        return PhraseMatch(operand, query, slop)
+
+    def _query_argument(self, function: str) -> str:
         self._expect(",")
         pos = self._peek().pos
-        query = self._scalar_argument("text_match needs a string as its second argument")
+        query = self._scalar_argument(f"{function} needs a string as its second argument")
         if not isinstance(query, str):
-            raise self._error("text_match needs a string as its second argument", pos)
-        return TextMatch(operand, query)
+            raise self._error(f"{function} needs a string as its second argument", pos)
+        return query
+
+    def _integer_argument(self, name: str, least: int, most: int) -> int:
+        """A constant (or template) integer in ``[least, most]``, as Milvus checks it."""
+        pos = self._peek().pos
+        value = self._scalar_argument(f"{name} must be a constant integer")
+        if not _is_integer(value):
+            raise self._error(f"{name} must be a constant integer, got {value!r}", pos)
+        if not least <= value <= most:
+            raise self._error(f"{name} must be in [{least}, {most}], got {value}", pos)
+        return value
 
 
 _FUNCTIONS: dict[str, Callable[[_Parser, Field], Expr]] = {
@@ -549,7 +603,10 @@ _FUNCTIONS: dict[str, Callable[[_Parser, Field], Expr]] = {
     "array_contains_all": _Parser._json_contains_all,
     "array_contains_any": _Parser._json_contains_any,
     "text_match": _Parser._text_match,
+    "phrase_match": _Parser._phrase_match,
 }
+#: Milvus keeps a slop in a uint32
+_MAX_SLOP = 2**32 - 1
 
 
 # ---------------------------------------------------------------------------------- helpers
@@ -602,6 +659,19 @@ def referenced_fields(tree: Expr) -> set[str]:
     if isinstance(tree, Field):
         return {tree.name}
     return set().union(*(referenced_fields(child) for child in tree.children()))
+
+
+def referenced_paths(tree: Expr) -> set[tuple[str, tuple[PathKey, ...]]]:
+    """Every field reference as (name, JSON path) written in the expression."""
+    if isinstance(tree, Field):
+        return {(tree.name, tree.path)}
+    return set().union(*(referenced_paths(child) for child in tree.children()))
+
+
+def path_text(name: str, path: tuple[PathKey, ...]) -> str:
+    """A field's JSON path as one canonical filter text (``meta["a"][0]``): how a JSON path
+    index is named, whichever quotes and spacing its ``json_path`` was written with."""
+    return name + "".join(f"[{json.dumps(key, ensure_ascii=False)}]" for key in path)
 
 
 def pk_terms(tree: Expr, pk_name: str) -> list[int | str] | None:
