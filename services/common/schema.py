@@ -165,6 +165,8 @@ class CollectionSchema:
 #: a JSON path index's params (Milvus's keys): the path, in its canonical filter text, and
 #: the type of the values it indexes there
 JSON_PATH, JSON_CAST_TYPE = "json_path", "json_cast_type"
+#: an NGRAM index's sizes (Milvus's keys)
+MIN_GRAM, MAX_GRAM = "min_gram", "max_gram"
 
 
 @dataclass
@@ -184,10 +186,23 @@ class IndexInfo:
 
     def scalar_entry(self) -> tuple[str, str]:
         """(what filters find it by, what it holds) of a scalar index: its field and index
-        type, or a JSON path index's path (``expr.parser.path_text``) and cast type."""
+        type (NGRAM with its sizes: ``NGRAM:2:3``), or a JSON path index's path
+        (``expr.parser.path_text``) and cast type."""
         if JSON_CAST_TYPE in self.params:
             return self.params[JSON_PATH], self.params[JSON_CAST_TYPE]
+        if self.index_type == "NGRAM":
+            sizes = f"{self.params[MIN_GRAM]}:{self.params[MAX_GRAM]}"
+            return self.field_name, f"NGRAM:{sizes}"
         return self.field_name, self.index_type
+
+
+def ngram_sizes(entry: str) -> tuple[int, int] | None:
+    """(min_gram, max_gram) of an NGRAM ``scalar_entry``; None for another index."""
+    kind, _, sizes = entry.partition(":")
+    if kind != "NGRAM":
+        return None
+    low, high = sizes.split(":")
+    return int(low), int(high)
 
 
 @dataclass

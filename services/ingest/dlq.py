@@ -26,6 +26,7 @@ class DeadLetterProducer:
             {**conf, "enable.idempotence": True, "acks": "all", "linger.ms": 5}
         )
         self._timeout_s = timeout_s
+        self._closed = False
 
     def send(self, topic: str, letters: Sequence[DeadLetter]) -> None:
         if not letters:
@@ -54,4 +55,9 @@ class DeadLetterProducer:
             )
 
     def close(self) -> None:
+        """Flush, then release librdkafka's connections (closing twice is harmless)."""
+        if self._closed:
+            return
+        self._closed = True
         self._producer.flush(self._timeout_s)
+        self._producer.close()

@@ -1,6 +1,6 @@
 """Which index types and metrics a field allows, as CreateIndex checks them: vector fields
-by their vector type (``services/common/vector_types.py`` holds the table), scalar fields
-by Milvus's scalar index rules (STL_SORT, TRIE, INVERTED, BITMAP, AUTOINDEX), JSON fields
+by their vector type (``services/common/vector_types.py`` holds the table), scalar fields by
+Milvus's scalar index rules (STL_SORT, TRIE, INVERTED, BITMAP, AUTOINDEX, NGRAM), JSON fields
 by its JSON path index rules (``json_path``, ``json_cast_type``)."""
 
 from __future__ import annotations
@@ -10,7 +10,13 @@ from typing import Any
 from vectide.services.common import errors, vector_types
 from vectide.services.common.expr.parser import ExprError, Field, parse, path_text
 from vectide.services.common.msgstream.message import DataType
-from vectide.services.common.schema import JSON_CAST_TYPE, JSON_PATH, FieldSchema
+from vectide.services.common.schema import (
+    JSON_CAST_TYPE,
+    JSON_PATH,
+    MAX_GRAM,
+    MIN_GRAM,
+    FieldSchema,
+)
 
 
 def index_kind(field: FieldSchema, params: dict[str, Any]) -> tuple[str, str]:
@@ -52,6 +58,7 @@ _SCALAR_RULES: dict[str, tuple[frozenset[DataType], frozenset[DataType], str]] =
         "bool, integer, VARCHAR fields and ARRAYs of them",
     ),
     "AUTOINDEX": (_SCALARS, _SCALARS, "bool, numeric, VARCHAR and ARRAY fields"),
+    "NGRAM": (frozenset({DataType.VARCHAR}), frozenset(), "VARCHAR fields"),
 }
 
 
@@ -88,7 +95,30 @@ def scalar_index_type(field: FieldSchema, params: dict[str, Any]) -> str:
         )
     if index_type == "BITMAP" and field.is_primary:
         raise errors.invalid(f"BITMAP index is not supported on primary key field {field.name}")
+    if index_type == "NGRAM":
+        _ngram_sizes(params)
     return index_type
+
+
+def _ngram_sizes(params: dict[str, Any]) -> None:
+    """NGRAM's ``min_gram`` and ``max_gram``, checked as Milvus's NGRAM checker does and
+    kept as integers' text."""
+    if MIN_GRAM not in params or MAX_GRAM not in params:
+        raise errors.invalid("Ngram index must specify both min_gram and max_gram")
+    sizes = []
+    for key in (MIN_GRAM, MAX_GRAM):
+        try:
+            sizes.append(int(str(params[key])))
+        except ValueError:
+            raise errors.invalid(
+                f"{key} for Ngram index must be an integer, got: {params[key]}"
+            ) from None
+    low, high = sizes
+    if low <= 0 or low > high:
+        raise errors.invalid(
+            f"invalid min_gram or max_gram value for Ngram index, min_gram: {low}, max_gram: {high}"
+        )
+    params[MIN_GRAM], params[MAX_GRAM] = str(low), str(high)
 
 
 #: JSON path index cast types Vectide builds (``scalar_index.JSON_CAST_KINDS``); Milvus's

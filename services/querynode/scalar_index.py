@@ -27,10 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from vectide.services.common.expr.evaluate import SCALAR_KINDS, json_key, lookup_path
+from vectide.services.common.expr.evaluate import (
+    SCALAR_KINDS,
+    json_key,
+    like_literals,
+    like_regex,
+    lookup_path,
+)
 from vectide.services.common.expr.parser import ExprError, Field, PathKey, parse
 from vectide.services.common.msgstream.message import FIXED_DTYPES, DataType
-from vectide.services.common.schema import CollectionSchema
+from vectide.services.common.schema import CollectionSchema, ngram_sizes
 from vectide.services.querynode.chunk_index import DEFAULT_CHUNK_ROWS, BuiltChunks
 
 
@@ -211,7 +217,57 @@ class ArrayElements:
         return result
 
 
-ChunkIndex = SortedValues | ArrayElements
+class Ngrams:
+    """A chunk's VARCHAR rows as n-gram -> the rows holding it (NGRAM, Milvus 2.6): a
+    ``like`` pattern's candidates are the rows holding every n-gram of its literal runs, then
+    the pattern is matched on their texts, with the scan's matcher. A pattern with no run as
+    long as ``min_gram`` matches every text of the chunk."""
+
+    kind = "ngram"
+
+    def __init__(self, texts: list[str], rows: np.ndarray, grams: tuple[int, int]) -> None:
+        self._texts = dict(zip(rows.tolist(), texts, strict=True))
+        self._rows = rows
+        self.min_gram, self.max_gram = grams
+        postings: dict[str, list[int]] = {}
+        for row, text in zip(rows.tolist(), texts, strict=True):
+            for gram in self._grams(text, self.max_gram, self.min_gram):
+                postings.setdefault(gram, []).append(row)
+        self._postings = {g: np.array(r, dtype=np.int64) for g, r in postings.items()}
+
+    @classmethod
+    def build(cls, values: Any, valid: np.ndarray | None, grams: tuple[int, int]) -> Ngrams:
+        rows = np.arange(len(values), dtype=np.int64)
+        if valid is not None:
+            rows = rows[valid]
+        return cls([values[i] for i in rows.tolist()], rows, grams)
+
+    @staticmethod
+    def _grams(text: str, longest: int, shortest: int) -> set[str]:
+        return {
+            text[start : start + n]
+            for n in range(shortest, longest + 1)
+            for start in range(len(text) - n + 1)
+        }
+
+    def present(self) -> np.ndarray:
+        return self._rows
+
+    def like(self, pattern: str) -> np.ndarray:
+        candidates = self._rows
+        for run in like_literals(pattern):
+            if len(run) < self.min_gram:
+                continue
+            n = min(len(run), self.max_gram)
+            for gram in self._grams(run, n, n):
+                found = self._postings.get(gram, _EMPTY)
+                candidates = np.intersect1d(candidates, found, assume_unique=True)
+        matches = like_regex(pattern).fullmatch
+        texts = self._texts
+        return candidates[[matches(texts[row]) is not None for row in candidates.tolist()]]
+
+
+ChunkIndex = SortedValues | ArrayElements | Ngrams
 _EMPTY = np.empty(0, dtype=np.int64)
 
 
@@ -228,8 +284,13 @@ class ScalarSpec:
     data_type: DataType
     is_primary: bool
 
+    #: NGRAM's (min_gram, max_gram); None for the other index types
+    grams: tuple[int, int] | None = None
+
     @property
     def kind(self) -> str:
+        if self.grams is not None:
+            return "ngram"
         if self.data_type == DataType.ARRAY:
             return "array"
         if self.data_type == DataType.VARCHAR:
@@ -240,6 +301,8 @@ class ScalarSpec:
     positive_only = False
 
     def build(self, values: Any, valid: np.ndarray | None) -> ChunkIndex:
+        if self.grams is not None:
+            return Ngrams.build(values, valid, self.grams)
         if self.kind == "array":
             return ArrayElements.build(values, valid)
         if self.kind != "string":
@@ -342,6 +405,9 @@ class StoreIndex:
     def contains(self, values: Sequence[Any], match_all: bool) -> np.ndarray:
         return self._each(lambda c: c.contains(values, match_all))
 
+    def like(self, pattern: str) -> np.ndarray:
+        return self._each(lambda c: c.like(pattern))
+
 
 class ScalarIndexes:
     """A store's scalar indexes, by field; new ones can be added while it serves reads (an
@@ -370,7 +436,8 @@ class ScalarIndexes:
     def _spec(self, key: str, index_type: str) -> ScalarSpec | JsonPathSpec | None:
         field = self.schema.field(key)
         if field is not None and not field.is_vector and field.data_type != DataType.JSON:
-            return ScalarSpec(key, index_type, field.data_type, field.is_primary)
+            grams = ngram_sizes(index_type)
+            return ScalarSpec(key, index_type, field.data_type, field.is_primary, grams)
         if index_type not in JSON_CAST_KINDS:
             return None
         try:

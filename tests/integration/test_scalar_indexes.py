@@ -33,6 +33,8 @@ INDEXES = {
     "flag": "AUTOINDEX",
     "nums": "INVERTED",
 }
+#: created beside them: NGRAM needs its sizes
+NGRAM = {"note": {"min_gram": 2, "max_gram": 3}}
 NAMES = ["ann", "anna", "bob", "bobby", "carl", "dora", "dorothy", "eve"]
 
 
@@ -60,6 +62,7 @@ def _rows(rng: np.random.Generator) -> list[dict]:
             "nums": [int(x) for x in rng.integers(0, 8, size=int(rng.integers(0, 4)))],
             "u": int(rng.integers(0, 100)),
             "j": _document(rng),
+            "note": f"{rng.choice(NAMES)} likes {rng.choice(CITIES)}",
         }
         for i in range(N)
     ]
@@ -97,6 +100,7 @@ FIELDS: list[tuple[str, DataType, dict]] = [
     ("nums", DataType.ARRAY, {"element_type": DataType.INT64, "max_capacity": 4}),
     ("u", DataType.INT64, {}),
     ("j", DataType.JSON, {"nullable": True}),
+    ("note", DataType.VARCHAR, {"max_length": 32}),
 ]
 
 
@@ -120,6 +124,8 @@ def coll(pair):
         if client is ours:
             for field, index_type in INDEXES.items():
                 index.add_index(field, index_type=index_type)
+            for field, params in NGRAM.items():
+                index.add_index(field, index_type="NGRAM", params=params)
             for index_name, params in JSON_INDEXES.items():
                 index.add_index("j", index_type="INVERTED", index_name=index_name, params=params)
         client.create_collection(
@@ -173,6 +179,9 @@ FILTERS = [
     'not (name like "a%") and age == 3',
     'name like "%b1" and age < 30',  # a suffix: the age index, the name scanned on its rows
     "u == 5",  # no index: a scan
+    'note like "%es ro%"',  # NGRAM: any pattern
+    'note like "%b_b%ky%" and age < 50',
+    ('note not like "%o%" or age == 3', 'not (note like "%o%") or age == 3'),
     'j["city"] == "rome"',  # JSON path indexes
     (
         'j["city"] in ["oslo", "lima"] and age < 50',  # milvus-lite takes no JSON path in 'in'
@@ -233,7 +242,8 @@ def test_a_selective_filter_uses_the_index(pair, coll):
 def test_describe_and_list_the_scalar_indexes(pair, coll):
     name, _ = coll
     ours = pair[0]
-    assert set(ours.list_indexes(name)) == {"v", *INDEXES, *JSON_INDEXES}
+    assert set(ours.list_indexes(name)) == {"v", *INDEXES, *NGRAM, *JSON_INDEXES}
+    assert ours.describe_index(name, "note")["params"] == {"min_gram": "2", "max_gram": "3"}
     described = ours.describe_index(name, "j_city")
     assert described["field_name"] == "j" and described["index_type"] == "INVERTED"
     params = described["params"]
@@ -281,7 +291,7 @@ def test_a_json_field_holds_one_index_per_path_each_with_its_own_name(pair, coll
         index.add_index("j", index_type="INVERTED", index_name=index_name, params=params)
         with pytest.raises(MilvusException, match=message):
             ours.create_index(name, index)
-    assert set(ours.list_indexes(name)) == {"v", *INDEXES, *JSON_INDEXES}
+    assert set(ours.list_indexes(name)) == {"v", *INDEXES, *NGRAM, *JSON_INDEXES}
 
 
 def test_an_index_created_while_loaded_is_used_and_dropped_after_release(standalone, pair, coll):

@@ -44,6 +44,7 @@ INDEXED = {
     "c": "BITMAP",
     "arr": "INVERTED",
     "tags": "BITMAP",
+    "g": "NGRAM",
 }
 WORDS = ["", "a", "ab", "abc", "abd", "b", "ba", "b%", "b_x", "zz", "a\\b", "é", "ab\n"]
 #: JSON path indexes: (field, json_path as written, cast type) and the key filters find them by
@@ -83,13 +84,16 @@ def schema() -> CollectionSchema:
             f(112, "j", DataType.JSON),
             f(113, "doc", DataType.JSON, nullable=True),
             f(114, "$meta", DataType.JSON, is_dynamic=True),
+            f(115, "g", DataType.VARCHAR, max_length=64, nullable=True),
         ],
     )
 
 
 def indexes() -> list[IndexInfo]:
     infos = [IndexInfo(1, "v", "v", "FLAT", "L2")]
-    infos += [IndexInfo(i + 2, n, n, t, "") for i, (n, t) in enumerate(INDEXED.items())]
+    for i, (name, index_type) in enumerate(INDEXED.items()):
+        params = {"min_gram": "2", "max_gram": "3"} if index_type == "NGRAM" else {}
+        infos.append(IndexInfo(i + 2, name, name, index_type, "", params))
     for i, (field, _, cast, key) in enumerate(JSON_INDEXED):
         if key is not None:
             params = {"json_path": key, "json_cast_type": cast}
@@ -148,6 +152,14 @@ def rows_msg(rng: random.Random, start: int, n: int) -> InsertMsg:
             113, "doc", DataType.JSON, [json.dumps(json_doc(rng)) for _ in range(n)], 0, nulls()
         ),
         FieldColumn(
+            115,
+            "g",
+            DataType.VARCHAR,
+            ["".join(rng.choice(WORDS) for _ in range(rng.randint(0, 4))) for _ in range(n)],
+            0,
+            nulls(),
+        ),
+        FieldColumn(
             114,
             "$meta",
             DataType.JSON,
@@ -181,7 +193,7 @@ def literal(rng: random.Random, field: str) -> str:
     """Mostly the field's own kind; now and then another (the scan refuses those)."""
     if rng.random() < 0.05:
         return rng.choice(['"a"', "1", "true", "0.5"])
-    if field in ("s", "t"):
+    if field in ("s", "t", "g"):
         return json.dumps(rng.choice(WORDS))
     if field == "b":
         return rng.choice(["true", "false"])
@@ -226,15 +238,17 @@ def leaf(rng: random.Random) -> str:
         return f"{func}({field}, {json.dumps(pick[: rng.randint(0, 2)])})"
     if field == "b" and kind < 0.3:
         return rng.choice(["b", "not b"])
-    if field in ("s", "t") and kind < 0.3:
-        word = rng.choice(WORDS)
-        pattern = rng.choice([f"{word}%", word, f"%{word}", f"{word}_", "%"])
+    if field in ("s", "t", "g") and kind < (0.8 if field == "g" else 0.3):
+        word, other = rng.choice(WORDS), rng.choice(WORDS)
+        pattern = rng.choice(
+            [f"{word}%", word, f"%{word}", f"{word}_", "%", f"%{word}%", f"%{word}_{other}%"]
+        )
         negated = rng.choice(["", "not "])
         return f"{field} {negated}like {json.dumps(pattern)}"
     if kind < 0.5:
         values = ", ".join(literal(rng, field) for _ in range(rng.randint(0, 3)))
         return f"{field} {rng.choice(['in', 'not in'])} [{values}]"
-    if kind < 0.6 and field not in ("b", "s", "t"):
+    if kind < 0.6 and field not in ("b", "s", "t", "g"):
         low, high = sorted([literal(rng, field), literal(rng, field)], key=lambda x: x)
         return f"{low} {rng.choice(['<', '<='])} {field} {rng.choice(['<', '<='])} {high}"
     if kind < 0.7:
@@ -265,7 +279,7 @@ def test_indexes_select_exactly_the_rows_the_scan_selects(seed):
         [*INDEXED, *json_keys()], 256
     )
     rng = random.Random(1000 + seed)
-    answered = on_paths = 0
+    answered = on_paths = on_ngrams = 0
     for _ in range(400):
         text = expression(rng)
         tree = parse(text)
@@ -279,10 +293,12 @@ def test_indexes_select_exactly_the_rows_the_scan_selects(seed):
             continue
         answered += 1
         on_paths += "doc[" in text or "color" in text
+        on_ngrams += "g like" in text or "g not like" in text
         assert not isinstance(expected, str), f"{text}: scan raised {expected}"
         assert picked.tolist() == expected.tolist(), text
     assert answered > 160  # most filters were answered by the indexes
     assert on_paths > 40  # JSON path indexes among them
+    assert on_ngrams > 15  # and NGRAM
 
 
 def test_filters_matching_most_rows_of_numeric_fields_are_scanned():
@@ -304,6 +320,8 @@ def test_filters_matching_most_rows_of_numeric_fields_are_scanned():
         ('t != "a" and not b', True),
         ("array_contains_any(arr, [1, 2]) and f32 > 0.2", True),
         ("f64 not in [0.5, 1.0]", False),
+        ('g like "%b_x%" or g like "%abc"', False),  # NGRAM: any pattern
+        ('g not like "%zz%" and u > 4', True),
     ],
 )
 def test_indexed_predicates_never_scan_their_columns(monkeypatch, text, residual):
@@ -406,6 +424,11 @@ def test_a_sealed_segment_is_one_indexed_chunk_and_an_index_can_come_later():
         ("f32", {"index_type": "BITMAP"}, "BITMAP index is not supported on FLOAT field f32"),
         ("b", {"index_type": "STL_SORT"}, "STL_SORT index is not supported on BOOL field b"),
         ("s", {"index_type": "TRIE", "x": 1}, "TRIE"),
+        ("g", {"index_type": "ngram", "min_gram": 2, "max_gram": "3"}, "NGRAM"),
+        ("g", {"index_type": "NGRAM", "min_gram": 2}, "must specify both min_gram and max_gram"),
+        ("g", {"index_type": "NGRAM", "min_gram": "x", "max_gram": 3}, "must be an integer"),
+        ("g", {"index_type": "NGRAM", "min_gram": 3, "max_gram": 2}, "invalid min_gram or max"),
+        ("u", {"index_type": "NGRAM"}, "NGRAM index is not supported on INT64 field u"),
         ("j", {}, "json index must specify cast type"),
         ("j", {"json_path": "j['a']", "json_cast_type": "varchar"}, "INVERTED"),
         ("j", {"index_type": "BITMAP", "json_cast_type": "BOOL"}, "BITMAP"),

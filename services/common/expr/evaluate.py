@@ -270,7 +270,7 @@ class _Evaluator:
         return ~hits if negated else hits
 
     def _like(self, value: _Value, pattern: str, negated: bool, node: Like) -> np.ndarray:
-        regex = _like_regex(pattern)
+        regex = like_regex(pattern)
         if isinstance(value, _Strings):
             hits = self._bools(map(bool, map(regex.fullmatch, value.rows)))
             return ~hits if negated else hits
@@ -474,7 +474,20 @@ def _divide(left: Any, right: Any) -> Any:
     return quotient + ((quotient < 0) & (quotient * right != left))
 
 
-def _like_regex(pattern: str) -> re.Pattern[str]:
+def like_literals(pattern: str) -> list[str]:
+    """The runs of literal characters of a ``like`` pattern, between its wildcards: every
+    text the pattern matches holds each of them (what an n-gram index looks up)."""
+    runs, current = [], ""
+    for piece in _LIKE_PIECE.findall(pattern):
+        if piece in ("%", "_"):
+            runs.append(current)
+            current = ""
+        else:
+            current += piece[1:] if piece in ("\\%", "\\_") else piece
+    return [run for run in [*runs, current] if run]
+
+
+def like_regex(pattern: str) -> re.Pattern[str]:
     """``%`` is any run and ``_`` one character; ``\\%`` and ``\\_`` are the characters."""
     pieces = _LIKE_PIECE.findall(pattern)
     return re.compile(

@@ -1,8 +1,9 @@
 """Filters answered by scalar indexes instead of a scan of every row.
 
 The planner takes the predicates an index can answer exactly as the scan would (``==``,
-``!=``, ``<``, ``<=``, ``>``, ``>=``, ranges, ``in``/``not in``, ``like "prefix%"``,
-``array_contains*``, a BOOL field alone, ``not`` of those), and combines them:
+``!=``, ``<``, ``<=``, ``>``, ``>=``, ranges, ``in``/``not in``, ``like "prefix%"`` (any
+``like`` through an NGRAM index), ``array_contains*``, a BOOL field alone, ``not`` of those),
+and combines them:
 
 - ``or`` of answerable parts: the union of their rows;
 - ``and`` with at least one answerable part: the rows of its smallest answerable part are the
@@ -60,7 +61,7 @@ _FIXED_WIDTH = frozenset(FIXED_DTYPES) - DENSE_VECTORS
 class FieldIndex(Protocol):
     """One field's index over rows ``[0, covered)`` of a store; answers are row numbers."""
 
-    #: "number", "string", "bool" (scalar fields) or "array" (ARRAY elements)
+    #: "number", "string", "bool" (scalar fields), "array" (ARRAY elements) or "ngram"
     kind: str
     covered: int
     #: how many rows have a value (``len(present())``, without collecting them)
@@ -84,6 +85,10 @@ class FieldIndex(Protocol):
     def prefix(self, prefix: str) -> np.ndarray: ...
 
     def contains(self, values: Sequence[Any], match_all: bool) -> np.ndarray: ...
+
+    def like(self, pattern: str) -> np.ndarray:
+        """Rows a ``like`` pattern matches (an NGRAM index: any pattern)."""
+        ...
 
 
 def select(
@@ -250,6 +255,9 @@ class _Planner:
         return _Leaf(index, lambda: index.compare(op, value), False, condition)
 
     def _like(self, field: Field, pattern: str, negated: bool) -> _Leaf | None:
+        ngrams = self._index(field, "ngram")
+        if ngrams is not None:
+            return _Leaf(ngrams, lambda: ngrams.like(pattern), negated)
         index = self._index(field, "string")
         parsed = _prefix_pattern(pattern)
         if index is None or parsed is None:

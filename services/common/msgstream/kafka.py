@@ -187,9 +187,14 @@ class ChannelProducer:
             raise ChannelError(f"raw write to {channel} unacknowledged")
 
     def close(self, timeout_s: float = 10.0) -> None:
+        """Flush, then let librdkafka go: a producer merely dropped keeps its connections
+        (and logs every refusal of a broker stopped after it) until it is collected."""
+        if self._closed.is_set():
+            return
         self._producer.flush(timeout_s)
         self._closed.set()
         self._poller.join()
+        self._producer.close()
 
 
 def _reader(bootstrap: str, fetch_wait_ms: int, extra: Mapping[str, object] | None) -> Consumer:
