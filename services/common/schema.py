@@ -185,15 +185,15 @@ class IndexInfo:
     properties: dict[str, str] = field(default_factory=dict)
 
     def scalar_entry(self) -> tuple[str, str]:
-        """(what filters find it by, what it holds) of a scalar index: its field and index
-        type (NGRAM with its sizes: ``NGRAM:2:3``), or a JSON path index's path
-        (``expr.parser.path_text``) and cast type."""
+        """(what filters find it by, what it holds) of a scalar index: its field, or a JSON
+        path index's path (``expr.parser.path_text``); its index type, a JSON path's cast
+        type, or NGRAM with its sizes (``NGRAM:2:3``)."""
+        key = self.params.get(JSON_PATH, self.field_name)
+        if self.index_type == "NGRAM":  # a VarChar field, or a JSON path cast to VARCHAR
+            return key, f"NGRAM:{self.params[MIN_GRAM]}:{self.params[MAX_GRAM]}"
         if JSON_CAST_TYPE in self.params:
-            return self.params[JSON_PATH], self.params[JSON_CAST_TYPE]
-        if self.index_type == "NGRAM":
-            sizes = f"{self.params[MIN_GRAM]}:{self.params[MAX_GRAM]}"
-            return self.field_name, f"NGRAM:{sizes}"
-        return self.field_name, self.index_type
+            return key, self.params[JSON_CAST_TYPE]
+        return key, self.index_type
 
 
 def ngram_sizes(entry: str) -> tuple[int, int] | None:

@@ -129,11 +129,20 @@ _JSON_CASTS = ("BOOL", "DOUBLE", "VARCHAR", "ARRAY_BOOL", "ARRAY_DOUBLE", "ARRAY
 def _json_path_index(field: FieldSchema, index_type: str, params: dict[str, Any]) -> None:
     """Check a JSON path index's params as Milvus's INVERTED and BITMAP checkers do, and
     write its path in canonical form (what filters find it by: ``parser.path_text``)."""
-    if index_type not in ("INVERTED", "BITMAP", "AUTOINDEX"):
+    if index_type not in ("INVERTED", "BITMAP", "AUTOINDEX", "NGRAM"):
         raise errors.invalid(
             f"{index_type} index is not supported on JSON field {field.name}: a JSON path "
-            "index is INVERTED, BITMAP or AUTOINDEX"
+            "index is INVERTED, BITMAP, AUTOINDEX or NGRAM"
         )
+    if index_type == "NGRAM":
+        cast = str(params.get(JSON_CAST_TYPE, "")).strip().upper()
+        if not cast:
+            raise errors.invalid("JSON field with ngram index must specify json_cast_type")
+        if cast != "VARCHAR":
+            raise errors.invalid(
+                f"JSON field with ngram index only supports VARCHAR cast type, got: {cast}"
+            )
+        _ngram_sizes(params)
     if JSON_CAST_TYPE not in params:
         raise errors.invalid(
             "json index must specify cast type: missing parameter[missing_param=json_cast_type]"

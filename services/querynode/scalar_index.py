@@ -334,17 +334,21 @@ class JsonPathSpec:
     field: str
     path: tuple[PathKey, ...]
     cast_type: str
+    #: NGRAM's (min_gram, max_gram) over the path's strings; None for an INVERTED index
+    grams: tuple[int, int] | None = None
     is_primary = False
     positive_only = True
 
     @property
     def kind(self) -> str:
-        return JSON_CAST_KINDS[self.cast_type]
+        return "ngram" if self.grams is not None else JSON_CAST_KINDS[self.cast_type]
 
     def build(self, documents: Any, valid: np.ndarray | None) -> ChunkIndex:
         values = [lookup_path(document, self.path) for document in documents]
         if valid is not None:  # a null JSON row has no value at any path
             values = [v if ok else None for v, ok in zip(values, valid.tolist(), strict=True)]
+        if self.grams is not None:
+            return Ngrams.build(values, np.array([type(v) is str for v in values]), self.grams)
         if self.kind == "array":
             return ArrayElements.build(values, np.array([type(v) is list for v in values]))
         held = np.array([SCALAR_KINDS.get(type(v)) == self.kind for v in values], dtype=bool)
@@ -438,7 +442,8 @@ class ScalarIndexes:
         if field is not None and not field.is_vector and field.data_type != DataType.JSON:
             grams = ngram_sizes(index_type)
             return ScalarSpec(key, index_type, field.data_type, field.is_primary, grams)
-        if index_type not in JSON_CAST_KINDS:
+        grams = ngram_sizes(index_type)
+        if index_type not in JSON_CAST_KINDS and grams is None:
             return None
         try:
             node = parse(key)
@@ -447,7 +452,8 @@ class ScalarIndexes:
         field = self.schema.field(node.name) if isinstance(node, Field) else None
         if field is None or field.data_type != DataType.JSON:
             return None
-        return JsonPathSpec(field.name, node.path, index_type)
+        cast = "VARCHAR" if grams is not None else index_type
+        return JsonPathSpec(field.name, node.path, cast, grams)
 
     def views(self) -> dict[str, StoreIndex]:
         with self._lock:

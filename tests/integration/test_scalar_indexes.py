@@ -77,6 +77,8 @@ def _document(rng: np.random.Generator) -> dict | None:
         doc["city"] = str(rng.choice(CITIES))
     if rng.random() < 0.9:
         doc["n"] = int(rng.integers(0, 10)) if rng.random() < 0.9 else "7"
+    if rng.random() < 0.9:
+        doc["desc"] = f"{rng.choice(NAMES)} in {rng.choice(CITIES)}"
     return doc
 
 
@@ -86,6 +88,9 @@ JSON_INDEXES = {
     "j_city": {"json_path": "j['city']", "json_cast_type": "varchar"},
     "j_n": {"json_path": 'j["n"]', "json_cast_type": "DOUBLE"},
     "j_tags": {"json_path": 'j["tags"]', "json_cast_type": "ARRAY_VARCHAR"},
+}
+JSON_NGRAM = {
+    "j_desc": {"json_path": 'j["desc"]', "json_cast_type": "VARCHAR", "min_gram": 2, "max_gram": 4}
 }
 
 
@@ -128,6 +133,8 @@ def coll(pair):
                 index.add_index(field, index_type="NGRAM", params=params)
             for index_name, params in JSON_INDEXES.items():
                 index.add_index("j", index_type="INVERTED", index_name=index_name, params=params)
+            for index_name, params in JSON_NGRAM.items():
+                index.add_index("j", index_type="NGRAM", index_name=index_name, params=params)
         client.create_collection(
             name, schema=_schema(client), index_params=index, consistency_level="Strong"
         )
@@ -183,6 +190,7 @@ FILTERS = [
     'note like "%b_b%ky%" and age < 50',
     ('note not like "%o%" or age == 3', 'not (note like "%o%") or age == 3'),
     'j["city"] == "rome"',  # JSON path indexes
+    'j["desc"] like "%ob%in k%" and u < 60',
     (
         'j["city"] in ["oslo", "lima"] and age < 50',  # milvus-lite takes no JSON path in 'in'
         '(j["city"] == "oslo" or j["city"] == "lima") and age < 50',
@@ -242,7 +250,7 @@ def test_a_selective_filter_uses_the_index(pair, coll):
 def test_describe_and_list_the_scalar_indexes(pair, coll):
     name, _ = coll
     ours = pair[0]
-    assert set(ours.list_indexes(name)) == {"v", *INDEXES, *NGRAM, *JSON_INDEXES}
+    assert set(ours.list_indexes(name)) == {"v", *INDEXES, *NGRAM, *JSON_INDEXES, *JSON_NGRAM}
     assert ours.describe_index(name, "note")["params"] == {"min_gram": "2", "max_gram": "3"}
     described = ours.describe_index(name, "j_city")
     assert described["field_name"] == "j" and described["index_type"] == "INVERTED"
@@ -291,7 +299,7 @@ def test_a_json_field_holds_one_index_per_path_each_with_its_own_name(pair, coll
         index.add_index("j", index_type="INVERTED", index_name=index_name, params=params)
         with pytest.raises(MilvusException, match=message):
             ours.create_index(name, index)
-    assert set(ours.list_indexes(name)) == {"v", *INDEXES, *NGRAM, *JSON_INDEXES}
+    assert set(ours.list_indexes(name)) == {"v", *INDEXES, *NGRAM, *JSON_INDEXES, *JSON_NGRAM}
 
 
 def test_an_index_created_while_loaded_is_used_and_dropped_after_release(standalone, pair, coll):
