@@ -283,9 +283,10 @@ class ScalarSpec:
     index_type: str
     data_type: DataType
     is_primary: bool
-
     #: NGRAM's (min_gram, max_gram); None for the other index types
     grams: tuple[int, int] | None = None
+    #: a scalar field's index answers negations (a null row is in none, as in the scan)
+    positive_only = False
 
     @property
     def kind(self) -> str:
@@ -296,9 +297,6 @@ class ScalarSpec:
         if self.data_type == DataType.VARCHAR:
             return "string"
         return "bool" if self.data_type == DataType.BOOL else "number"
-
-    #: a scalar field's index answers negations (a null row is in none, as in the scan)
-    positive_only = False
 
     def build(self, values: Any, valid: np.ndarray | None) -> ChunkIndex:
         if self.grams is not None:
@@ -327,8 +325,8 @@ class JsonPathSpec:
     """A JSON path index (Milvus's ``json_path`` and ``json_cast_type``): the values at the
     path that have the cast type's kind, compared as the scan compares JSON values (Python
     objects, so ``1`` equals ``1.0`` and large integers stay exact). Rows whose value is
-    missing or of another kind are in no index, where the scan treats them apart (``!=``
-    and ``not in`` hold on them), so it answers positive predicates only; an array cast
+    missing or of another kind are in no index, but the scan's ``not``, ``not in`` and
+    ``not like`` hold on them, so it answers positive predicates only; an array cast
     indexes every element of a list, which ``json_contains`` matches exactly as the scan."""
 
     field: str
@@ -425,9 +423,9 @@ class ScalarIndexes:
         self.fields: dict[str, FieldChunks] = {}
 
     def add(self, key: str, index_type: str) -> bool:
-        """Index ``key`` from now on (built by ``build``): a scalar field with its index
-        type, or a JSON path (``CollectionInfo.scalar_indexes``) with its cast type. False
-        if it already is, or names no scalar field or JSON path of the schema."""
+        """Index ``key`` from now on (built by ``build``): a scalar field or a JSON path with
+        what it holds (``IndexInfo.scalar_entry``). False if it already is, or names no
+        scalar field or JSON path of the schema."""
         spec = self._spec(key, index_type)
         if spec is None:
             return False
@@ -439,10 +437,9 @@ class ScalarIndexes:
 
     def _spec(self, key: str, index_type: str) -> ScalarSpec | JsonPathSpec | None:
         field = self.schema.field(key)
-        if field is not None and not field.is_vector and field.data_type != DataType.JSON:
-            grams = ngram_sizes(index_type)
-            return ScalarSpec(key, index_type, field.data_type, field.is_primary, grams)
         grams = ngram_sizes(index_type)
+        if field is not None and not field.is_vector and field.data_type != DataType.JSON:
+            return ScalarSpec(key, index_type, field.data_type, field.is_primary, grams)
         if index_type not in JSON_CAST_KINDS and grams is None:
             return None
         try:

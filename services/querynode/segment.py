@@ -510,10 +510,12 @@ class ShardStore:
         field does not enable match."""
         analyze = self._match_analyzer(name)
         terms = _term_indexes(analyze.terms(query))
-        mask = np.zeros(self.num_rows, dtype=bool)
-        if len(terms) >= minimum:
-            with self._match_lock:
-                mask[self._caught_up_matches(name, analyze).rows_with(terms, minimum)] = True
+        if len(terms) < minimum:
+            return np.zeros(self.num_rows, dtype=bool)
+        with self._match_lock:
+            rows = self._caught_up_matches(name, analyze).rows_with(terms, minimum)
+        mask = np.zeros(self.num_rows, dtype=bool)  # sized after the index caught up
+        mask[rows] = True
         return mask
 
     def phrase_match(self, name: str, query: str, slop: int) -> np.ndarray:
@@ -522,12 +524,12 @@ class ShardStore:
         term, from the match index, then each one's text analyzed with its positions."""
         analyze = self._match_analyzer(name)
         phrase = analyze.placed_terms(query)
-        mask = np.zeros(self.num_rows, dtype=bool)
         if not phrase:
-            return mask
+            return np.zeros(self.num_rows, dtype=bool)
         terms = _term_indexes(t for t, _ in phrase)
         with self._match_lock:
             rows = self._caught_up_matches(name, analyze).rows_with(terms, len(terms))
+        mask = np.zeros(self.num_rows, dtype=bool)  # sized after the index caught up
         if len(phrase) == 1:
             mask[rows] = True
             return mask

@@ -66,8 +66,8 @@ class FieldIndex(Protocol):
     covered: int
     #: how many rows have a value (``len(present())``, without collecting them)
     present_count: int
-    #: answers no negation (a JSON path's: the scan's ``!=`` and ``not`` hold on rows the
-    #: index lacks)
+    #: answers no negation (a JSON path's: the scan's ``not``, ``not in`` and ``not like``
+    #: hold on rows the index lacks)
     positive_only: bool
 
     def present(self) -> np.ndarray:
