@@ -1,4 +1,5 @@
-"""Filter-only queries on one store of 1,000,000 rows: scan vs scalar index, side by side.
+"""Filter-only queries on one store of 1,000,000 rows: scan vs scalar index, side by side
+(fields, JSON paths, NGRAM).
 
 Runs the query node's read kernel (``services/querynode/reads.query_store``: visibility,
 filter, primary keys out) in this process on one in-memory store, three ways: without scalar
@@ -11,6 +12,7 @@ as growing rows (16,384-row chunks). No server, no client: the cost of the filte
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 
@@ -25,7 +27,16 @@ from vectide.services.querynode.scalar_index import ScalarIndexes
 from vectide.services.querynode.segment import ShardStore
 
 BATCH = 100_000
-INDEXES = {"id": "STL_SORT", "age": "STL_SORT", "name": "TRIE", "city": "BITMAP"}
+#: what ``ScalarIndexes.add`` takes (``IndexInfo.scalar_entry``): fields and JSON paths
+INDEXES = {
+    "id": "STL_SORT",
+    "age": "STL_SORT",
+    "name": "TRIE",
+    "city": "BITMAP",
+    'meta["zip"]': "VARCHAR",  # a JSON path index
+    'meta["n"]': "DOUBLE",
+    "note": "NGRAM:3:3",
+}
 CITIES = ["paris", "rome", "oslo", "lima", "kyiv", "nara", "bern", "lund"]
 
 
@@ -37,6 +48,8 @@ def _schema() -> CollectionSchema:
             FieldSchema(101, "age", DataType.INT64),
             FieldSchema(102, "name", DataType.VARCHAR, max_length=16),
             FieldSchema(103, "city", DataType.VARCHAR, max_length=8),
+            FieldSchema(104, "meta", DataType.JSON),
+            FieldSchema(105, "note", DataType.VARCHAR, max_length=32),
         ],
     )
 
@@ -50,7 +63,19 @@ def build_store(rows: int, seed: int = 1) -> ShardStore:
         columns = [
             FieldColumn(101, "age", DataType.INT64, rng.integers(0, 1_000_000, n)),
             FieldColumn(102, "name", DataType.VARCHAR, [f"u{i:07d}" for i in ids.tolist()]),
-            FieldColumn(103, "city", DataType.VARCHAR, rng.choice(CITIES, n).tolist()),
+            FieldColumn(103, "city", DataType.VARCHAR, cities := rng.choice(CITIES, n).tolist()),
+            FieldColumn(
+                104,
+                "meta",
+                DataType.JSON,
+                [json.dumps({"zip": f"z{i % 50_000:05d}", "n": i % 1000}) for i in ids.tolist()],
+            ),
+            FieldColumn(
+                105,
+                "note",
+                DataType.VARCHAR,
+                [f"{c}{i % 100_003}" for c, i in zip(cities, ids.tolist(), strict=True)],
+            ),
         ]
         stamps = np.full(n, 10, np.int64)
         msg = InsertMsg(0, 10, 0, 1, 1, 1, "ch", ids, np.zeros(n, np.int64), stamps, columns)
@@ -94,6 +119,10 @@ def filters(rows: int) -> list[str]:
         f'name like "u{x // 100:05d}%"',
         f'city == "rome" and id < {rows // 100}',
         "age > 500000",
+        'meta["zip"] == "z01234"',
+        'meta["n"] == 7 and age < 100000',
+        'note like "%ome4321%"',
+        'note like "%s%2%"',
     ]
 
 

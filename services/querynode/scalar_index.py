@@ -221,7 +221,7 @@ class Ngrams:
     """A chunk's VARCHAR rows as n-gram -> the rows holding it (NGRAM, Milvus 2.6): a
     ``like`` pattern's candidates are the rows holding every n-gram of its literal runs, then
     the pattern is matched on their texts, with the scan's matcher. A pattern with no run as
-    long as ``min_gram`` matches every text of the chunk."""
+    long as ``min_gram`` cannot be narrowed (``narrows``): the planner scans it instead."""
 
     kind = "ngram"
 
@@ -253,15 +253,24 @@ class Ngrams:
     def present(self) -> np.ndarray:
         return self._rows
 
+    def narrows(self, pattern: str) -> bool:
+        """Whether ``pattern`` has a literal run this index can look up (else every text is
+        a candidate, and a scan of the column is cheaper)."""
+        return any(len(run) >= self.min_gram for run in like_literals(pattern))
+
     def like(self, pattern: str) -> np.ndarray:
-        candidates = self._rows
+        grams = set()
         for run in like_literals(pattern):
-            if len(run) < self.min_gram:
-                continue
-            n = min(len(run), self.max_gram)
-            for gram in self._grams(run, n, n):
-                found = self._postings.get(gram, _EMPTY)
-                candidates = np.intersect1d(candidates, found, assume_unique=True)
+            if len(run) >= self.min_gram:
+                n = min(len(run), self.max_gram)
+                grams |= self._grams(run, n, n)
+        postings = sorted((self._postings.get(g, _EMPTY) for g in grams), key=len)
+        candidates = postings[0] if postings else self._rows
+        for rows in postings[1:]:  # the rarest first: the candidates only shrink
+            if not len(candidates):
+                break
+            at = np.minimum(np.searchsorted(rows, candidates), len(rows) - 1)
+            candidates = candidates[rows[at] == candidates] if len(rows) else _EMPTY
         matches = like_regex(pattern).fullmatch
         texts = self._texts
         return candidates[[matches(texts[row]) is not None for row in candidates.tolist()]]
@@ -409,6 +418,9 @@ class StoreIndex:
 
     def like(self, pattern: str) -> np.ndarray:
         return self._each(lambda c: c.like(pattern))
+
+    def narrows(self, pattern: str) -> bool:
+        return all(c.narrows(pattern) for c in self._chunks)
 
 
 class ScalarIndexes:

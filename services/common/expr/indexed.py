@@ -90,6 +90,10 @@ class FieldIndex(Protocol):
         """Rows a ``like`` pattern matches (an NGRAM index: any pattern)."""
         ...
 
+    def narrows(self, pattern: str) -> bool:
+        """Whether ``like`` would look ``pattern`` up rather than match every row."""
+        ...
+
 
 def select(
     tree: Expr,
@@ -257,6 +261,8 @@ class _Planner:
     def _like(self, field: Field, pattern: str, negated: bool) -> _Leaf | None:
         ngrams = self._index(field, "ngram")
         if ngrams is not None:
+            if not ngrams.narrows(pattern):
+                return None  # no run as long as its n-grams: every row a candidate, scanned
             return _Leaf(ngrams, lambda: ngrams.like(pattern), negated)
         index = self._index(field, "string")
         parsed = _prefix_pattern(pattern)
