@@ -188,7 +188,7 @@ FILTERS = [
     "u == 5",  # no index: a scan
     'note like "%es ro%"',  # NGRAM: any pattern
     'note like "%b_b%ky%" and age < 50',
-    ('note not like "%o%" or age == 3', 'not (note like "%o%") or age == 3'),
+    ('note not like "%ro%" or age == 3', 'not (note like "%ro%") or age == 3'),
     'j["city"] == "rome"',  # JSON path indexes
     'j["desc"] like "%ob%in k%" and u < 60',
     (
