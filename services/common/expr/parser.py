@@ -656,9 +656,7 @@ def referenced_fields(tree: Expr) -> set[str]:
     """Names exactly as written (``$meta`` for ``$meta["k"]``, ``color`` for a bare dynamic
     key): without a schema a bare name cannot be told apart from a dynamic key, so callers map
     names their schema lacks to the dynamic field."""
-    if isinstance(tree, Field):
-        return {tree.name}
-    return set().union(*(referenced_fields(child) for child in tree.children()))
+    return {name for name, _ in referenced_paths(tree)}
 
 
 def referenced_paths(tree: Expr) -> set[tuple[str, tuple[PathKey, ...]]]:
