@@ -17,7 +17,22 @@ rest of the segment; this module keeps to the budget as Milvus documents it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+
+
+def text_holds_phrase(
+    text: Iterable[tuple[str, int]], phrase: Sequence[tuple[str, int]], slop: int
+) -> bool:
+    """Whether a text's (term, position) pairs hold a phrase's (both from the field's
+    analyzer: ``Analyzer.placed_terms``) within ``slop``."""
+    if not phrase:
+        return False
+    places: dict[str, list[int]] = {}
+    for term, position in text:
+        places.setdefault(term, []).append(position)
+    start = phrase[0][1]
+    offsets = [position - start for _, position in phrase]
+    return holds_phrase([places.get(term, []) for term, _ in phrase], offsets, slop)
 
 
 def holds_phrase(places: Sequence[Sequence[int]], offsets: Sequence[int], slop: int) -> bool:

@@ -28,7 +28,7 @@ from vectide.services.common.msgstream.message import (
     row_width,
 )
 from vectide.services.common.nullable import with_nulls
-from vectide.services.common.phrase import holds_phrase
+from vectide.services.common.phrase import text_holds_phrase
 from vectide.services.common.results import SIMILARITY_METRICS, take
 from vectide.services.common.schema import (
     ANALYZER_PARAMS,
@@ -533,13 +533,8 @@ class ShardStore:
         if len(phrase) == 1:
             mask[rows] = True
             return mask
-        words = [t for t, _ in phrase]
-        offsets = [p - phrase[0][1] for _, p in phrase]
         for row, text in zip(rows.tolist(), self.output(name, rows), strict=True):
-            places: dict[str, list[int]] = {}
-            for term, position in analyze.placed_terms(text):
-                places.setdefault(term, []).append(position)
-            mask[row] = holds_phrase([places.get(w, []) for w in words], offsets, slop)
+            mask[row] = text_holds_phrase(analyze.placed_terms(text), phrase, slop)
         return mask
 
     def _match_analyzer(self, name: str) -> analyzer.Analyzer:
