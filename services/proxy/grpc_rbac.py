@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Sequence
 from typing import Any
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2
@@ -25,7 +26,8 @@ from vectide.services.common.security.privileges import (
     api_name,
     check_level,
 )
-from vectide.services.common.security.rbac import Rbac
+from vectide.services.common.security.rbac import Rbac, RbacBackup
+from vectide.services.common.security.store import User
 from vectide.services.proxy.grpc_auth import CURRENT_USER
 from vectide.services.proxy.grpc_common import db_of, ok, rpc
 
@@ -188,13 +190,7 @@ class RbacRpcs:
 
     @rpc(milvus_pb2.ListPrivilegeGroupsResponse)
     def ListPrivilegeGroups(self, request, context):
-        groups = [
-            milvus_pb2.PrivilegeGroupInfo(
-                group_name=name,
-                privileges=[milvus_pb2.PrivilegeEntity(name=p) for p in privileges],
-            )
-            for name, privileges in self._rbac().privilege_groups().items()
-        ]
+        groups = [_group_info(*group) for group in self._rbac().privilege_groups().items()]
         return milvus_pb2.ListPrivilegeGroupsResponse(status=ok(), privilege_groups=groups)
 
     @rpc(common_pb2.Status)
@@ -216,18 +212,75 @@ class RbacRpcs:
             db_of(entity, context),
         )
         return milvus_pb2.SelectGrantResponse(
-            status=ok(),
-            entities=[
-                milvus_pb2.GrantEntity(
-                    role=milvus_pb2.RoleEntity(name=g.role),
-                    object=milvus_pb2.ObjectEntity(name=g.object_type),
-                    object_name=g.object_name,
-                    db_name=g.db_name,
-                    grantor=milvus_pb2.GrantorEntity(
-                        user=milvus_pb2.UserEntity(name=g.grantor),
-                        privilege=milvus_pb2.PrivilegeEntity(name=api_name(g.privilege)),
-                    ),
-                )
-                for g in grants
-            ],
+            status=ok(), entities=[_grant_entity(g, api_name(g.privilege)) for g in grants]
         )
+
+    # -- backup and restore ----------------------------------------------------------------
+
+    @rpc(milvus_pb2.BackupRBACMetaResponse)
+    def BackupRBAC(self, request, context):
+        """The Node SDK's ``backupRBAC``: users but root (with their password hashes), roles,
+        grants and privilege groups, for RestoreRBAC on this or another cluster."""
+        backup = self._rbac().backup()
+        meta = milvus_pb2.RBACMeta(
+            users=[
+                milvus_pb2.UserInfo(
+                    user=u.name,
+                    password=u.password_hash,
+                    roles=[milvus_pb2.RoleEntity(name=r) for r in u.roles],
+                )
+                for u in backup.users
+            ],
+            roles=[milvus_pb2.RoleEntity(name=n, description=d) for n, d in backup.roles.items()],
+            grants=[_grant_entity(g, g.privilege) for g in backup.grants],
+            privilege_groups=[_group_info(*group) for group in backup.groups.items()],
+        )
+        return milvus_pb2.BackupRBACMetaResponse(status=ok(), RBAC_meta=meta)
+
+    @rpc(common_pb2.Status)
+    def RestoreRBAC(self, request, context):
+        """The Node SDK's ``restoreRBAC``: all of a backup, or nothing when a user, role or
+        group in it exists already."""
+        meta = request.RBAC_meta
+        self._rbac().restore(
+            RbacBackup(
+                users=tuple(
+                    User(u.user, u.password, tuple(r.name for r in u.roles)) for u in meta.users
+                ),
+                roles={r.name: r.description for r in meta.roles},
+                grants=tuple(
+                    Grant(
+                        g.role.name,
+                        g.object.name,
+                        g.object_name,
+                        g.db_name,
+                        g.grantor.privilege.name,
+                        g.grantor.user.name,
+                    )
+                    for g in meta.grants
+                ),
+                groups={
+                    p.group_name: tuple(e.name for e in p.privileges) for p in meta.privilege_groups
+                },
+            )
+        )
+        return ok()
+
+
+def _grant_entity(grant: Grant, privilege: str) -> milvus_pb2.GrantEntity:
+    return milvus_pb2.GrantEntity(
+        role=milvus_pb2.RoleEntity(name=grant.role),
+        object=milvus_pb2.ObjectEntity(name=grant.object_type),
+        object_name=grant.object_name,
+        db_name=grant.db_name,
+        grantor=milvus_pb2.GrantorEntity(
+            user=milvus_pb2.UserEntity(name=grant.grantor),
+            privilege=milvus_pb2.PrivilegeEntity(name=privilege),
+        ),
+    )
+
+
+def _group_info(name: str, privileges: Sequence[str]) -> milvus_pb2.PrivilegeGroupInfo:
+    return milvus_pb2.PrivilegeGroupInfo(
+        group_name=name, privileges=[milvus_pb2.PrivilegeEntity(name=p) for p in privileges]
+    )

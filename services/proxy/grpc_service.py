@@ -199,6 +199,28 @@ class MilvusService(
         aliases = self.proxy.list_aliases(info.db_name, qualified(info.db_name, info.name))
         return convert.describe_response(info, aliases)
 
+    @rpc(milvus_pb2.BatchDescribeCollectionResponse)
+    def BatchDescribeCollection(self, request, context):
+        """The Node SDK's ``batchDescribeCollections``: one DescribeCollection answer per
+        name, in order; a name that fails carries its own error status and the call succeeds
+        (as Milvus). A failed answer also carries an empty schema of that name: the Node SDK
+        (3.0.6) formats every answer's schema and throws on a missing one."""
+        if not request.collection_name:
+            raise MilvusError(Code.PARAMETER_MISSING, "collection names cannot be empty")
+        db_name = db_of(request, context)
+        answers = [
+            self.DescribeCollection(
+                milvus_pb2.DescribeCollectionRequest(db_name=db_name, collection_name=name),
+                context,
+            )
+            for name in request.collection_name
+        ]
+        for name, answer in zip(request.collection_name, answers, strict=True):
+            if answer.status.code:
+                answer.collection_name = name
+                answer.schema.name = name
+        return milvus_pb2.BatchDescribeCollectionResponse(status=ok(), responses=answers)
+
     @rpc(milvus_pb2.ShowCollectionsResponse)
     def ShowCollections(self, request, context):
         in_memory = request.type == milvus_pb2.ShowType.InMemory
@@ -282,13 +304,26 @@ class MilvusService(
 
     @rpc(milvus_pb2.DescribeIndexResponse)
     def DescribeIndex(self, request, context):
-        indexes = self.proxy.describe_index(
-            ref_of(request, context), request.index_name, request.field_name
-        )
         response = milvus_pb2.DescribeIndexResponse(status=ok())
-        for index in indexes:
-            total, indexed, pending = self.proxy.index_progress(ref_of(request, context), index)
-            response.index_descriptions.add(
+        self._describe_indexes(request, context, response.index_descriptions)
+        return response
+
+    @rpc(milvus_pb2.GetIndexStatisticsResponse)
+    def GetIndexStatistics(self, request, context):
+        """The Node SDK's ``getIndexStatistics``: DescribeIndex's answer (Milvus counts every
+        segment here, DescribeIndex those older than the index; Vectide always counts every
+        one)."""
+        response = milvus_pb2.GetIndexStatisticsResponse(status=ok())
+        self._describe_indexes(request, context, response.index_descriptions)
+        return response
+
+    def _describe_indexes(self, request: Any, context: grpc.ServicerContext, out: Any) -> None:
+        """The indexes ``request`` names (all without a name), with their row counts."""
+        ref = ref_of(request, context)
+        field_name = getattr(request, "field_name", "")  # GetIndexStatistics names none
+        for index in self.proxy.describe_index(ref, request.index_name, field_name):
+            total, indexed, pending = self.proxy.index_progress(ref, index)
+            out.add(
                 index_name=index.index_name,
                 indexID=index.index_id,
                 field_name=index.field_name,
@@ -300,7 +335,6 @@ class MilvusService(
                 total_rows=total,
                 pending_index_rows=pending,
             )
-        return response
 
     def _progress(self, request: Any, context: grpc.ServicerContext) -> tuple[int, int, int]:
         """(total, indexed, pending) rows summed over the indexes the request names."""

@@ -108,4 +108,6 @@ def test_what_attu_calls_when_it_connects_and_lists(standalone, node_env):
     assert got["row_count"] == "0" and got["load_state"] == "LoadStateLoaded"
     assert got["index_fields"] == ["vector"] and got["aliases"] == ["live"]
     assert got["replica_shards"] == [1]
+    assert got["batch"] == [["docs", "Success", 2], ["ghost", "CollectionNotExists", 0]]
+    assert got["index_statistics"] == [["vector", "vector"]]
     assert {"proxy", "rootcoord", "querynode"} <= set(got["metric_nodes"])

@@ -5,6 +5,7 @@ the audit log naming who did what."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -438,3 +439,57 @@ def test_users_and_roles_are_managed_through_rest(secured, root, collection):
     ok("roles/drop", {"roleName": role})
     ok("users/drop", {"userName": user})
     assert user not in ok("users/list", {})
+
+
+def test_rbac_backup_restores_dropped_users_roles_and_groups(secured, root, collection):
+    """BackupRBAC / RestoreRBAC (the Node SDK's ``backupRBAC`` / ``restoreRBAC``) through the
+    raw gRPC stub, as every SDK sends them: a user, its role, the role's grants and a custom
+    group are dropped, then restored from the backup; the user logs in with its old password
+    and has its privileges again. Only root-like users may take a backup."""
+    name, password = _user(root)
+    role, group = f"backup_{uuid.uuid4().hex[:6]}", f"gbackup_{uuid.uuid4().hex[:6]}"
+    root.create_role(role)
+    root.grant_role(name, role)
+    root.create_privilege_group(group)
+    root.add_privileges_to_group(group, ["Search"])
+    root.grant_privilege_v2(role, group, collection, db_name="default")
+    root.grant_privilege_v2(role, "Query", collection, db_name="default")
+
+    def call(method: str, request: object, token: str = ROOT_TOKEN) -> object:
+        header = base64.b64encode(token.encode()).decode()
+        with grpc.insecure_channel(secured.uri.removeprefix("http://")) as channel:
+            stub = milvus_pb2_grpc.MilvusServiceStub(channel)
+            return getattr(stub, method)(request, metadata=[("authorization", header)])
+
+    with denied("PrivilegeBackupRBAC: permission deny"):
+        call("BackupRBAC", milvus_pb2.BackupRBACMetaRequest(), f"{name}:{password}")
+    backup = call("BackupRBAC", milvus_pb2.BackupRBACMetaRequest())
+    assert backup.status.code == 0, backup.status
+    meta = backup.RBAC_meta
+    assert "root" not in {u.user for u in meta.users}
+    assert not {"admin", "public"} & {r.name for r in meta.roles}
+    ours = milvus_pb2.RBACMeta(
+        users=[u for u in meta.users if u.user == name],
+        roles=[r for r in meta.roles if r.name == role],
+        grants=[g for g in meta.grants if g.role.name == role],
+        privilege_groups=[p for p in meta.privilege_groups if p.group_name == group],
+    )
+    assert [r.name for u in ours.users for r in u.roles] == [role]
+    assert {g.grantor.privilege.name for g in ours.grants} == {group, "Query"}
+
+    root.revoke_privilege_v2(role, group, collection, db_name="default")
+    root.revoke_privilege_v2(role, "Query", collection, db_name="default")
+    root.drop_role(role)
+    root.drop_privilege_group(group)
+    root.drop_user(name)
+    restored = call("RestoreRBAC", milvus_pb2.RestoreRBACMetaRequest(RBAC_meta=ours))
+    assert restored.code == 0, restored
+    again = call("RestoreRBAC", milvus_pb2.RestoreRBACMetaRequest(RBAC_meta=ours))
+    assert again.code == 1100 and "already exists" in again.reason  # all or nothing
+
+    user = _connect(secured.uri, user=name, password=password)
+    assert len(user.search(collection, [[0.5] * DIM], limit=2)[0]) == 2
+    assert user.query(collection, "id >= 0", limit=1)
+    with denied("PrivilegeInsert: permission deny"):
+        user.insert(collection, [{"id": 300, "vector": [0.5] * DIM}])
+    user.close()

@@ -126,3 +126,44 @@ def test_truncate_removes_every_row_and_keeps_the_collection():
     late = timestamp.physical_ms(info.truncated_ts) + 1
     assert collection_properties.expiries([info], late) == {info.collection_id: info.truncated_ts}
     assert collection_properties.expiries([info], late - 2) == {}
+
+
+def test_batch_describe_collection_answers_each_name_in_order_and_fails_only_the_missing():
+    h = Harness()
+    service = MilvusService(h.proxy)
+    h.create_collection("a")
+    h.create_collection("b")
+    request = milvus_pb2.BatchDescribeCollectionRequest(collection_name=["b", "nope", "a"])
+    reply = service.BatchDescribeCollection(request, Context())
+    assert reply.status.code == 0, reply.status
+    assert [r.collection_name for r in reply.responses] == ["b", "nope", "a"]
+    b, missing, a = reply.responses
+    assert b.status.code == 0 and b.schema.name == "b" and b.collectionID
+    assert a.collectionID == h.proxy.meta.get("a").collection_id
+    assert missing.status.code == 100 and "nope" in missing.status.reason
+    assert missing.HasField("schema") and not missing.schema.fields  # what the Node SDK needs
+    empty = service.BatchDescribeCollection(milvus_pb2.BatchDescribeCollectionRequest(), Context())
+    assert empty.status.code == 1101 and "cannot be empty" in empty.status.reason
+
+
+def test_index_statistics_are_describe_index_answers():
+    h = Harness()
+    service = MilvusService(h.proxy)
+    h.create_collection("c")
+    h.insert("c", range(6))
+    h.tick()
+    h.datanode.flush_once()
+
+    def statistics(index_name: str) -> milvus_pb2.GetIndexStatisticsResponse:
+        request = milvus_pb2.GetIndexStatisticsRequest(collection_name="c", index_name=index_name)
+        return service.GetIndexStatistics(request, Context())
+
+    described = service.DescribeIndex(Prepare.describe_index_request("c", ""), Context())
+    for name in ("", "idx"):
+        reply = statistics(name)
+        assert reply.status.code == 0, reply.status
+        assert list(reply.index_descriptions) == list(described.index_descriptions)
+    (index,) = statistics("idx").index_descriptions
+    assert (index.index_name, index.field_name, index.total_rows) == ("idx", "vec", 6)
+    missing = statistics("nope")
+    assert missing.status.code == 700 and "index not found" in missing.status.reason

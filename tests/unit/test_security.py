@@ -4,7 +4,9 @@ reading of what a request needs."""
 
 import base64
 import logging
+from dataclasses import replace
 
+import bcrypt
 import pytest
 from pymilvus.grpc_gen import milvus_pb2
 
@@ -20,8 +22,8 @@ from vectide.services.common.security.privileges import (
     check_level,
     covers,
 )
-from vectide.services.common.security.rbac import Rbac
-from vectide.services.common.security.store import RbacStore
+from vectide.services.common.security.rbac import Rbac, RbacBackup
+from vectide.services.common.security.store import RbacStore, User
 from vectide.services.proxy.grpc_auth import PRIVILEGE_NAMES, audit_fields, requirement
 
 ROUNDS = 4  # bcrypt's cheapest cost: the tests check behaviour, not the work factor
@@ -385,3 +387,94 @@ def test_a_load_overtaken_by_an_invalidation_is_not_cached(parts):
     with pytest.raises(Unauthenticated):
         guard.authenticate(header("late:password1"))  # the load predates the user
     assert guard.authenticate(header("late:password1")) == "late"  # not cached: reloaded
+
+
+# -- backup and restore --------------------------------------------------------------------
+
+
+def _fill(rbac: Rbac) -> None:
+    rbac.create_user("alice", "password1")
+    rbac.create_user("bob", "password2")
+    rbac.create_role("readers", "may read docs")
+    rbac.create_role("ops")
+    rbac.create_privilege_group("lookup")
+    rbac.change_privilege_group("lookup", ["Query", "Search"], remove=False)
+    rbac.grant(Grant("readers", "Collection", "docs", "default", "lookup", "root"))
+    rbac.grant(Grant("ops", "Global", "*", "*", "ClusterReadOnly", "root"))
+    rbac.grant(Grant("ops", "Collection", "*", "db1", "Insert", "root"))
+    rbac.set_user_role("alice", "readers", member=True)
+    rbac.set_user_role("bob", "ops", member=True)
+    rbac.set_user_role("bob", "admin", member=True)
+
+
+def _fresh() -> tuple[Guard, Rbac]:
+    store = RbacStore(MemoryKV())
+    guard = Guard(store, cache_ttl_s=30.0)
+    rbac = Rbac(store, PRIVILEGE_NAMES, on_change=guard.invalidate, rounds=ROUNDS)
+    rbac.bootstrap("Milvus")
+    return guard, rbac
+
+
+def test_a_backup_restored_on_another_cluster_gives_the_same_users_roles_and_grants(parts):
+    _, _, rbac, _ = parts
+    _fill(rbac)
+    backup = rbac.backup()
+    assert [u.name for u in backup.users] == ["alice", "bob"]  # never root
+    assert backup.roles == {"ops": "", "readers": "may read docs"}  # never admin, public
+    assert backup.groups == {"lookup": ("Query", "Search")}
+    assert {(g.role, g.privilege) for g in backup.grants} == {
+        ("readers", "lookup"),
+        ("ops", "ClusterReadOnly"),
+        ("ops", "Insert"),
+    }
+    guard, other = _fresh()
+    other.restore(backup)
+    assert other.backup() == backup
+    assert guard.authenticate_token("alice:password1") == "alice"  # the hash came along
+    guard.check("alice", need("Search"))
+    with pytest.raises(PermissionDenied):
+        guard.check("alice", need("Insert"))
+    guard.check("bob", need("DropDatabase", "Global", "*"))  # admin membership restored
+    assert other.select_users("bob") == [("bob", ["ops", "admin"])]
+
+
+def test_a_restore_that_meets_an_existing_name_or_unknown_privilege_changes_nothing(parts):
+    _, _, rbac, _ = parts
+    _fill(rbac)
+    backup = rbac.backup()
+    for taken, message in (
+        (lambda r: r.create_user("bob", "password9"), "user \\[bob\\] already exists"),
+        (lambda r: r.create_role("ops"), "role \\[ops\\] already exists"),
+        (lambda r: r.create_privilege_group("lookup"), "group \\[lookup\\] already exists"),
+    ):
+        _, other = _fresh()
+        taken(other)
+        before = other.backup()
+        with pytest.raises(MilvusError, match=message):
+            other.restore(backup)
+        assert other.backup() == before
+    _, other = _fresh()
+    bad_grant = Grant("ops", "Global", "*", "*", "Fly", "root")
+    with pytest.raises(MilvusError, match="privilege \\[Fly\\] does not exist"):
+        other.restore(replace(backup, grants=(*backup.grants, bad_grant)))
+    lost_role = replace(backup.users[0], roles=("nope",))
+    with pytest.raises(MilvusError, match="role \\[nope\\] does not exist"):
+        other.restore(replace(backup, users=(lost_role,)))
+    plain = replace(backup.users[0], password_hash="password1")
+    with pytest.raises(MilvusError, match="not a bcrypt hash"):
+        other.restore(replace(backup, users=(plain,)))
+    assert other.backup() == RbacBackup()
+
+
+def test_a_milvus_backup_s_go_bcrypt_hash_checks_the_password_itself():
+    """Milvus stores Go's bcrypt of the password (``$2a$``); Vectide's own hashes are of its
+    SHA-256 digest, so the same password must verify against both."""
+    go_hash = bcrypt.hashpw(b"password1", bcrypt.gensalt(ROUNDS, prefix=b"2a")).decode()
+    assert verify_password("password1", go_hash)
+    assert not verify_password("password2", go_hash)
+    assert not verify_password("x" * 80, go_hash)  # Go's bcrypt takes 72 bytes at most
+    own = hash_password("password1", ROUNDS)
+    assert own.startswith("$2b$") and not verify_password(own, go_hash)
+    guard, rbac = _fresh()
+    rbac.restore(RbacBackup(users=(User("carol", go_hash),)))
+    assert guard.authenticate_token("carol:password1") == "carol"

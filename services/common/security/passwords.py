@@ -3,6 +3,9 @@
 Passwords are hashed with bcrypt (salted, cost 10 as Milvus). bcrypt reads at most 72 bytes,
 and Milvus allows passwords of up to 256 characters, so the password is first reduced to a
 fixed-size SHA-256 digest (base64, 44 bytes): every character counts, none is truncated.
+A hash restored from a Milvus RBAC backup (RestoreRBAC) is Go's bcrypt of the password itself,
+which Go marks ``$2a$`` (Python's bcrypt, which made every Vectide hash, marks ``$2b$``): such
+a hash is checked against the password as Milvus checks it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from vectide.services.common import errors
 
 #: bcrypt's work factor (Milvus uses Go's bcrypt.DefaultCost, 10: ~70 ms a hash here)
 DEFAULT_ROUNDS = 10
+#: how Go's bcrypt (Milvus's) marks its hashes
+GO_BCRYPT = "$2a$"
 MIN_PASSWORD_LENGTH = 6
 MAX_PASSWORD_LENGTH = 256
 MAX_NAME_LENGTH = 32
@@ -35,9 +40,10 @@ def hash_password(password: str, rounds: int = DEFAULT_ROUNDS) -> str:
 
 def verify_password(password: str, hashed: str) -> bool:
     """Whether ``password`` is the one ``hashed`` was made from (constant time)."""
+    secret = password.encode() if hashed.startswith(GO_BCRYPT) else _digest(password)
     try:
-        return bcrypt.checkpw(_digest(password), hashed.encode())
-    except ValueError:  # a corrupt stored hash verifies nothing
+        return bcrypt.checkpw(secret, hashed.encode())
+    except ValueError:  # a corrupt stored hash (or over 72 bytes for Go's) verifies nothing
         return False
 
 

@@ -7,7 +7,8 @@ cache; other proxies learn of it through their watch on the store's version.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field, replace
 
 from vectide.services.common import errors
 from vectide.services.common.errors import Code, MilvusError
@@ -32,6 +33,19 @@ from vectide.services.common.security.privileges import (
     store_name,
 )
 from vectide.services.common.security.store import Changes, RbacStore, Snapshot, User
+
+
+@dataclass(frozen=True)
+class RbacBackup:
+    """What BackupRBAC hands out and RestoreRBAC takes back (Milvus's RBACMeta): the users but
+    ``root`` with their password hashes and roles, the roles but the built-in ones with their
+    descriptions and grants, and the custom privilege groups. Privileges are named as clients
+    name them (``Insert``, ``ClusterReadOnly``, a custom group's name)."""
+
+    users: tuple[User, ...] = ()
+    roles: dict[str, str] = field(default_factory=dict)
+    grants: tuple[Grant, ...] = ()
+    groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 class Rbac:
@@ -275,15 +289,18 @@ class Rbac:
         def plan(snap: Snapshot) -> Changes:
             if name in snap.groups:
                 raise errors.invalid(f"privilege group [{name}] already exists")
-            if PREFIX + name in self._known or GROUP_PREFIX + name in self._known:
-                raise errors.invalid(
-                    f"privilege group name [{name}] is a built-in privilege or privilege group"
-                )
+            self._refuse_builtin_name(name)
             changes = Changes()
             changes.put_group(name, frozenset())
             return changes
 
         self._change(plan)
+
+    def _refuse_builtin_name(self, group: str) -> None:
+        if PREFIX + group in self._known or GROUP_PREFIX + group in self._known:
+            raise errors.invalid(
+                f"privilege group name [{group}] is a built-in privilege or privilege group"
+            )
 
     def drop_privilege_group(self, name: str) -> None:
         """Idempotent, as Milvus's; refused while a role holds a grant of the group."""
@@ -325,6 +342,95 @@ class Rbac:
             return changes
 
         self._change(plan)
+
+    # -- backup and restore (Milvus 2.5's BackupRBAC / RestoreRBAC) --------------------------
+
+    def backup(self) -> RbacBackup:
+        snap = self._store.load()
+        roles = {name: d for name, d in sorted(snap.roles.items()) if name not in BUILTIN_ROLES}
+        return RbacBackup(
+            users=tuple(snap.users[name] for name in sorted(snap.users) if name != ROOT),
+            roles=roles,
+            grants=tuple(
+                replace(g, privilege=api_name(g.privilege))
+                for role in roles
+                for g in snap.grants.get(role, [])
+            ),
+            groups={
+                name: tuple(sorted(map(api_name, privileges)))
+                for name, privileges in sorted(snap.groups.items())
+            },
+        )
+
+    def restore(self, backup: RbacBackup) -> None:
+        """Add everything in ``backup`` in one transaction, or nothing: as Milvus, a user, role
+        or privilege group that exists already refuses the whole restore."""
+        for user in backup.users:
+            check_username(user.name)
+            if not user.password_hash.startswith("$2"):
+                raise errors.invalid(f"user [{user.name}]: the password is not a bcrypt hash")
+        for name in [*backup.roles, *backup.groups]:
+            check_role_name(name)
+        for name in backup.groups:
+            self._refuse_builtin_name(name)
+
+        def plan(snap: Snapshot) -> Changes:
+            for kind, names, existing in (
+                ("role", backup.roles, snap.roles),
+                ("privilege group", backup.groups, snap.groups),
+                ("user", [u.name for u in backup.users], snap.users),
+            ):
+                for name in names:
+                    if name in existing:
+                        raise errors.invalid(f"{kind} [{name}] already exists")
+            groups = {**snap.groups, **{n: frozenset() for n in backup.groups}}
+            changes = Changes()
+            for name, description in backup.roles.items():
+                changes.put_role(name, description)
+            for name, privileges in backup.groups.items():
+                changes.put_group(name, frozenset(map(self._single_privilege, privileges)))
+            roles = snap.roles.keys() | backup.roles.keys()
+            for role, grants in _by_role(backup.grants).items():
+                if role not in roles:
+                    raise errors.invalid(f"role [{role}] does not exist")
+                held = {g.key(): g for g in snap.grants.get(role, [])}
+                for grant in grants:
+                    stored = self._restored_grant(grant, groups)
+                    held.setdefault(stored.key(), stored)
+                changes.put_grants(role, list(held.values()))
+            for user in backup.users:
+                held = tuple(r for r in user.roles if r != PUBLIC)
+                for role in held:
+                    if role not in roles:
+                        raise errors.invalid(f"role [{role}] does not exist")
+                changes.put_user(User(user.name, user.password_hash, held))
+            return changes
+
+        self._change(plan)
+
+    def _single_privilege(self, privilege: str) -> str:
+        stored = PREFIX + privilege
+        if stored not in self._known or stored.startswith(GROUP_PREFIX):
+            raise errors.invalid(f"privilege [{privilege}] does not exist")
+        return stored
+
+    def _restored_grant(self, grant: Grant, groups: Collection[str]) -> Grant:
+        if grant.object_type not in OBJECT_TYPES:
+            raise errors.invalid(f"invalid object type {grant.object_type!r} of a grant")
+        if not grant.object_name or not grant.db_name:
+            raise errors.invalid("the object name and database of a grant must not be empty")
+        try:
+            privilege = store_name(grant.privilege, self._known, groups)
+        except MilvusError:
+            raise errors.invalid(f"privilege [{grant.privilege}] does not exist") from None
+        return replace(grant, privilege=privilege)
+
+
+def _by_role(grants: tuple[Grant, ...]) -> dict[str, list[Grant]]:
+    out: dict[str, list[Grant]] = {}
+    for grant in grants:
+        out.setdefault(grant.role, []).append(grant)
+    return out
 
 
 def is_custom(privilege: str) -> bool:

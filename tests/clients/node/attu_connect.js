@@ -1,7 +1,8 @@
 // What Attu does through the Node SDK when it connects and lists a database: connect, check
 // health, use a database, list databases and collections (all, and the loaded ones),
 // describe each collection with its statistics, load state, index, aliases and replicas,
-// and read the system topology. Prints one JSON object of what came back;
+// and read the system topology; then two more of the SDK's reads (batchDescribeCollections,
+// getIndexStatistics). Prints one JSON object of what came back;
 // tests/integration/test_node_sdk.py checks it. Any error exits non-zero.
 //
 //   node attu_connect.js 127.0.0.1:19530 <database name>
@@ -50,6 +51,14 @@ async function main() {
     'getReplicas',
     await client.getReplicas({ collectionID: described.collectionID }),
   );
+  const batch = check(
+    'batchDescribeCollections',
+    await client.batchDescribeCollections({ collection_names: ['docs', 'ghost'] }),
+  );
+  const indexStats = check(
+    'getIndexStatistics',
+    await client.getIndexStatistics({ collection_name: 'docs', index_name: '' }),
+  );
   const metrics = check(
     'getMetric',
     await client.getMetric({ request: { metric_type: 'system_info' } }),
@@ -66,6 +75,8 @@ async function main() {
     index_fields: index.index_descriptions.map((i) => i.field_name),
     aliases: aliases.aliases,
     replica_shards: replicas.replicas.map((r) => r.shard_replicas.length),
+    batch: batch.responses.map((r) => [r.collection_name, r.status.error_code, r.schema?.fields.length ?? 0]),
+    index_statistics: indexStats.index_descriptions.map((i) => [i.field_name, i.index_name]),
     metric_nodes: topology(metrics.response).nodes_info.map((n) => n.infos.type),
   };
   check('dropAlias', await client.dropAlias({ alias: 'live' }));
