@@ -19,7 +19,7 @@ import numpy as np
 from vectide.services.common import errors
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.expr import pk_terms
-from vectide.services.common.expr.parser import path_text
+from vectide.services.common.expr.parser import path_text, split_sample
 from vectide.services.common.index_spec import is_interim
 from vectide.services.common.load_state import LOAD_STATE_LOADED
 from vectide.services.common.msgstream.message import DataType, FieldColumn, Position, PrimaryKeys
@@ -515,7 +515,12 @@ class Proxy:
             raise errors.invalid("delete needs an expression")
         pk = info.schema.primary
         is_str = pk.data_type == DataType.VARCHAR
-        terms = pk_terms(limits.parse_filter(self.config.quota, expr, params), pk.name)
+        tree = limits.parse_filter(self.config.quota, expr, params)
+        if split_sample(tree)[1] is not None:
+            raise errors.invalid(
+                "delete does not take random_sample: it would delete rows picked at random"
+            )
+        terms = pk_terms(tree, pk.name)
         if terms is not None:
             bad = [t for t in terms if isinstance(t, str) != is_str or isinstance(t, bool)]
             if bad:

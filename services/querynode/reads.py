@@ -16,6 +16,7 @@ import numpy as np
 from vectide.services.common import errors, metrics
 from vectide.services.common.expr import ExprError, evaluate, parse
 from vectide.services.common.expr.indexed import select
+from vectide.services.common.expr.parser import split_sample
 from vectide.services.common.grouping import as_values, merge_groups
 from vectide.services.common.msgstream.message import DataType
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
@@ -85,6 +86,10 @@ def visible(
 ) -> np.ndarray:
     """The rows a read at ``snapshot`` sees: live then (and not expired: inserted at or
     after ``expire_ts``), in the partitions, passing the filter."""
+    if tree is not None and split_sample(tree)[1] is not None:
+        mask = np.zeros(store.num_rows, dtype=bool)
+        mask[visible_rows(store, snapshot, partition_ids, tree, expire_ts)] = True
+        return mask
     picked = indexed_rows(store, snapshot, partition_ids, tree, expire_ts)
     if picked is not None:
         mask = np.zeros(store.num_rows, dtype=bool)
@@ -151,10 +156,24 @@ def visible_rows(
     store: ShardStore, snapshot: int, partition_ids: list[int], tree: Any, expire_ts: int = 0
 ) -> np.ndarray:
     """``visible`` as sorted row numbers."""
+    if tree is not None:
+        tree, factor = split_sample(tree)
+        if factor is not None:
+            rows = visible_rows(store, snapshot, partition_ids, tree, expire_ts)
+            return sample_rows(rows, factor, np.random.default_rng())
     picked = indexed_rows(store, snapshot, partition_ids, tree, expire_ts)
     if picked is not None:
         return picked
     return np.flatnonzero(_scanned(store, snapshot, partition_ids, tree, expire_ts))
+
+
+def sample_rows(rows: np.ndarray, factor: float, rng: np.random.Generator) -> np.ndarray:
+    """A random ``factor`` of ``rows`` (sorted), drawn without replacement: ``factor * n``
+    rows, its fraction rounded up with that probability, so that a count over a sample is
+    ``factor`` times the full count on average even where segments are small."""
+    wanted = factor * len(rows)
+    count = int(wanted) + int(rng.random() < wanted - int(wanted))
+    return np.sort(rng.choice(rows, size=count, replace=False))
 
 
 def indexed_rows(

@@ -534,3 +534,29 @@ def test_hybrid_search_with_a_decay_ranker_matches_milvus_lite(pair, coll, funct
     expected = lite.hybrid_search(name, requests, ranker=ranker, limit=6, output_fields=["name"])
     _same(got, expected)
     assert all(set(hit["entity"]) == {"name"} for hits in got for hit in hits)
+
+
+def test_random_sample_picks_a_share_of_the_filtered_rows_through_pymilvus(pair, coll):
+    """Milvus 2.6's RANDOM_SAMPLE (milvus-lite 3.2 refuses it: no oracle): a share of each
+    segment's rows after the rest of the filter, in query, count(*) and search."""
+    ours, _ = pair
+    name, rows = coll
+    share = [r["id"] for r in ours.query(name, "RANDOM_SAMPLE(0.2)", ["id"], limit=N)]
+    assert len(set(share)) == len(share) and abs(len(share) - 0.2 * N) <= 16  # +-1 a store
+    again = [r["id"] for r in ours.query(name, "random_sample(0.2)", ["id"], limit=N)]
+    assert set(again) != set(share)
+    low = {r["id"] for r in rows if r["g"] < 6}
+    picked = ours.query(name, "g < 6 and RANDOM_SAMPLE({f})", ["g"], filter_params={"f": 0.5})
+    assert {r["id"] for r in picked} <= low and abs(len(picked) - 0.5 * len(low)) <= 16
+    [counted] = ours.query(name, "g < 6 and RANDOM_SAMPLE(0.5)", ["count(*)"])
+    assert abs(counted["count(*)"] - 0.5 * len(low)) <= 16
+    hits = ours.search(
+        name, [rows[0]["v"]], anns_field="v", filter="g < 6 and RANDOM_SAMPLE(0.1)", limit=N
+    )[0]
+    assert {h["id"] for h in hits} <= low and abs(len(hits) - 0.1 * len(low)) <= 16
+    with pytest.raises(MilvusException, match="last condition") as err:
+        ours.query(name, "RANDOM_SAMPLE(0.5) and g < 6", ["id"])
+    assert err.value.code == 1100
+    with pytest.raises(MilvusException, match="delete does not take random_sample"):
+        ours.delete(name, filter="g < 6 and RANDOM_SAMPLE(0.5)")
+    assert ours.query(name, "", ["count(*)"])[0]["count(*)"] == N

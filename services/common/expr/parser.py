@@ -140,6 +140,15 @@ class PhraseMatch(Expr):
 
 
 @dataclass(frozen=True, slots=True)
+class RandomSample(Expr):
+    """``random_sample(factor)`` (Milvus 2.6): of the rows the rest of the filter keeps, a
+    random ``factor`` of each segment. Only the whole filter or the last condition of its
+    top-level ``and`` (:func:`split_sample`); readers take it off the tree before evaluating."""
+
+    factor: float
+
+
+@dataclass(frozen=True, slots=True)
 class Not(Expr):
     operand: Expr
 
@@ -165,6 +174,7 @@ _PREDICATES = (
     JsonContains,
     TextMatch,
     PhraseMatch,
+    RandomSample,
     Not,
     And,
     Or,
@@ -309,6 +319,12 @@ class _Parser:
         if token.kind != "eof":
             hint = " (did you mean '=='?)" if token.kind == "=" else ""
             raise self._error(f"unexpected {_describe(token)}{hint}", token.pos)
+        predicate, _ = split_sample(node)
+        if predicate is not None and _holds_sample(predicate):
+            raise ExprError(
+                "random_sample can only be the last condition of the filter's top-level "
+                f"'and' in expression {self.text!r}"
+            )
         return node
 
     def _boolean_chain(self, keyword: str, operand: Callable[[], Expr]) -> Expr:
@@ -532,13 +548,25 @@ class _Parser:
 
     def _call(self, name_token: _Token) -> Expr:
         name = name_token.text.lower()
-        if name not in _FUNCTIONS:
+        if name not in _FUNCTIONS and name != "random_sample":
             raise self._error(f"unknown function {name_token.text!r}", name_token.pos)
         self._expect("(")
-        operand = self._field_operand()
-        node = _FUNCTIONS[name](self, operand)
+        if name == "random_sample":  # the one function of no field
+            node = self._random_sample()
+        else:
+            node = _FUNCTIONS[name](self, self._field_operand())
         self._expect(")")
         return replace(node, text=self._span(name_token.pos))
+
+    def _random_sample(self) -> Expr:
+        pos = self._peek().pos
+        factor = self._scalar_argument("random_sample needs a constant sample factor")
+        if not _is_number(factor) or not _SAMPLE_EPSILON < factor < 1 - _SAMPLE_EPSILON:
+            raise self._error(
+                f"the sample factor should be between 0 and 1 (both excluded), got {factor!r}",
+                pos,
+            )
+        return RandomSample(float(factor))
 
     def _json_contains(self, operand: Field) -> Expr:
         self._expect(",")
@@ -607,6 +635,8 @@ _FUNCTIONS: dict[str, Callable[[_Parser, Field], Expr]] = {
 }
 #: Milvus keeps a slop in a uint32
 _MAX_SLOP = 2**32 - 1
+#: how close to 0 or 1 Milvus lets a sample factor come
+_SAMPLE_EPSILON = 1e-10
 
 
 # ---------------------------------------------------------------------------------- helpers
@@ -670,6 +700,27 @@ def path_text(name: str, path: tuple[PathKey, ...]) -> str:
     """A field's JSON path as one canonical filter text (``meta["a"][0]``): how a JSON path
     index is named, whichever quotes and spacing its ``json_path`` was written with."""
     return name + "".join(f"[{json.dumps(key, ensure_ascii=False)}]" for key in path)
+
+
+def split_sample(tree: Expr) -> tuple[Expr | None, float | None]:
+    """A filter as (the rest of it, its ``random_sample`` factor): the factor is None when
+    there is no sample, the rest None when the sample is the whole filter. As Milvus, the
+    sample counts only as the last condition of the top-level ``and`` (nested ``and``s on
+    its right flatten into it)."""
+    if isinstance(tree, RandomSample):
+        return None, tree.factor
+    if not isinstance(tree, And):
+        return tree, None
+    *before, last = tree.operands
+    rest, factor = split_sample(last)
+    if factor is None:
+        return tree, None
+    operands = (*before, rest) if rest is not None else tuple(before)
+    return (operands[0] if len(operands) == 1 else And(operands, text=tree.text)), factor
+
+
+def _holds_sample(tree: Expr) -> bool:
+    return isinstance(tree, RandomSample) or any(map(_holds_sample, tree.children()))
 
 
 def pk_terms(tree: Expr, pk_name: str) -> list[int | str] | None:
