@@ -50,7 +50,15 @@ _RECORD_CODES = {
 #: column dtypes as the gRPC path builds them (small ints travel as int64)
 _COLUMN_DTYPES = {DataType.BOOL: np.bool_, DataType.FLOAT: np.float32, DataType.DOUBLE: np.float64}
 #: columns held as lists: text (VarChar, JSON, ARRAY as JSON text) and sparse rows (bytes)
-_LISTS = frozenset({DataType.VARCHAR, DataType.JSON, DataType.ARRAY, DataType.SPARSE_FLOAT_VECTOR})
+_LISTS = frozenset(
+    {
+        DataType.VARCHAR,
+        DataType.JSON,
+        DataType.GEOMETRY,
+        DataType.ARRAY,
+        DataType.SPARSE_FLOAT_VECTOR,
+    }
+)
 
 
 class Writer(Protocol):

@@ -29,7 +29,7 @@ import numpy as np
 import orjson
 import simdjson
 
-from vectide.services.common import field_values, vector_types
+from vectide.services.common import field_values, geometry, vector_types
 from vectide.services.common.msgstream.message import FIXED_DTYPES, DataType
 from vectide.services.common.nullable import may_be_null
 from vectide.services.common.schema import CollectionSchema, FieldSchema
@@ -53,6 +53,7 @@ _AVRO_TYPES = {
     DataType.DOUBLE: "double",
     DataType.VARCHAR: "string",
     DataType.JSON: "string",
+    DataType.GEOMETRY: "string",
     DataType.FLOAT_VECTOR: {"type": "array", "items": "float"},
     DataType.FLOAT16_VECTOR: {"type": "array", "items": "float"},
     DataType.BFLOAT16_VECTOR: {"type": "array", "items": "float"},
@@ -378,6 +379,13 @@ def _checked(field: FieldSchema, value: Any) -> Any:
                 raise RecordError(f"field {field.name!r}: invalid JSON text") from None
             return value
         return json.dumps(value)
+    if t == DataType.GEOMETRY:
+        if not isinstance(value, str):
+            raise RecordError(f"field {field.name!r}: expected WKT text, got {value!r:.40}")
+        try:
+            return geometry.normalized([value])[0]
+        except geometry.GeometryError as exc:
+            raise RecordError(f"field {field.name!r}: {exc}") from None
     raise RecordError(f"field {field.name!r}: type {t.name} is not supported by ingest")
 
 

@@ -11,10 +11,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+import shapely
 from google.protobuf.message import DecodeError
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
-from vectide.services.common import errors, nullable, timestamp
+from vectide.services.common import errors, geometry, nullable, timestamp
 from vectide.services.common.errors import MilvusError
 from vectide.services.common.msgstream.message import (
     DENSE_VECTORS,
@@ -348,6 +349,8 @@ def _field_values(
                 f"{field.max_length}"
             )
         return values
+    if t == DataType.GEOMETRY:
+        return _geometry_texts(s, field)
     if t == DataType.JSON:
         texts = []
         for raw in s.json_data.data:
@@ -358,6 +361,23 @@ def _field_values(
                 raise errors.invalid(f"field {field.name}: invalid JSON {raw[:40]!r}") from exc
         return texts
     raise errors.invalid(f"field {field.name}: unsupported type {t.name}")
+
+
+def _geometry_texts(s: schema_pb2.ScalarField, field: FieldSchema) -> list[str]:
+    """GEOMETRY rows as WKT (pymilvus sends ``geometry_wkt_data``; WKB in ``geometry_data``
+    is read too), normalized as they are stored; the first that is no geometry refuses the
+    insert."""
+    if s.HasField("geometry_data"):
+        try:
+            texts = [shapely.from_wkb(raw).wkt for raw in s.geometry_data.data]
+        except shapely.errors.GEOSException as exc:
+            raise errors.invalid(f"field {field.name}: invalid WKB: {exc}") from None
+    else:
+        texts = list(s.geometry_wkt_data.data)
+    try:
+        return geometry.normalized(texts)
+    except geometry.GeometryError as exc:
+        raise errors.invalid(f"field {field.name}: {exc}") from None
 
 
 # -- results ---------------------------------------------------------------------------------
@@ -396,6 +416,8 @@ def fill_field_data(fd: schema_pb2.FieldData, field: FieldSchema, values: Any) -
         fd.scalars.string_data.data.extend(values)
     elif t == DataType.JSON:
         fd.scalars.json_data.data.extend(v.encode() for v in values)
+    elif t == DataType.GEOMETRY:
+        fd.scalars.geometry_wkt_data.data.extend(values)
 
 
 def _valid_data(fd: schema_pb2.FieldData, field: FieldSchema, values: Any) -> Any:

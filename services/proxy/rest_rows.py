@@ -139,6 +139,13 @@ def _strings(fd: schema_pb2.FieldData, field: schema_pb2.FieldSchema, values: li
     fd.scalars.string_data.data.extend(_check(values, lambda v: isinstance(v, str), "a string"))
 
 
+def _geometries(
+    fd: schema_pb2.FieldData, field: schema_pb2.FieldSchema, values: list[Any]
+) -> None:
+    wkt = _check(values, lambda v: isinstance(v, str), "a WKT string")
+    fd.scalars.geometry_wkt_data.data.extend(wkt)
+
+
 def _jsons(fd: schema_pb2.FieldData, field: schema_pb2.FieldSchema, values: list[Any]) -> None:
     fd.scalars.json_data.data.extend(json.dumps(v).encode() for v in values)
 
@@ -179,6 +186,7 @@ _WRITERS: dict[int, Callable[[schema_pb2.FieldData, schema_pb2.FieldSchema, list
     DT.Double: _floats,
     DT.VarChar: _strings,
     DT.JSON: _jsons,
+    DT.Geometry: _geometries,
     DT.FloatVector: _float_vectors,
     **dict.fromkeys(rest_vectors.TYPES, rest_vectors.write_column),
     DT.Array: _arrays,
@@ -266,6 +274,8 @@ def _column_values(fd: schema_pb2.FieldData, int64_as_number: bool) -> list[Any]
         values = list(s.double_data.data)
     elif t in (DT.VarChar, DT.String):
         values = list(s.string_data.data)
+    elif t == DT.Geometry:
+        values = list(s.geometry_wkt_data.data)
     elif t == DT.Array:
         member = typed_fields.ARRAY_ELEMENTS[s.array_data.element_type]
         float_elements = s.array_data.element_type == DT.Float

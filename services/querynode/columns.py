@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import faiss
@@ -69,11 +70,13 @@ class FixedColumn:
 
 
 class ObjectColumn:
-    """VarChar values, or JSON documents kept as text and parsed once, on first read."""
+    """VarChar values, or texts read as something else (JSON documents, geometries): kept as
+    text, ``parse``d once per row on first read, so a read parses only the rows added
+    since the last one."""
 
-    def __init__(self, is_json: bool = False) -> None:
+    def __init__(self, parse: Callable[[list[str]], list[Any]] | None = None) -> None:
         self._values: list[Any] = []
-        self._is_json = is_json
+        self._parse = parse
         self._parsed_upto = 0
         self._parsed: list[Any] = []
 
@@ -93,10 +96,10 @@ class ObjectColumn:
         self._values.extend(values)
 
     def view(self) -> list[Any]:
-        if not self._is_json:
+        if self._parse is None:
             return self._values
         if self._parsed_upto < len(self._values):
-            self._parsed.extend(_loads(v) for v in self._values[self._parsed_upto :])
+            self._parsed.extend(self._parse(self._values[self._parsed_upto :]))
             self._parsed_upto = len(self._values)
         return self._parsed
 
@@ -118,6 +121,11 @@ class ObjectColumn:
         parsed = min(rows, self._parsed_upto)
         self._parsed = self._parsed[parsed:]
         self._parsed_upto -= parsed
+
+
+def json_documents(texts: list[str]) -> list[Any]:
+    """JSON texts as documents; a null row's placeholder ("") and bad text read as None."""
+    return [_loads(text) for text in texts]
 
 
 def _loads(text: str) -> Any:

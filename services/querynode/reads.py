@@ -59,6 +59,11 @@ class StoreColumns:
         except ValueError as exc:
             raise ExprError(str(exc)) from None
 
+    def geometries(self, name: str) -> np.ndarray:
+        rows = np.empty(self.num_rows, dtype=object)  # parsed once per row by the store
+        rows[:] = self._store.column(name)[: self.num_rows]
+        return rows
+
 
 def ensure_indexes(stores: list[ShardStore], wanted: dict[str, str]) -> None:
     """Index the fields a read says are indexed (an index created after these stores

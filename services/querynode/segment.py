@@ -16,7 +16,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from vectide.services.common import analyzer, nullable, vector_types
+from vectide.services.common import analyzer, geometry, nullable, vector_types
 from vectide.services.common.index_spec import InterimIndex, chunk_spec, is_interim
 from vectide.services.common.memory import faiss_bytes
 from vectide.services.common.msgstream.message import (
@@ -42,7 +42,12 @@ from vectide.services.querynode.chunk_index import (
     DEFAULT_CHUNK_ROWS,
     ChunkIndexes,
 )
-from vectide.services.querynode.columns import FixedColumn, IndexVectors, ObjectColumn
+from vectide.services.querynode.columns import (
+    FixedColumn,
+    IndexVectors,
+    ObjectColumn,
+    json_documents,
+)
 from vectide.services.querynode.scalar_index import FieldChunks, ScalarIndexes, StoreIndex
 from vectide.services.querynode.sparse import SparseColumn
 
@@ -720,7 +725,11 @@ def _new_column(field: FieldSchema) -> Column:
         return FixedColumn(FIXED_DTYPES[field.data_type], dim=row_width(field.data_type, field.dim))
     if field.data_type == DataType.SPARSE_FLOAT_VECTOR:
         return SparseColumn()
-    return ObjectColumn(is_json=field.data_type in (DataType.JSON, DataType.ARRAY))
+    if field.data_type in (DataType.JSON, DataType.ARRAY):
+        return ObjectColumn(json_documents)
+    if field.data_type == DataType.GEOMETRY:
+        return ObjectColumn(lambda texts: list(geometry.column(texts)))
+    return ObjectColumn()
 
 
 def _term_indexes(terms: Iterable[str]) -> np.ndarray:

@@ -369,6 +369,7 @@ def typed_schema() -> CollectionSchema:
             max_capacity=2,
             nullable=True,
         ),
+        FieldSchema(110, "geo", DataType.GEOMETRY),
     ]
     return CollectionSchema("typed", fields)
 
@@ -383,6 +384,7 @@ def typed_row(**over) -> dict:
         "nums": [1, -2, 3],
         "tags": ["a", "bb"],
         "meta": {"k": [1, 2]},
+        "geo": "point(1  2)",
         **over,
     }
 
@@ -423,6 +425,7 @@ def check_typed_columns(columns: dict) -> None:
     assert json.loads(columns["meta"].data[0]) == {"k": [1, 2]}
     assert columns["maybe"].valid.tolist() == [False, True]
     assert json.loads(columns["maybe"].data[1]) == [1.0, 2.5]
+    assert columns["geo"].data[0] == "POINT (1 2)"  # WKT as stored, whatever the spacing
 
 
 def test_json_values_of_every_type_become_their_stored_columns():
@@ -460,6 +463,8 @@ def test_json_values_of_every_type_become_their_stored_columns():
         ({"tags": ["toolong"]}, "'tags': array element length 7 exceeds max_length 5"),
         ({"maybe": [True]}, "'maybe': array elements must be DOUBLE"),
         ({"fv": None}, "'fv' is null"),
+        ({"geo": "POLYGON ((0 0, 1 1))"}, "'geo': invalid WKT"),
+        ({"geo": [1, 2]}, "'geo': expected WKT text"),
     ],
 )
 def test_bad_typed_json_values_are_dead_lettered_with_the_reason(over, reason):
@@ -479,7 +484,7 @@ def test_plain_avro_of_every_type_with_the_derived_schema():
     assert types["nums"] == {"type": "array", "items": "int"}
     assert types["tags"] == {"type": "array", "items": "string"}
     assert types["maybe"] == ["null", {"type": "array", "items": "double"}]
-    assert types["meta"] == "string"
+    assert types["meta"] == types["geo"] == "string"
     parsed = fastavro.parse_schema(derived)
 
     def avro(row: dict) -> bytes:
@@ -511,6 +516,7 @@ def test_registry_writers_may_send_half_floats_as_bytes_and_sparse_as_indices_an
             tags=avro_array("string"),
             meta="string",
             maybe=["null", avro_array("double")],
+            geo="string",
         )
     )
     values = []

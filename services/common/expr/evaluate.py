@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from vectide.services.common import geometry
 from vectide.services.common.expr.parser import (
     And,
     Arith,
@@ -46,6 +47,7 @@ from vectide.services.common.expr.parser import (
     PathKey,
     PhraseMatch,
     Scalar,
+    Spatial,
     TextMatch,
     referenced_fields,
 )
@@ -76,6 +78,11 @@ class ColumnSource(Protocol):
     def phrase_match(self, name: str, query: str, slop: int) -> np.ndarray:
         """Rows whose analyzed text in ``name`` holds ``query``'s terms as a phrase, up to
         ``slop`` position moves (ExprError when the field does not enable match)."""
+        ...
+
+    def geometries(self, name: str) -> np.ndarray:
+        """A GEOMETRY field's rows as shapely geometries, None where a row is null
+        (``geometry.column`` of its WKT rows; a store keeps them parsed)."""
         ...
 
 
@@ -210,7 +217,23 @@ class _Evaluator:
                 return np.asarray(self.source.text_match(operand.name, query, minimum), bool)
             case PhraseMatch(operand, query, slop) if not operand.path:
                 return np.asarray(self.source.phrase_match(operand.name, query, slop), bool)
+            case Spatial():
+                return self._spatial(node)
         raise ExprError(f"{node.text!r} is not a boolean expression")
+
+    def _spatial(self, node: Spatial) -> np.ndarray:
+        if not self._is_geometry(node.operand):
+            raise ExprError(f"{node.op} needs a GEOMETRY field: {node.text!r}")
+        rows = self.source.geometries(node.operand.name)
+        if node.op == "st_isvalid":
+            return geometry.is_valid(rows)
+        query = geometry.parse(node.wkt)
+        if node.op == "st_dwithin":
+            return geometry.dwithin(rows, query, node.distance)
+        return geometry.relate(node.op, rows, query)
+
+    def _is_geometry(self, node: Field) -> bool:
+        return not node.path and self.source.field_type(node.name) == DataType.GEOMETRY
 
     def _bool_field(self, node: Field) -> np.ndarray:
         value = self.field(node)
@@ -284,7 +307,7 @@ class _Evaluator:
     def _is_null(self, operand: Field, negated: bool) -> np.ndarray:
         """A JSON value is null when it is JSON null or missing; another field's row is null
         when its validity mask says so (a field that is not nullable has no null row)."""
-        value = self.field(operand)
+        value = None if self._is_geometry(operand) else self.field(operand)
         if not isinstance(value, _Json):
             nulls = self._nulls(operand.name)
             if nulls is None:

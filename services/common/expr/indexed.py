@@ -161,6 +161,9 @@ class RowsSource:
     def phrase_match(self, name: str, query: str, slop: int) -> np.ndarray:
         return self._source.phrase_match(name, query, slop)[self._rows]
 
+    def geometries(self, name: str) -> np.ndarray:
+        return self._source.geometries(name)[self._rows]
+
 
 class _Leaf:
     """A predicate one index answers: its rows, or (negated) the field's other non-null rows."""

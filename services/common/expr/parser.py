@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import NamedTuple, TypeGuard
 
+from vectide.services.common import geometry
+
 Scalar = bool | int | float | str
 PathKey = str | int
 
@@ -140,6 +142,18 @@ class PhraseMatch(Expr):
 
 
 @dataclass(frozen=True, slots=True)
+class Spatial(Expr):
+    """A GEOMETRY operator (Milvus 2.6.4): ``st_contains(field, 'wkt')`` and the other
+    relations, ``st_dwithin(field, 'POINT (lon lat)', meters)``, ``st_isvalid(field)``
+    (``services.common.geometry``). ``op`` is the function's lower-case name."""
+
+    op: str
+    operand: Field
+    wkt: str = ""
+    distance: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class RandomSample(Expr):
     """``random_sample(factor)`` (Milvus 2.6): of the rows the rest of the filter keeps, a
     random ``factor`` of each segment. Only the whole filter or the last condition of its
@@ -174,6 +188,7 @@ _PREDICATES = (
     JsonContains,
     TextMatch,
     PhraseMatch,
+    Spatial,
     RandomSample,
     Not,
     And,
@@ -602,6 +617,29 @@ class _Parser:
         slop = self._integer_argument("slop", 0, _MAX_SLOP) if self._accept(",") else 0
         return PhraseMatch(operand, query, slop)
 
+    def _spatial(self, operand: Field, op: str) -> Expr:
+        wkt = self._query_argument(op)
+        pos = self.tokens[self.index - 1].pos
+        try:
+            query = geometry.parse(wkt)
+        except geometry.GeometryError as exc:
+            raise self._error(f"{op} needs a valid WKT geometry: {exc}", pos) from None
+        if op != "st_dwithin":
+            return Spatial(op, operand, wkt)
+        if query.geom_type != "Point":
+            raise self._error(f"st_dwithin needs a POINT, got {query.geom_type.upper()}", pos)
+        self._expect(",")
+        pos = self._peek().pos
+        meters = self._scalar_argument("st_dwithin needs a constant distance in meters")
+        if not _is_number(meters) or meters < 0:
+            raise self._error(
+                f"st_dwithin needs a distance of 0 meters or more, got {meters!r}", pos
+            )
+        return Spatial(op, operand, wkt, float(meters))
+
+    def _st_isvalid(self, operand: Field) -> Expr:
+        return Spatial("st_isvalid", operand)
+
     def _query_argument(self, function: str) -> str:
         self._expect(",")
         pos = self._peek().pos
@@ -632,6 +670,11 @@ _FUNCTIONS: dict[str, Callable[[_Parser, Field], Expr]] = {
     "array_contains_any": _Parser._json_contains_any,
     "text_match": _Parser._text_match,
     "phrase_match": _Parser._phrase_match,
+    **{
+        op: (lambda parser, operand, op=op: parser._spatial(operand, op))
+        for op in (*geometry.RELATIONS, "st_dwithin")
+    },
+    "st_isvalid": _Parser._st_isvalid,
 }
 #: Milvus keeps a slop in a uint32
 _MAX_SLOP = 2**32 - 1

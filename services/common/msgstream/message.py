@@ -25,6 +25,8 @@ class DataType(IntEnum):
     VARCHAR = 21
     ARRAY = 22
     JSON = 23
+    #: Well-Known Text rows (services/common/geometry.py)
+    GEOMETRY = 24
     BINARY_VECTOR = 100
     FLOAT_VECTOR = 101
     FLOAT16_VECTOR = 102
