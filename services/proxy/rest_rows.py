@@ -139,9 +139,7 @@ def _strings(fd: schema_pb2.FieldData, field: schema_pb2.FieldSchema, values: li
     fd.scalars.string_data.data.extend(_check(values, lambda v: isinstance(v, str), "a string"))
 
 
-def _geometries(
-    fd: schema_pb2.FieldData, field: schema_pb2.FieldSchema, values: list[Any]
-) -> None:
+def _geometries(fd: schema_pb2.FieldData, field: schema_pb2.FieldSchema, values: list[Any]) -> None:
     wkt = _check(values, lambda v: isinstance(v, str), "a WKT string")
     fd.scalars.geometry_wkt_data.data.extend(wkt)
 
