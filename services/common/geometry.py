@@ -91,6 +91,43 @@ def dwithin(rows: np.ndarray, point: shapely.Point, meters: float) -> np.ndarray
     return out
 
 
+def evaluate(op: str, rows: np.ndarray, wkt: str, distance: float = 0.0) -> np.ndarray:
+    """Rows where the operator holds (``st_isvalid`` reads no query)."""
+    if op == "st_isvalid":
+        return is_valid(rows)
+    query = parse(wkt)
+    if op == "st_dwithin":
+        return dwithin(rows, query, distance)
+    return relate(op, rows, query)
+
+
+def search_box(op: str, wkt: str, distance: float = 0.0) -> shapely.Geometry | None:
+    """A shape every row the operator can hold on has its bounding box meet (an RTREE's
+    candidates), or None when that is every row. The relations all need the row to meet the
+    query; ST_DWITHIN needs it near enough, bounded by the query's latitude: great-circle
+    meters never exceed the planar degrees scaled as Milvus scales them, nor the degrees of
+    latitude, nor those of longitude at the far edge's latitude (near a pole, or across
+    the antimeridian, every row is a candidate)."""
+    if op == "st_isvalid":
+        return None
+    query = parse(wkt)
+    if op != "st_dwithin":
+        return query
+    lat = query.y
+    lat_rad = np.radians(lat)
+    per_degree = METERS_PER_DEGREE_LAT * np.sqrt((1.0 + np.cos(lat_rad) ** 2) / 2.0)
+    meters_per_degree = np.pi / 180 * EARTH_RADIUS_M
+    dlat = distance / meters_per_degree
+    edge = min(90.0, abs(lat) + dlat)
+    if edge >= 89.0:
+        return None  # near a pole every longitude is close
+    dlon = distance / (meters_per_degree * np.cos(np.radians(edge)))
+    reach = max(distance / per_degree, dlat, dlon)
+    if not -180.0 <= query.x - reach <= query.x + reach <= 180.0:
+        return None  # the circle wraps around the antimeridian: a box cannot hold it
+    return shapely.box(query.x - reach, lat - reach, query.x + reach, lat + reach)
+
+
 def haversine_m(lat1: np.ndarray, lon1: np.ndarray, lat2: float, lon2: float) -> np.ndarray:
     """Great-circle distances in meters on Milvus's sphere (radius 6,371 km)."""
     p1, p2 = np.radians(lat1), np.radians(lat2)

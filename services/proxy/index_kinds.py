@@ -1,6 +1,7 @@
 """Which index types and metrics a field allows, as CreateIndex checks them: vector fields
 by their vector type (``services/common/vector_types.py`` holds the table), scalar fields by
-Milvus's scalar index rules (STL_SORT, TRIE, INVERTED, BITMAP, AUTOINDEX, NGRAM), JSON fields
+Milvus's scalar index rules (STL_SORT, TRIE, INVERTED, BITMAP, AUTOINDEX, NGRAM, RTREE on
+GEOMETRY fields), JSON fields
 by its JSON path index rules (``json_path``, ``json_cast_type``)."""
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ _SCALAR_RULES: dict[str, tuple[frozenset[DataType], frozenset[DataType], str]] =
     ),
     "AUTOINDEX": (_SCALARS, _SCALARS, "bool, numeric, VARCHAR and ARRAY fields"),
     "NGRAM": (frozenset({DataType.VARCHAR}), frozenset(), "VARCHAR fields"),
+    "RTREE": (frozenset({DataType.GEOMETRY}), frozenset(), "GEOMETRY fields"),
 }
 
 
@@ -73,6 +75,8 @@ def scalar_index_type(field: FieldSchema, params: dict[str, Any]) -> str:
     if field.data_type == DataType.JSON:
         _json_path_index(field, index_type, params)
         return "INVERTED" if index_type == "AUTOINDEX" else index_type
+    if field.data_type == DataType.GEOMETRY and index_type == "AUTOINDEX":
+        return "RTREE"
     rule = _SCALAR_RULES.get(index_type)
     if rule is None:
         raise errors.invalid(

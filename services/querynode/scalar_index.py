@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import shapely
 
+from vectide.services.common import geometry
 from vectide.services.common.expr.evaluate import (
     SCALAR_KINDS,
     json_key,
@@ -276,7 +278,38 @@ class Ngrams:
         return candidates[[matches(texts[row]) is not None for row in candidates.tolist()]]
 
 
-ChunkIndex = SortedValues | ArrayElements | Ngrams
+class GeometryTree:
+    """A chunk's GEOMETRY rows in an R-tree of their bounding boxes (RTREE, Milvus 2.6.4):
+    an operator's candidates are the rows whose box meets the query's search box
+    (``geometry.search_box``), and on them the scan's own GEOS call decides; so the index
+    agrees with the scan on every row."""
+
+    def __init__(self, geometries: np.ndarray, rows: np.ndarray) -> None:
+        self._geometries = geometries
+        self._rows = rows
+        self._tree = shapely.STRtree(geometries)
+
+    @classmethod
+    def build(cls, values: Any, valid: np.ndarray | None) -> GeometryTree:
+        geometries = np.empty(len(values), dtype=object)
+        geometries[:] = list(values)
+        held = ~shapely.is_missing(geometries)
+        if valid is not None:
+            held &= np.asarray(valid, dtype=bool)
+        rows = np.flatnonzero(held)
+        return cls(geometries[rows], rows)
+
+    def present(self) -> np.ndarray:
+        return self._rows
+
+    def spatial(self, op: str, wkt: str, distance: float) -> np.ndarray:
+        box = geometry.search_box(op, wkt, distance)
+        candidates = self._tree.query(box) if box is not None else np.arange(len(self._rows))
+        hits = geometry.evaluate(op, self._geometries[candidates], wkt, distance)
+        return self._rows[np.sort(candidates[hits])]
+
+
+ChunkIndex = SortedValues | ArrayElements | Ngrams | GeometryTree
 _EMPTY = np.empty(0, dtype=np.int64)
 
 
@@ -303,6 +336,8 @@ class ScalarSpec:
             return "ngram"
         if self.data_type == DataType.ARRAY:
             return "array"
+        if self.data_type == DataType.GEOMETRY:
+            return "geometry"
         if self.data_type == DataType.VARCHAR:
             return "string"
         return "bool" if self.data_type == DataType.BOOL else "number"
@@ -312,6 +347,8 @@ class ScalarSpec:
             return Ngrams.build(values, valid, self.grams)
         if self.kind == "array":
             return ArrayElements.build(values, valid)
+        if self.kind == "geometry":
+            return GeometryTree.build(values, valid)
         if self.kind != "string":
             values = np.asarray(values, dtype=FIXED_DTYPES[self.data_type])
         return SortedValues.build(values, valid, self.kind)
@@ -421,6 +458,9 @@ class StoreIndex:
 
     def narrows(self, pattern: str) -> bool:
         return all(c.narrows(pattern) for c in self._chunks)
+
+    def spatial(self, op: str, wkt: str, distance: float) -> np.ndarray:
+        return self._each(lambda c: c.spatial(op, wkt, distance))
 
 
 class ScalarIndexes:

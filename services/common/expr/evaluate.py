@@ -225,12 +225,7 @@ class _Evaluator:
         if not self._is_geometry(node.operand):
             raise ExprError(f"{node.op} needs a GEOMETRY field: {node.text!r}")
         rows = self.source.geometries(node.operand.name)
-        if node.op == "st_isvalid":
-            return geometry.is_valid(rows)
-        query = geometry.parse(node.wkt)
-        if node.op == "st_dwithin":
-            return geometry.dwithin(rows, query, node.distance)
-        return geometry.relate(node.op, rows, query)
+        return geometry.evaluate(node.op, rows, node.wkt, node.distance)
 
     def _is_geometry(self, node: Field) -> bool:
         return not node.path and self.source.field_type(node.name) == DataType.GEOMETRY

@@ -45,6 +45,7 @@ from vectide.services.common.expr.parser import (
     Not,
     Or,
     PathKey,
+    Spatial,
     path_text,
     referenced_fields,
     referenced_paths,
@@ -61,7 +62,8 @@ _FIXED_WIDTH = frozenset(FIXED_DTYPES) - DENSE_VECTORS
 class FieldIndex(Protocol):
     """One field's index over rows ``[0, covered)`` of a store; answers are row numbers."""
 
-    #: "number", "string", "bool" (scalar fields), "array" (ARRAY elements) or "ngram"
+    #: "number", "string", "bool" (scalar fields), "array" (ARRAY elements), "ngram" or
+    #: "geometry" (RTREE)
     kind: str
     covered: int
     #: how many rows have a value (``len(present())``, without collecting them)
@@ -92,6 +94,10 @@ class FieldIndex(Protocol):
 
     def narrows(self, pattern: str) -> bool:
         """Whether ``like`` would look ``pattern`` up rather than match every row."""
+        ...
+
+    def spatial(self, op: str, wkt: str, distance: float) -> np.ndarray:
+        """Rows a GEOMETRY operator holds on (an RTREE index)."""
         ...
 
 
@@ -244,6 +250,13 @@ class _Planner:
                     None
                     if index is None
                     else _Leaf(index, lambda: index.contains(values, match_all), False)
+                )
+            case Spatial(op, Field() as field, wkt, distance) if op != "st_isvalid":
+                index = self._index(field, "geometry")
+                return (
+                    None
+                    if index is None
+                    else _Leaf(index, lambda: index.spatial(op, wkt, distance), False)
                 )
             case Field():
                 index = self._index(node, "bool")
