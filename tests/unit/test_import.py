@@ -343,3 +343,47 @@ def test_parquet_vectors_come_as_numpy_rows_and_float_arrays_as_lists():
     [[row]] = list(import_files.row_batches({"x.parquet": raw}, schema))
     assert isinstance(row["v"], np.ndarray) and row["v"].tolist() == [1.0, 2.0]
     assert row["a"] == [0.5, 1.5]
+
+
+def test_geometry_rows_are_imported_normalized_and_bad_wkt_fails_the_job():
+    h = Harness()
+    schema = MilvusClient.create_schema()
+    schema.add_field("id", PyDataType.INT64, is_primary=True)
+    schema.add_field("vec", PyDataType.FLOAT_VECTOR, dim=2)
+    schema.add_field("geo", PyDataType.GEOMETRY, nullable=True)
+    service = service_of(h)
+    create = Prepare.create_collection_request("geo", schema, consistency_level="Strong")
+    assert service.CreateCollection(create, Context()).code == 0
+    h.proxy.create_index("geo", "vec", "v", {"index_type": "FLAT", "metric_type": "L2"})
+    h.proxy.load_collection("geo")
+    h.tick()
+    records = [
+        {"id": 1, "vec": [1.0, 2.0], "geo": "point(1  2)"},
+        {"id": 2, "vec": [3.0, 4.0], "geo": None},
+    ]
+    h.store.objects["in/g.parquet"] = parquet(records)
+    h.store.objects["in/g.json"] = orjson.dumps(
+        {"rows": [{"id": 3, "vec": [5.0, 6.0], "geo": "POLYGON((0 0, 2 0, 2 2, 0 0))"}]}
+    )
+    state = run(h, service, ["in/g.parquet", "in/g.json"], collection="geo")
+    assert state.state == common_pb2.ImportCompleted, infos(state)
+    spec = QuerySpec(
+        collection_name="geo",
+        expr="ST_INTERSECTS(geo, 'POINT (1 1)') or geo is null or id == 1",
+        output_fields=["geo"],
+        use_default_consistency=False,
+        consistency_level=ConsistencyLevel.STRONG,
+    )
+    rows = h.proxy.query(spec)[1]
+    assert dict(zip(rows.pks.tolist(), rows.fields["geo"], strict=True)) == {
+        1: "POINT (1 2)",
+        2: None,
+        3: "POLYGON ((0 0, 2 0, 2 2, 0 0))",
+    }
+    h.store.objects["in/bad.json"] = orjson.dumps(
+        {"rows": [{"id": 4, "vec": [0.0, 0.0], "geo": "POINT (1)"}]}
+    )
+    state = run(h, service, ["in/bad.json"], collection="geo")
+    assert state.state == common_pb2.ImportFailed
+    reason = infos(state)["failed_reason"]
+    assert "in/bad.json: row 0" in reason and "'geo': invalid WKT" in reason, reason
