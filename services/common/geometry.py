@@ -104,10 +104,11 @@ def evaluate(op: str, rows: np.ndarray, wkt: str, distance: float = 0.0) -> np.n
 def search_box(op: str, wkt: str, distance: float = 0.0) -> shapely.Geometry | None:
     """A shape every row the operator can hold on has its bounding box meet (an RTREE's
     candidates), or None when that is every row. The relations all need the row to meet the
-    query; ST_DWITHIN needs it near enough, bounded by the query's latitude: great-circle
-    meters never exceed the planar degrees scaled as Milvus scales them, nor the degrees of
-    latitude, nor those of longitude at the far edge's latitude (near a pole, or across
-    the antimeridian, every row is a candidate)."""
+    query. For ST_DWITHIN a point row within the distance is within that many meters along
+    a meridian (degrees of latitude) and along the parallel of the farthest latitude its
+    great circle can reach (degrees of longitude); another row is within the distance over
+    Milvus's meters per degree, in the plane. Near a pole, or across the antimeridian, every
+    row is a candidate."""
     if op == "st_isvalid":
         return None
     query = parse(wkt)

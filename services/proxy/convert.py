@@ -369,7 +369,8 @@ def _geometry_texts(s: schema_pb2.ScalarField, field: FieldSchema) -> list[str]:
     insert."""
     if s.HasField("geometry_data"):
         try:
-            texts = [shapely.from_wkb(raw).wkt for raw in s.geometry_data.data]
+            parsed = shapely.from_wkb(np.asarray(list(s.geometry_data.data), dtype=object))
+            texts = shapely.to_wkt(parsed, rounding_precision=-1).tolist()
         except shapely.errors.GEOSException as exc:
             raise errors.invalid(f"field {field.name}: invalid WKB: {exc}") from None
     else:

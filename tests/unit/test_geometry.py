@@ -277,3 +277,34 @@ def _two_collections(shapes):
 
         readers.append(keys)
     return readers
+
+
+def test_wkb_rows_are_read_too(served):
+    """Milvus's FieldData also has ``geometry_data`` (WKB); a client sending it is served."""
+    from pymilvus.grpc_gen import milvus_pb2, schema_pb2
+
+    h, service, _ = served
+    request = milvus_pb2.InsertRequest(collection_name="g", num_rows=2)
+    request.fields_data.add(field_name="id", type=schema_pb2.Int64).scalars.long_data.data.extend(
+        [70, 71]
+    )
+    vec = request.fields_data.add(field_name="vec", type=schema_pb2.FloatVector)
+    vec.vectors.dim = 2
+    vec.vectors.float_vector.data.extend([0.0] * 4)
+    request.fields_data.add(
+        field_name="name", type=schema_pb2.VarChar
+    ).scalars.string_data.data.extend(["a", "b"])
+    geo = request.fields_data.add(field_name="geo", type=schema_pb2.Geometry)
+    geo.scalars.geometry_data.data.extend(
+        [shapely.to_wkb(shapely.Point(0.125, 3)), shapely.to_wkb(shapely.box(0, 0, 1, 1))]
+    )
+    geo.valid_data.extend([True, True])
+    assert service.Insert(request, Context()).status.code == 0
+    h.tick()
+    h.pump()
+    reply = _query(service, "id >= 70", ("geo",))
+    [column] = [f for f in reply.fields_data if f.field_name == "geo"]
+    assert list(column.scalars.geometry_wkt_data.data) == [
+        "POINT (0.125 3)",
+        "POLYGON ((1 0, 1 1, 0 1, 0 0, 1 0))",
+    ]
