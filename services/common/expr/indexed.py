@@ -167,8 +167,8 @@ class RowsSource:
     def phrase_match(self, name: str, query: str, slop: int) -> np.ndarray:
         return self._source.phrase_match(name, query, slop)[self._rows]
 
-    def geometries(self, name: str) -> np.ndarray:
-        return self._source.geometries(name)[self._rows]
+    def geometries(self, name: str, rows: np.ndarray | None = None) -> np.ndarray:
+        return self._source.geometries(name, self._rows if rows is None else self._rows[rows])
 
 
 class _Leaf:
