@@ -111,3 +111,18 @@ def test_what_attu_calls_when_it_connects_and_lists(standalone, node_env):
     assert got["batch"] == [["docs", "Success", 2], ["ghost", "CollectionNotExists", 0]]
     assert got["index_statistics"] == [["vector", "vector"]]
     assert {"proxy", "rootcoord", "querynode"} <= set(got["metric_nodes"])
+
+
+def test_a_geometry_field_with_rtree_st_filters_and_random_sample(standalone, node_env):
+    got = run_node("geo.js", standalone, f"geo_{uuid.uuid4().hex[:6]}", env=node_env)
+    # points (i % 10, i // 10): x in 2..3 and y in 1..2 lie inside the region
+    assert got["within"] == [
+        [12, "POINT (2 1)"],
+        [13, "POINT (3 1)"],
+        [22, "POINT (2 2)"],
+        [23, "POINT (3 2)"],
+    ]
+    assert len(got["sample"]) == 10 and set(got["sample"]) <= set(range(20))
+    # within 120 km of (0 0): itself, (1 0) and (0 1) at 111 km; (1 1) is 157 km away
+    assert got["near"] == [[0, "POINT (0 0)"], [1, "POINT (1 0)"], [10, "POINT (0 1)"]]
+    assert got["nulls"] == [[39, None]]
