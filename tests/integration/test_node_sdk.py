@@ -1,6 +1,8 @@
 """The published Node SDK (``@zilliz/milvus2-sdk-node``, pinned in tests/clients/node) runs
 its documented flow against a Vectide standalone: create, insert, index, load, search with the
-primary key among the output fields (and with the SDK's default ``*``), query, delete, drop.
+primary key among the output fields (and with the SDK's default ``*``), query, delete, drop;
+what Attu calls when it connects (``attu_connect.js``); a GEOMETRY field with RTREE, ``ST_*``
+filters and RANDOM_SAMPLE (``geo.js``).
 
 The SDK is installed with ``npm ci`` from the pinned lock file into ``.vectide/node-sdk/``
 on first use. ``make setup`` installs Node.js and npm; the test skips only where they are
