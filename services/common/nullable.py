@@ -26,6 +26,7 @@ DEFAULT_VALUE_TYPES: dict[DataType, tuple[type, ...]] = {
     DataType.FLOAT: (int, float),
     DataType.DOUBLE: (int, float),
     DataType.VARCHAR: (str,),
+    DataType.GEOMETRY: (str,),
 }
 
 

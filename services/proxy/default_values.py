@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pymilvus.grpc_gen import schema_pb2
 
-from vectide.services.common import errors
+from vectide.services.common import errors, geometry
 from vectide.services.common.msgstream.message import DataType
 from vectide.services.common.schema import FieldSchema
 
@@ -23,6 +23,7 @@ MEMBER_OF: dict[DataType, str] = {
     DataType.FLOAT: "float_data",
     DataType.DOUBLE: "double_data",
     DataType.VARCHAR: "string_data",
+    DataType.GEOMETRY: "string_data",  # WKT, normalized as rows are
 }
 #: members a client may use for a type besides its own (an int literal for Int64, ...)
 _ALSO_ACCEPTED: dict[DataType, frozenset[str]] = {
@@ -51,7 +52,15 @@ def default_from_proto(f: schema_pb2.FieldSchema) -> bool | int | float | str | 
             f"field {f.name}: the default value's type ({member}) does not match the field's "
             f"type {data_type.name}",
         )
-    return getattr(f.default_value, member)
+    value = getattr(f.default_value, member)
+    if data_type == DataType.GEOMETRY:
+        try:
+            return geometry.normalized([value])[0]
+        except geometry.GeometryError as exc:
+            raise errors.MilvusError(
+                errors.Code.COLLECTION_ILLEGAL_SCHEMA, f"field {f.name}: default value: {exc}"
+            ) from None
+    return value
 
 
 def default_to_proto(field: FieldSchema) -> schema_pb2.ValueField | None:

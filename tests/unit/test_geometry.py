@@ -358,3 +358,33 @@ def test_indexed_chunks_and_the_unindexed_tail_answer_as_the_scan():
     assert [keys(f) for f in filters] == scanned
     assert by_index._value.get() >= before + 4
     assert all(scanned[:3]) and 0 < len(scanned[3]) < n
+
+
+def test_a_wkt_default_value_fills_missing_rows_and_bad_wkt_refuses_the_schema():
+    h = Harness()
+    service = MilvusService(h.proxy)
+
+    def create(name: str, default: str) -> object:
+        schema = MilvusClient.create_schema()
+        schema.add_field("id", ClientType.INT64, is_primary=True)
+        schema.add_field("vec", ClientType.FLOAT_VECTOR, dim=2)
+        schema.add_field("geo", ClientType.GEOMETRY, nullable=True, default_value=default)
+        return service.CreateCollection(Prepare.create_collection_request(name, schema), Context())
+
+    refused = create("bad", "POINT (1)")
+    assert refused.code == 105, refused
+    assert "field geo: default value: invalid WKT" in refused.reason
+    assert create("g", "point(5  6)").code == 0
+    described = service.DescribeCollection(Prepare.describe_collection_request("g"), Context())
+    [geo] = [f for f in described.schema.fields if f.name == "geo"]
+    assert geo.default_value.string_data == "POINT (5 6)"
+    h.proxy.create_index("g", "vec", "v", {"index_type": "FLAT", "metric_type": "L2"})
+    h.proxy.load_collection("g")
+    h.tick()
+    info = [_field_info(f) for f in described.schema.fields]
+    rows = [{"id": 1, "vec": [0.0, 0.0], "geo": None}, {"id": 2, "vec": [0.0, 0.0]}]
+    request = Prepare.row_insert_param("g", rows, "", info)
+    assert service.Insert(request, Context()).status.code == 0
+    h.tick()
+    h.pump()
+    assert _keys(service, "ST_EQUALS(geo, 'POINT (5 6)')") == [1, 2]
