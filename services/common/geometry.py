@@ -85,10 +85,13 @@ def dwithin(rows: np.ndarray, point: shapely.Point, meters: float) -> np.ndarray
     others = ~points & (kinds >= 0)  # None rows have type id -1
     if others.any():
         degrees = shapely.distance(rows[others], point)
-        lat_rad = np.radians(lat)
-        per_degree = METERS_PER_DEGREE_LAT * np.sqrt((1.0 + np.cos(lat_rad) ** 2) / 2.0)
-        out[others] = degrees * per_degree <= meters
+        out[others] = degrees * planar_meters_per_degree(lat) <= meters
     return out
+
+
+def planar_meters_per_degree(lat: float) -> float:
+    """How Milvus turns a planar distance in degrees into meters near latitude ``lat``."""
+    return METERS_PER_DEGREE_LAT * float(np.sqrt((1.0 + np.cos(np.radians(lat)) ** 2) / 2.0))
 
 
 def evaluate(op: str, rows: np.ndarray, wkt: str, distance: float = 0.0) -> np.ndarray:
@@ -115,15 +118,13 @@ def search_box(op: str, wkt: str, distance: float = 0.0) -> shapely.Geometry | N
     if op != "st_dwithin":
         return query
     lat = query.y
-    lat_rad = np.radians(lat)
-    per_degree = METERS_PER_DEGREE_LAT * np.sqrt((1.0 + np.cos(lat_rad) ** 2) / 2.0)
-    meters_per_degree = np.pi / 180 * EARTH_RADIUS_M
+    meters_per_degree = np.pi / 180 * EARTH_RADIUS_M  # along a great circle
     dlat = distance / meters_per_degree
     edge = min(90.0, abs(lat) + dlat)
     if edge >= 89.0:
         return None  # near a pole every longitude is close
     dlon = distance / (meters_per_degree * np.cos(np.radians(edge)))
-    reach = max(distance / per_degree, dlat, dlon)
+    reach = max(distance / planar_meters_per_degree(lat), dlat, dlon)
     if not -180.0 <= query.x - reach <= query.x + reach <= 180.0:
         return None  # the circle wraps around the antimeridian: a box cannot hold it
     return shapely.box(query.x - reach, lat - reach, query.x + reach, lat + reach)

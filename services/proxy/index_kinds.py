@@ -1,8 +1,8 @@
 """Which index types and metrics a field allows, as CreateIndex checks them: vector fields
 by their vector type (``services/common/vector_types.py`` holds the table), scalar fields by
 Milvus's scalar index rules (STL_SORT, TRIE, INVERTED, BITMAP, AUTOINDEX, NGRAM, RTREE on
-GEOMETRY fields), JSON fields
-by its JSON path index rules (``json_path``, ``json_cast_type``)."""
+GEOMETRY fields), JSON fields by its JSON path index rules (``json_path``,
+``json_cast_type``)."""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ def test_st_dwithin_measures_meters_as_milvus_does() -> None:
     assert not geometry.dwithin(rows, origin, 111_319)[3]
     far_north = shapely.Point(0, 60)  # degrees scale with the query's latitude
     line = geometry.column(["LINESTRING (0 61, 1 61)"])
-    scale = 111_320 * np.sqrt((1 + np.cos(np.radians(60)) ** 2) / 2)
+    scale = 111_320 * np.sqrt((1 + np.cos(np.radians(60)) ** 2) / 2)  # Milvus's formula
     assert geometry.dwithin(line, far_north, scale + 1)[0]
     assert not geometry.dwithin(line, far_north, scale - 1)[0]
 
