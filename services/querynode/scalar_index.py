@@ -291,8 +291,7 @@ class GeometryTree:
 
     @classmethod
     def build(cls, values: Any, valid: np.ndarray | None) -> GeometryTree:
-        geometries = np.empty(len(values), dtype=object)
-        geometries[:] = list(values)
+        geometries = np.fromiter(values, dtype=object, count=len(values))
         held = ~shapely.is_missing(geometries)
         if valid is not None:
             held &= np.asarray(valid, dtype=bool)
