@@ -28,7 +28,12 @@ from vectide.services.common.msgstream.message import DataType
 
 #: the dense types given as bytes: bytes per row for a dim
 BYTE_VECTORS = frozenset(
-    {DataType.BINARY_VECTOR, DataType.FLOAT16_VECTOR, DataType.BFLOAT16_VECTOR}
+    {
+        DataType.BINARY_VECTOR,
+        DataType.FLOAT16_VECTOR,
+        DataType.BFLOAT16_VECTOR,
+        DataType.INT8_VECTOR,
+    }
 )
 HALF_FLOATS = frozenset({DataType.FLOAT16_VECTOR, DataType.BFLOAT16_VECTOR})
 #: ARRAY element types and the Python type of a value
@@ -55,14 +60,16 @@ def is_number(v: Any) -> bool:
 
 
 def row_width_bytes(data_type: DataType, dim: int) -> int:
-    return dim // 8 if data_type == DataType.BINARY_VECTOR else 2 * dim
+    if data_type == DataType.BINARY_VECTOR:
+        return dim // 8
+    return dim if data_type == DataType.INT8_VECTOR else 2 * dim
 
 
 # -- dense vectors beyond float32 ---------------------------------------------------------------
 
 
 def dense_row_bytes(data_type: DataType, dim: int, value: Any) -> bytes:
-    """One binary, float16 or bfloat16 vector as its row bytes (Milvus's wire form)."""
+    """One binary, float16, bfloat16 or int8 vector as its row bytes (Milvus's wire form)."""
     width = row_width_bytes(data_type, dim)
     if isinstance(value, str):
         try:
@@ -75,11 +82,19 @@ def dense_row_bytes(data_type: DataType, dim: int, value: Any) -> bytes:
         if not isinstance(value, list) or not all(_is_byte(v) for v in value):
             raise ValueError("a binary vector must be an array of byte values (0-255)")
         raw = bytes(value)
+    elif data_type == DataType.INT8_VECTOR:
+        if not isinstance(value, list) or not all(_is_int8(v) for v in value):
+            raise ValueError("an int8 vector must be an array of integers in [-128, 127]")
+        raw = np.asarray(value, dtype=np.int8).tobytes()
     else:
         raw = half_floats(data_type, _numbers(value, dim))
     if len(raw) != width:
         raise ValueError(f"vector of {len(raw)} bytes, expected {width} (dim {dim})")
     return raw
+
+
+def _is_int8(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and -128 <= v <= 127
 
 
 def _is_byte(v: Any) -> bool:

@@ -3,6 +3,8 @@
 - **Float16Vector** rows are numpy float16; **BFloat16Vector** rows keep their raw 16 bits
   (numpy has no bfloat16: a bfloat16 is the upper half of a float32, so widening is a shift).
   Both are searched as float32, with the float metrics and indexes.
+- **Int8Vector** rows are numpy int8 (Milvus 2.6), widened to float32 exactly, and searched
+  as float vectors too.
 - **BinaryVector** rows are ``dim / 8`` bytes, bit ``i`` of the vector in byte ``i // 8``
   (most significant bit first, as ``np.packbits``); scored by HAMMING (differing bits) or
   JACCARD (``1 - |a & b| / |a | b|``), both distances.
@@ -25,7 +27,14 @@ FLOAT_METRICS = frozenset({"L2", "IP", "COSINE"})
 BINARY_METRICS = frozenset({"HAMMING", "JACCARD"})
 #: BM25 only for a BM25 function's output field (the proxy checks which field it is)
 SPARSE_METRICS = frozenset({"IP", "BM25"})
-FLOAT_TYPES = frozenset({DataType.FLOAT_VECTOR, DataType.FLOAT16_VECTOR, DataType.BFLOAT16_VECTOR})
+FLOAT_TYPES = frozenset(
+    {
+        DataType.FLOAT_VECTOR,
+        DataType.FLOAT16_VECTOR,
+        DataType.BFLOAT16_VECTOR,
+        DataType.INT8_VECTOR,
+    }
+)
 #: index types per kind of vector (AUTOINDEX picks HNSW for float vectors)
 FLOAT_INDEXES = frozenset({"FLAT", "IVF_FLAT", "HNSW", "AUTOINDEX"})
 BINARY_INDEXES = frozenset({"BIN_FLAT", "BIN_IVF_FLAT", "AUTOINDEX"})
@@ -62,8 +71,8 @@ def kind_of(data_type: DataType) -> VectorKind:
 
 
 def as_float32(data_type: DataType, rows: np.ndarray) -> np.ndarray:
-    """Dense float rows of any of the float vector types as float32 (exact: both half
-    formats widen without rounding)."""
+    """Dense rows of any of the float vector types as float32 (exact: both half formats
+    and int8 widen without rounding)."""
     if data_type == DataType.BFLOAT16_VECTOR:
         return (np.asarray(rows, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
     return np.asarray(rows, dtype=np.float32)

@@ -58,6 +58,7 @@ _AVRO_TYPES = {
     DataType.FLOAT16_VECTOR: {"type": "array", "items": "float"},
     DataType.BFLOAT16_VECTOR: {"type": "array", "items": "float"},
     DataType.BINARY_VECTOR: "bytes",
+    DataType.INT8_VECTOR: {"type": "array", "items": "int"},
     DataType.SPARSE_FLOAT_VECTOR: {"type": "map", "values": "float"},
 }
 #: vectors given as arrays of numbers, converted a batch at a time (see _convert_vectors)
@@ -428,6 +429,14 @@ def _binary(field: FieldSchema, value: Any) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.uint8)
 
 
+def _int8(field: FieldSchema, value: Any) -> np.ndarray:
+    """An Int8Vector: an array of integers in [-128, 127] (or base64 of the bytes)."""
+    if isinstance(value, np.ndarray):  # a NumPy import file's row
+        value = value.tolist()
+    raw = field_values.dense_row_bytes(DataType.INT8_VECTOR, field.dim, value)
+    return np.frombuffer(raw, dtype=np.int8)
+
+
 def _array(field: FieldSchema, value: Any) -> str:
     if not isinstance(value, list):
         raise ValueError(f"expected an array, got {value!r:.40}")
@@ -441,6 +450,7 @@ def _array(field: FieldSchema, value: Any) -> str:
 #: types whose values field_values checks; ValueError names what is wrong
 _TYPED: dict[DataType, Callable[[FieldSchema, Any], Any]] = {
     DataType.BINARY_VECTOR: _binary,
+    DataType.INT8_VECTOR: _int8,
     DataType.SPARSE_FLOAT_VECTOR: lambda _field, value: field_values.sparse_row_bytes(value),
     DataType.ARRAY: _array,
 }

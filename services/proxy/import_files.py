@@ -181,6 +181,7 @@ def _text_fields(schema: CollectionSchema, csv: bool = False) -> frozenset[str]:
             DataType.FLOAT16_VECTOR,
             DataType.BFLOAT16_VECTOR,
             DataType.BINARY_VECTOR,
+            DataType.INT8_VECTOR,
             DataType.ARRAY,
         }
     return frozenset(f.name for f in schema.fields if f.data_type in kinds and not f.is_dynamic)

@@ -5,6 +5,8 @@ and writes them (``internal/distributed/proxy/httpserver``):
   base64 (Go's JSON form of bytes);
 - Float16Vector, BFloat16Vector: an array of ``dim`` numbers (narrowed from float32), or
   the base64 text of their ``2 * dim`` bytes; returned as base64;
+- Int8Vector: an array of ``dim`` integers in [-128, 127] (or base64 of the bytes);
+  returned as an array of integers;
 - SparseFloatVector: an object ``{"index": value}`` or ``{"indices": [...], "values":
   [...]}``; returned as the first.
 
@@ -29,6 +31,7 @@ _BYTES = {
     DT.BinaryVector: ("binary_vector", common_pb2.PlaceholderType.BinaryVector),
     DT.Float16Vector: ("float16_vector", common_pb2.PlaceholderType.Float16Vector),
     DT.BFloat16Vector: ("bfloat16_vector", common_pb2.PlaceholderType.BFloat16Vector),
+    DT.Int8Vector: ("int8_vector", common_pb2.PlaceholderType.Int8Vector),
 }
 TYPES = frozenset({*_BYTES, DT.SparseFloatVector})
 
@@ -72,7 +75,9 @@ def render_column(fd: schema_pb2.FieldData) -> list[Any]:
         return [_sparse_object(row) for row in fd.vectors.sparse_float_vector.contents]
     raw = getattr(fd.vectors, _BYTES[fd.type][0])
     dim = fd.vectors.dim
-    width = dim // 8 if fd.type == DT.BinaryVector else 2 * dim
+    if fd.type == DT.Int8Vector:  # Go's JSON form of []int8: numbers, not base64
+        return np.frombuffer(raw, dtype=np.int8).reshape(-1, dim).tolist() if dim else []
+    width = field_values.row_width_bytes(DataType(fd.type), dim)
     return [base64.b64encode(raw[i : i + width]).decode() for i in range(0, len(raw), width)]
 
 

@@ -24,6 +24,7 @@ _BYTES_MEMBER = {
     DataType.BINARY_VECTOR: "binary_vector",
     DataType.FLOAT16_VECTOR: "float16_vector",
     DataType.BFLOAT16_VECTOR: "bfloat16_vector",
+    DataType.INT8_VECTOR: "int8_vector",
 }
 #: the placeholder type a search on each vector type sends
 PLACEHOLDER_TYPES = {
@@ -31,6 +32,7 @@ PLACEHOLDER_TYPES = {
     DataType.BINARY_VECTOR: common_pb2.PlaceholderType.BinaryVector,
     DataType.FLOAT16_VECTOR: common_pb2.PlaceholderType.Float16Vector,
     DataType.BFLOAT16_VECTOR: common_pb2.PlaceholderType.BFloat16Vector,
+    DataType.INT8_VECTOR: common_pb2.PlaceholderType.Int8Vector,
     DataType.SPARSE_FLOAT_VECTOR: common_pb2.PlaceholderType.SparseFloatVector,
 }
 #: ARRAY element types: the ScalarField member holding them, named as the ValueField members

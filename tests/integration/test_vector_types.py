@@ -2,8 +2,8 @@
 inserted, searched and read back, then flushed (Spark data node binlogs on S3), released and
 loaded again (sealed segments), and searched the same.
 
-Oracles: milvus-lite for sparse vectors, ARRAY fields, and float16/bfloat16 (as float32
-vectors holding the same values: lite 3.2 has no half-float type); numpy for binary vectors
+Oracles: milvus-lite for sparse vectors, ARRAY fields, and float16/bfloat16 and int8 (as
+float32 vectors holding the same values: lite 3.2 has no half-float type); numpy for binary vectors
 (milvus-lite has none): HAMMING counts differing bits, JACCARD is 1 - |a&b| / |a|b|, as
 Milvus's knowhere scores them.
 """
@@ -206,6 +206,54 @@ def test_half_float_vectors_search_as_float32(deployment, lite, index_type):
     check()
     _reload(client, name, () if index_type == "FLAT" else ("h", "b"))
     check()
+
+
+@pytest.mark.parametrize("index_type", ["FLAT", "HNSW"])
+def test_int8_vectors_search_as_float32(deployment, lite, index_type):
+    """Int8Vector (Milvus 2.6): the oracle is milvus-lite over float32 vectors holding the
+    same integers, L2 and COSINE; rows come back as int8, also after flush and reload."""
+    client = deployment.client
+    name = _name("int8")
+    for target in (client, lite):
+        ours = target is client
+        schema = target.create_schema(auto_id=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        kind = DataType.INT8_VECTOR if ours else DataType.FLOAT_VECTOR
+        schema.add_field("v", kind, dim=HALF_DIM)
+        schema.add_field("c", kind, dim=HALF_DIM)
+        index = target.prepare_index_params()
+        index.add_index("v", index_type=index_type if ours else "FLAT", metric_type="L2")
+        index.add_index("c", index_type=index_type if ours else "FLAT", metric_type="COSINE")
+        target.create_collection(
+            name, schema=schema, index_params=index, consistency_level="Strong"
+        )
+    rng = np.random.default_rng(13)
+    v = rng.integers(-128, 128, (ROWS, HALF_DIM), dtype=np.int8)
+    c = rng.integers(-128, 128, (ROWS, HALF_DIM), dtype=np.int8)
+    client.insert(name, [{"id": i, "v": v[i], "c": c[i]} for i in range(ROWS)])
+    lite.insert(
+        name,
+        [
+            {"id": i, "v": v[i].astype(np.float32), "c": c[i].astype(np.float32)}
+            for i in range(ROWS)
+        ],
+    )
+    queries = rng.integers(-128, 128, (2, HALF_DIM), dtype=np.int8)
+
+    def check() -> None:
+        for field, metric in (("v", "L2"), ("c", "COSINE")):
+            _same_hits(
+                _half_search(client, name, field, list(queries), metric),
+                _half_search(lite, name, field, [q.astype(np.float32) for q in queries], metric),
+            )
+        for row in client.query(name, "id in [3, 4]", output_fields=["v"]):
+            got = np.frombuffer(bytes(row["v"][0]), np.int8)
+            assert got.tolist() == v[row["id"]].tolist()
+
+    check()
+    _reload(client, name, () if index_type == "FLAT" else ("v", "c"))
+    check()
+    client.drop_collection(name)
 
 
 # -- sparse vectors ---------------------------------------------------------------------------

@@ -370,6 +370,7 @@ def typed_schema() -> CollectionSchema:
             nullable=True,
         ),
         FieldSchema(110, "geo", DataType.GEOMETRY),
+        FieldSchema(111, "i8", DataType.INT8_VECTOR, dim=DIM),
     ]
     return CollectionSchema("typed", fields)
 
@@ -385,6 +386,7 @@ def typed_row(**over) -> dict:
         "tags": ["a", "bb"],
         "meta": {"k": [1, 2]},
         "geo": "point(1  2)",
+        "i8": [1, -2, 127, -128],
         **over,
     }
 
@@ -426,6 +428,8 @@ def check_typed_columns(columns: dict) -> None:
     assert columns["maybe"].valid.tolist() == [False, True]
     assert json.loads(columns["maybe"].data[1]) == [1.0, 2.5]
     assert columns["geo"].data[0] == "POINT (1 2)"  # WKT as stored, whatever the spacing
+    i8 = columns["i8"].data
+    assert i8.dtype == np.int8 and i8.shape == (2, DIM) and i8[0].tolist() == [1, -2, 127, -128]
 
 
 def test_json_values_of_every_type_become_their_stored_columns():
@@ -465,6 +469,8 @@ def test_json_values_of_every_type_become_their_stored_columns():
         ({"fv": None}, "'fv' is null"),
         ({"geo": "POLYGON ((0 0, 1 1))"}, "'geo': invalid WKT"),
         ({"geo": [1, 2]}, "'geo': expected WKT text"),
+        ({"i8": [1, 2, 3, 128]}, r"'i8': an int8 vector must be an array of integers"),
+        ({"i8": [1, 2, 3]}, "'i8': vector of 3 bytes, expected 4"),
     ],
 )
 def test_bad_typed_json_values_are_dead_lettered_with_the_reason(over, reason):
@@ -517,6 +523,7 @@ def test_registry_writers_may_send_half_floats_as_bytes_and_sparse_as_indices_an
             meta="string",
             maybe=["null", avro_array("double")],
             geo="string",
+            i8=avro_array("int"),
         )
     )
     values = []

@@ -1,4 +1,4 @@
-"""The pure parts of binary, half-float and sparse vectors and ARRAY fields: conversions,
+"""The pure parts of binary, half-float, int8 and sparse vectors and ARRAY fields: conversions,
 scores, the channel codec and binlogs, the shard store's search, and the proxy's checks."""
 
 import base64
@@ -95,6 +95,7 @@ def _schema() -> CollectionSchema:
             FieldSchema(103, "bf", DataType.BFLOAT16_VECTOR, dim=2),
             FieldSchema(104, "sp", DataType.SPARSE_FLOAT_VECTOR),
             FieldSchema(105, "arr", DataType.ARRAY, element_type=5, max_capacity=3),
+            FieldSchema(106, "i8", DataType.INT8_VECTOR, dim=4),
         ],
     )
 
@@ -109,6 +110,7 @@ def _columns(n: int) -> list[FieldColumn]:
         ),
         FieldColumn(104, "sp", DataType.SPARSE_FLOAT_VECTOR, [SPARSE({i: 1.0}) for i in range(n)]),
         FieldColumn(105, "arr", DataType.ARRAY, [json.dumps([i, i + 1]) for i in range(n)]),
+        FieldColumn(106, "i8", DataType.INT8_VECTOR, rng.integers(-128, 128, (n, 4), np.int8), 4),
     ]
 
 
@@ -154,7 +156,7 @@ def test_vector_binlogs_written_as_lists_read_and_merge_with_new_ones(n: int):
     """Segments persisted before vectors became fixed-size binary still load and compact."""
     rng = np.random.default_rng(n)
     floats = FieldColumn(106, "f", DataType.FLOAT_VECTOR, rng.random((n, 3), np.float32), 3)
-    dense = [*_columns(n)[:3], floats]
+    dense = [*_columns(n)[:3], _columns(n)[5], floats]
     for sent in dense:
         old = _list_binlog(sent.data)
         values, _ = binlog.read_column(old, sent.data_type, sent.dim)
@@ -182,6 +184,10 @@ def test_shard_store_searches_each_vector_type():
     assert store.vectors("bf", 0, 6).tolist() == wide.tolist()
     _, rows = store.search("sp", [SPARSE({3: 2.0})], "IP", 5, mask)
     assert rows.tolist() == [[3]]
+    int8 = msg.fields[5].data
+    assert store.vectors("i8", 0, 6).tolist() == int8.astype(np.float32).tolist()  # exact
+    scores, rows = store.search("i8", int8[1:2].astype(np.float32), "L2", 1, mask)
+    assert rows.tolist() == [[1]] and scores.tolist() == [[0.0]]
     with pytest.raises(ValueError, match="L2 not supported for BINARY_VECTOR"):
         store.search("bin", binary[:1], "L2", 1, mask)
     assert store.column("arr")[2] == [2, 3]
@@ -279,10 +285,9 @@ def _proto_schema(*fields: schema_pb2.FieldSchema) -> bytes:
 
 
 def test_types_still_unsupported_are_refused_by_name():
-    int8 = schema_pb2.FieldSchema(name="v", data_type=schema_pb2.DataType.Int8Vector)
-    int8.type_params.add(key="dim", value="8")
-    with pytest.raises(MilvusError, match="Int8Vector is not supported"):
-        convert.schema_from_proto(_proto_schema(int8), "c")
+    when = schema_pb2.FieldSchema(name="t", data_type=schema_pb2.DataType.Timestamptz)
+    with pytest.raises(MilvusError, match="Timestamptz is not supported"):
+        convert.schema_from_proto(_proto_schema(when), "c")
     nested = schema_pb2.FieldSchema(
         name="a", data_type=int(DataType.ARRAY), element_type=int(DataType.JSON)
     )
@@ -314,6 +319,18 @@ def test_rest_forms_of_the_vector_types():
     sparse = schema_pb2.FieldSchema(name="s", data_type=schema_pb2.DataType.SparseFloatVector)
     with pytest.raises(ValueError, match="indices"):
         rest_vectors.row_bytes(sparse, {"x": 1.0})
+    int8 = schema_pb2.FieldSchema(name="i", data_type=schema_pb2.DataType.Int8Vector)
+    int8.type_params.add(key="dim", value="3")
+    fd = schema_pb2.FieldData(type=schema_pb2.DataType.Int8Vector)
+    rest_vectors.write_column(fd, int8, [[1, -2, 127], [-128, 0, 5]])
+    assert rest_vectors.render_column(fd) == [[1, -2, 127], [-128, 0, 5]]  # numbers, as Go's
+    for bad, message in [
+        ([1, 2], "expected 3"),
+        ([128, 0, 0], r"\[-128, 127\]"),
+        ([1.5, 0, 0], "integers"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            rest_vectors.row_bytes(int8, bad)
 
 
 @pytest.mark.parametrize("scanned_tail", [50, 400, 10**6])
@@ -357,3 +374,68 @@ def test_sparse_search_through_the_inverted_index_equals_a_dense_scan(monkeypatc
         (rng.random((3, 40)) < 0.2) * rng.random((3, 40)).astype(np.float32),
         np.ones(len(dense), bool),
     )
+
+
+def test_int8_vectors_through_the_grpc_service_insert_index_search_and_come_back():
+    """Int8Vector (Milvus 2.6) as pymilvus sends it: int8 rows in, an HNSW index, an int8
+    query, the exact nearest rows and their vectors back as int8."""
+    from pymilvus import DataType as ClientType
+    from pymilvus import MilvusClient
+    from pymilvus.client.prepare import Prepare
+
+    from benchmarks.search_path import Context
+    from vectide.services.proxy.grpc_service import MilvusService
+    from vectide.services.testing import Harness
+
+    h = Harness()
+    service = MilvusService(h.proxy)
+    schema = MilvusClient.create_schema()
+    schema.add_field("id", ClientType.INT64, is_primary=True)
+    schema.add_field("v", ClientType.INT8_VECTOR, dim=8)
+    create = Prepare.create_collection_request("i8", schema, consistency_level="Strong")
+    assert service.CreateCollection(create, Context()).code == 0
+    h.proxy.create_index("i8", "v", "v", {"index_type": "HNSW", "metric_type": "L2"})
+    h.proxy.load_collection("i8")
+    h.tick()
+    rng = np.random.default_rng(8)
+    rows = rng.integers(-128, 128, (300, 8), dtype=np.int8)
+    fields = [
+        {"name": "id", "type": ClientType.INT64, "is_primary": True, "params": {}},
+        {"name": "v", "type": ClientType.INT8_VECTOR, "params": {"dim": 8}},
+    ]
+    entities = [{"id": i, "v": row} for i, row in enumerate(rows)]
+    request = Prepare.row_insert_param("i8", entities, "", fields)
+    assert service.Insert(request, Context()).status.code == 0
+    h.tick()
+    h.pump()
+    query = rows[17].astype(np.int16)
+    query[0] = min(127, query[0] + 1)  # near row 17, not on it
+    search = Prepare.search_requests_with_expr(
+        collection_name="i8",
+        anns_field="v",
+        param={"metric_type": "L2", "params": {"ef": 300}},
+        limit=3,
+        data=[query.astype(np.int8)],
+        output_fields=["v"],
+        expr_params={},
+        consistency_level="Strong",
+    )
+    reply = service.Search(search, Context())
+    assert reply.status.code == 0, reply.status.reason
+    wide = rows.astype(np.float32)
+    exact = np.argsort(((wide - query.astype(np.float32)) ** 2).sum(axis=1), kind="stable")[:3]
+    assert list(reply.results.ids.int_id.data) == exact.tolist()
+    [vectors] = reply.results.fields_data
+    got = np.frombuffer(vectors.vectors.int8_vector, dtype=np.int8).reshape(-1, 8)
+    assert got.tolist() == rows[exact].tolist()
+    float_query = Prepare.search_requests_with_expr(
+        collection_name="i8",
+        anns_field="v",
+        param={"metric_type": "L2"},
+        limit=3,
+        data=[[0.5] * 8],
+        expr_params={},
+        consistency_level="Strong",
+    )
+    refused = service.Search(float_query, Context())
+    assert refused.status.code == 1100 and "search it with Int8Vector" in refused.status.reason

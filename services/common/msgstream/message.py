@@ -32,6 +32,7 @@ class DataType(IntEnum):
     FLOAT16_VECTOR = 102
     BFLOAT16_VECTOR = 103
     SPARSE_FLOAT_VECTOR = 104
+    INT8_VECTOR = 105
 
 
 #: numpy dtype (little-endian) of each fixed-width type; the rest travel as strings.
@@ -49,6 +50,7 @@ FIXED_DTYPES: dict[DataType, np.dtype] = {
     DataType.FLOAT16_VECTOR: np.dtype("<f2"),
     # bfloat16 kept as its raw 16 bits (numpy has no bfloat16); see vector_types
     DataType.BFLOAT16_VECTOR: np.dtype("<u2"),
+    DataType.INT8_VECTOR: np.dtype("i1"),
 }
 
 #: dense vector types: fixed-width rows of ``row_width(data_type, dim)`` elements
@@ -58,6 +60,7 @@ DENSE_VECTORS = frozenset(
         DataType.BINARY_VECTOR,
         DataType.FLOAT16_VECTOR,
         DataType.BFLOAT16_VECTOR,
+        DataType.INT8_VECTOR,
     }
 )
 VECTOR_TYPES = DENSE_VECTORS | {DataType.SPARSE_FLOAT_VECTOR}
