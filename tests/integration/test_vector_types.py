@@ -546,7 +546,8 @@ def test_hybrid_search_fuses_dense_and_sparse_as_milvus_lite(deployment, lite):
 
 
 def test_rest_carries_every_vector_type_and_array_fields(deployment):
-    """REST v2 as Milvus's: an Array, a sparse, a binary and a bfloat16 field in ``create``;
+    """REST v2 as Milvus's: an Array, a sparse, a binary, a bfloat16 and an int8 field in
+    ``create``;
     rows with lists, ``{"index": value}`` objects, byte arrays and float arrays (or base64);
     searches of each vector type; vectors returned as base64, sparse ones as objects."""
     base = f"http://127.0.0.1:{deployment.config.service.http_port}/v2/vectordb"
@@ -564,19 +565,23 @@ def test_rest_carries_every_vector_type_and_array_fields(deployment):
          "elementTypeParams": {"max_capacity": 3, "max_length": 8}},
         {"fieldName": "bv", "dataType": "BinaryVector", "elementTypeParams": {"dim": 16}},
         {"fieldName": "h", "dataType": "BFloat16Vector", "elementTypeParams": {"dim": 2}},
+        {"fieldName": "i8", "dataType": "Int8Vector", "elementTypeParams": {"dim": 2}},
     ]  # fmt: skip
     index = [
         {"fieldName": "sv", "metricType": "IP", "indexType": "SPARSE_INVERTED_INDEX"},
         {"fieldName": "bv", "metricType": "HAMMING", "indexType": "BIN_FLAT"},
         {"fieldName": "h", "metricType": "L2", "indexType": "FLAT"},
+        {"fieldName": "i8", "metricType": "L2", "indexType": "HNSW"},
     ]
     post("collections/create", {"collectionName": name, "schema": {"fields": fields},
                                 "indexParams": index})  # fmt: skip
     two = base64.b64encode(bfloat16_bits(np.array([2.0, 0.5], np.float32)).tobytes()).decode()
     rows = [
-        {"id": 1, "sv": {"2": 0.5, "9": 1.0}, "tags": ["red"], "bv": [1, 0], "h": [1.0, 0.5]},
-        {"id": 2, "sv": {"9": 3.0}, "tags": ["blue", "red"], "bv": "/wE=", "h": two},
-    ]
+        {"id": 1, "sv": {"2": 0.5, "9": 1.0}, "tags": ["red"], "bv": [1, 0], "h": [1.0, 0.5],
+         "i8": [-3, 4]},
+        {"id": 2, "sv": {"9": 3.0}, "tags": ["blue", "red"], "bv": "/wE=", "h": two,
+         "i8": [127, -128]},
+    ]  # fmt: skip
     post("entities/insert", {"collectionName": name, "data": rows})
     bad = rows[0] | {"bv": [1, 2, 3]}
     refused = post("entities/insert", {"collectionName": name, "data": [bad]}, code=1804)
@@ -599,6 +604,11 @@ def test_rest_carries_every_vector_type_and_array_fields(deployment):
     assert hits[0]["bv"] == "/wE=" and hits[0]["h"] == two
     hits = search("h", [[2.0, 0.5]], [])
     assert [(h["id"], h["distance"]) for h in hits] == [(2, 0.0), (1, 1.0)]
+    hits = search("i8", [[-2, 4]], ["i8"])
+    assert [(h["id"], h["distance"], h["i8"]) for h in hits] == [
+        (1, 1.0, [-3, 4]),
+        (2, 129.0**2 + 132.0**2, [127, -128]),
+    ]
     got = post("entities/query", {
         "collectionName": name, "filter": 'array_contains(tags, "blue")',
         "outputFields": ["tags"], "consistencyLevel": "Strong",

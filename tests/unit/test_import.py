@@ -387,3 +387,34 @@ def test_geometry_rows_are_imported_normalized_and_bad_wkt_fails_the_job():
     assert state.state == common_pb2.ImportFailed
     reason = infos(state)["failed_reason"]
     assert "in/bad.json: row 0" in reason and "'geo': invalid WKT" in reason, reason
+
+
+def test_int8_vectors_are_imported_from_parquet_and_json():
+    h = Harness()
+    schema = MilvusClient.create_schema()
+    schema.add_field("id", PyDataType.INT64, is_primary=True)
+    schema.add_field("v", PyDataType.INT8_VECTOR, dim=3)
+    service = service_of(h)
+    create = Prepare.create_collection_request("i8", schema, consistency_level="Strong")
+    assert service.CreateCollection(create, Context()).code == 0
+    h.proxy.create_index("i8", "v", "v", {"index_type": "FLAT", "metric_type": "L2"})
+    h.proxy.load_collection("i8")
+    h.tick()
+    h.store.objects["in/i.parquet"] = parquet([{"id": 1, "v": [1, -2, 3]}])
+    h.store.objects["in/i.json"] = orjson.dumps({"rows": [{"id": 2, "v": [127, -128, 0]}]})
+    state = run(h, service, ["in/i.parquet", "in/i.json"], collection="i8")
+    assert state.state == common_pb2.ImportCompleted, infos(state)
+    spec = QuerySpec(
+        collection_name="i8",
+        expr="id > 0",
+        output_fields=["v"],
+        use_default_consistency=False,
+        consistency_level=ConsistencyLevel.STRONG,
+    )
+    rows = h.proxy.query(spec)[1]
+    got = dict(zip(rows.pks.tolist(), np.asarray(rows.fields["v"]).tolist(), strict=True))
+    assert got == {1: [1, -2, 3], 2: [127, -128, 0]}
+    h.store.objects["in/bad.json"] = orjson.dumps({"rows": [{"id": 3, "v": [300, 0, 0]}]})
+    state = run(h, service, ["in/bad.json"], collection="i8")
+    assert state.state == common_pb2.ImportFailed
+    assert "[-128, 127]" in infos(state)["failed_reason"]
