@@ -7,6 +7,8 @@ whichever way it came in. The forms are Milvus's REST forms, plus raw bytes (Avr
 - BinaryVector: ``dim / 8`` bytes, as an array of byte values (0-255), base64 text or bytes;
 - Float16Vector, BFloat16Vector: an array of ``dim`` numbers (narrowed from float32), or the
   ``2 * dim`` bytes of the half floats (little-endian), as base64 text or bytes;
+- Int8Vector: an array of ``dim`` integers in [-128, 127], or its ``dim`` bytes as base64
+  text or bytes;
 - SparseFloatVector: an object ``{"index": value}`` or ``{"indices": [...], "values": [...]}``
   (Milvus's REST takes both), rows in Milvus's layout (``vector_types.sparse_row``);
 - ARRAY rows: a list of the element type, within ``max_capacity`` (and ``max_length`` for

@@ -24,6 +24,7 @@ _VECTOR_TYPES = {
     DT.BinaryVector,
     DT.Float16Vector,
     DT.BFloat16Vector,
+    DT.Int8Vector,
     DT.SparseFloatVector,
 }
 
