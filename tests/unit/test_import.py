@@ -345,18 +345,44 @@ def test_parquet_vectors_come_as_numpy_rows_and_float_arrays_as_lists():
     assert row["a"] == [0.5, 1.5]
 
 
-def test_geometry_rows_are_imported_normalized_and_bad_wkt_fails_the_job():
+def _loaded(name: str, vector: str, *fields: tuple) -> tuple[Harness, MilvusService]:
+    """A harness with collection ``name``: an int64 ``id``, ``fields`` (name, type, options)
+    and a FLAT index on ``vector``, loaded."""
     h = Harness()
     schema = MilvusClient.create_schema()
     schema.add_field("id", PyDataType.INT64, is_primary=True)
-    schema.add_field("vec", PyDataType.FLOAT_VECTOR, dim=2)
-    schema.add_field("geo", PyDataType.GEOMETRY, nullable=True)
+    for field, data_type, options in fields:
+        schema.add_field(field, data_type, **options)
     service = service_of(h)
-    create = Prepare.create_collection_request("geo", schema, consistency_level="Strong")
+    create = Prepare.create_collection_request(name, schema, consistency_level="Strong")
     assert service.CreateCollection(create, Context()).code == 0
-    h.proxy.create_index("geo", "vec", "v", {"index_type": "FLAT", "metric_type": "L2"})
-    h.proxy.load_collection("geo")
+    h.proxy.create_index(name, vector, "v", {"index_type": "FLAT", "metric_type": "L2"})
+    h.proxy.load_collection(name)
     h.tick()
+    return h, service
+
+
+def _rows_of(h: Harness, name: str, expr: str, field: str) -> dict[int, object]:
+    spec = QuerySpec(
+        collection_name=name,
+        expr=expr,
+        output_fields=[field],
+        use_default_consistency=False,
+        consistency_level=ConsistencyLevel.STRONG,
+    )
+    rows = h.proxy.query(spec)[1]
+    values = rows.fields[field]
+    values = values.tolist() if isinstance(values, np.ndarray) else list(values)
+    return dict(zip(rows.pks.tolist(), values, strict=True))
+
+
+def test_geometry_rows_are_imported_normalized_and_bad_wkt_fails_the_job():
+    h, service = _loaded(
+        "geo",
+        "vec",
+        ("vec", PyDataType.FLOAT_VECTOR, {"dim": 2}),
+        ("geo", PyDataType.GEOMETRY, {"nullable": True}),
+    )
     records = [
         {"id": 1, "vec": [1.0, 2.0], "geo": "point(1  2)"},
         {"id": 2, "vec": [3.0, 4.0], "geo": None},
@@ -367,15 +393,8 @@ def test_geometry_rows_are_imported_normalized_and_bad_wkt_fails_the_job():
     )
     state = run(h, service, ["in/g.parquet", "in/g.json"], collection="geo")
     assert state.state == common_pb2.ImportCompleted, infos(state)
-    spec = QuerySpec(
-        collection_name="geo",
-        expr="ST_INTERSECTS(geo, 'POINT (1 1)') or geo is null or id == 1",
-        output_fields=["geo"],
-        use_default_consistency=False,
-        consistency_level=ConsistencyLevel.STRONG,
-    )
-    rows = h.proxy.query(spec)[1]
-    assert dict(zip(rows.pks.tolist(), rows.fields["geo"], strict=True)) == {
+    expr = "ST_INTERSECTS(geo, 'POINT (1 1)') or geo is null or id == 1"
+    assert _rows_of(h, "geo", expr, "geo") == {
         1: "POINT (1 2)",
         2: None,
         3: "POLYGON ((0 0, 2 0, 2 2, 0 0))",
@@ -390,30 +409,12 @@ def test_geometry_rows_are_imported_normalized_and_bad_wkt_fails_the_job():
 
 
 def test_int8_vectors_are_imported_from_parquet_and_json():
-    h = Harness()
-    schema = MilvusClient.create_schema()
-    schema.add_field("id", PyDataType.INT64, is_primary=True)
-    schema.add_field("v", PyDataType.INT8_VECTOR, dim=3)
-    service = service_of(h)
-    create = Prepare.create_collection_request("i8", schema, consistency_level="Strong")
-    assert service.CreateCollection(create, Context()).code == 0
-    h.proxy.create_index("i8", "v", "v", {"index_type": "FLAT", "metric_type": "L2"})
-    h.proxy.load_collection("i8")
-    h.tick()
+    h, service = _loaded("i8", "v", ("v", PyDataType.INT8_VECTOR, {"dim": 3}))
     h.store.objects["in/i.parquet"] = parquet([{"id": 1, "v": [1, -2, 3]}])
     h.store.objects["in/i.json"] = orjson.dumps({"rows": [{"id": 2, "v": [127, -128, 0]}]})
     state = run(h, service, ["in/i.parquet", "in/i.json"], collection="i8")
     assert state.state == common_pb2.ImportCompleted, infos(state)
-    spec = QuerySpec(
-        collection_name="i8",
-        expr="id > 0",
-        output_fields=["v"],
-        use_default_consistency=False,
-        consistency_level=ConsistencyLevel.STRONG,
-    )
-    rows = h.proxy.query(spec)[1]
-    got = dict(zip(rows.pks.tolist(), np.asarray(rows.fields["v"]).tolist(), strict=True))
-    assert got == {1: [1, -2, 3], 2: [127, -128, 0]}
+    assert _rows_of(h, "i8", "id > 0", "v") == {1: [1, -2, 3], 2: [127, -128, 0]}
     h.store.objects["in/bad.json"] = orjson.dumps({"rows": [{"id": 3, "v": [300, 0, 0]}]})
     state = run(h, service, ["in/bad.json"], collection="i8")
     assert state.state == common_pb2.ImportFailed

@@ -7,6 +7,7 @@
 'use strict';
 
 const { MilvusClient, DataType, MetricType } = require('@zilliz/milvus2-sdk-node');
+const { check } = require('./check');
 
 const DIM = 8;
 const ROWS = 50;
@@ -14,15 +15,6 @@ const ROWS = 50;
 /** Deterministic vectors (the test recomputes them in Python). */
 function vector(i) {
   return Array.from({ length: DIM }, (_, d) => Math.sin(i * 7 + d));
-}
-
-/** Fail loudly on a non-success status: the SDK returns errors as values. */
-function check(what, reply) {
-  const status = reply && (reply.status || reply);
-  if (status && status.error_code !== undefined && status.error_code !== 'Success') {
-    throw new Error(`${what}: ${status.error_code} ${status.reason}`);
-  }
-  return reply;
 }
 
 /** One collection's run: pk of `pkType` ('Int64' or 'VarChar'). */

@@ -7,15 +7,7 @@
 'use strict';
 
 const { MilvusClient, DataType } = require('@zilliz/milvus2-sdk-node');
-
-/** Fail loudly on a non-success status: the SDK returns errors as values. */
-function check(what, reply) {
-  const status = reply && (reply.status || reply);
-  if (status && status.error_code !== undefined && status.error_code !== 'Success') {
-    throw new Error(`${what}: ${status.error_code} ${status.reason}`);
-  }
-  return reply;
-}
+const { check } = require('./check');
 
 async function main() {
   const [address, name] = process.argv.slice(2);
