@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import shapely
+from shapely import Geometry
 
 #: the operators of two geometries: the row's first, the query's second
 RELATIONS: dict[str, Callable[[np.ndarray, shapely.Geometry], np.ndarray]] = {
@@ -94,17 +95,18 @@ def planar_meters_per_degree(lat: float) -> float:
     return METERS_PER_DEGREE_LAT * float(np.sqrt((1.0 + np.cos(np.radians(lat)) ** 2) / 2.0))
 
 
-def evaluate(op: str, rows: np.ndarray, wkt: str, distance: float = 0.0) -> np.ndarray:
+def evaluate(
+    op: str, rows: np.ndarray, query: Geometry | None, distance: float = 0.0
+) -> np.ndarray:
     """Rows where the operator holds (``st_isvalid`` reads no query)."""
     if op == "st_isvalid":
         return is_valid(rows)
-    query = parse(wkt)
     if op == "st_dwithin":
         return dwithin(rows, query, distance)
     return relate(op, rows, query)
 
 
-def search_box(op: str, wkt: str, distance: float = 0.0) -> shapely.Geometry | None:
+def search_box(op: str, query: Geometry | None, distance: float = 0.0) -> Geometry | None:
     """A shape every row the operator can hold on has its bounding box meet (an RTREE's
     candidates), or None when that is every row. The relations all need the row to meet the
     query. For ST_DWITHIN a point row within the distance is within that many meters along
@@ -114,7 +116,6 @@ def search_box(op: str, wkt: str, distance: float = 0.0) -> shapely.Geometry | N
     row is a candidate."""
     if op == "st_isvalid":
         return None
-    query = parse(wkt)
     if op != "st_dwithin":
         return query
     lat = query.y

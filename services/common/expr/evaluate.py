@@ -226,7 +226,7 @@ class _Evaluator:
         if not self._is_geometry(node.operand):
             raise ExprError(f"{node.op} needs a GEOMETRY field: {node.text!r}")
         rows = self.source.geometries(node.operand.name)
-        return geometry.evaluate(node.op, rows, node.wkt, node.distance)
+        return geometry.evaluate(node.op, rows, node.query, node.distance)
 
     def _is_geometry(self, node: Field) -> bool:
         return not node.path and self.source.field_type(node.name) == DataType.GEOMETRY

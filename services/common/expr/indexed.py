@@ -96,7 +96,7 @@ class FieldIndex(Protocol):
         """Whether ``like`` would look ``pattern`` up rather than match every row."""
         ...
 
-    def spatial(self, op: str, wkt: str, distance: float) -> np.ndarray:
+    def spatial(self, op: str, query: Any, distance: float) -> np.ndarray:
         """Rows a GEOMETRY operator holds on (an RTREE index)."""
         ...
 
@@ -251,12 +251,12 @@ class _Planner:
                     if index is None
                     else _Leaf(index, lambda: index.contains(values, match_all), False)
                 )
-            case Spatial(op, Field() as field, wkt, distance) if op != "st_isvalid":
+            case Spatial(op, Field() as field, query, distance) if op != "st_isvalid":
                 index = self._index(field, "geometry")
                 return (
                     None
                     if index is None
-                    else _Leaf(index, lambda: index.spatial(op, wkt, distance), False)
+                    else _Leaf(index, lambda: index.spatial(op, query, distance), False)
                 )
             case Field():
                 index = self._index(node, "bool")

@@ -145,11 +145,12 @@ class PhraseMatch(Expr):
 class Spatial(Expr):
     """A GEOMETRY operator (Milvus 2.6.4): ``st_contains(field, 'wkt')`` and the other
     relations, ``st_dwithin(field, 'POINT (lon lat)', meters)``, ``st_isvalid(field)``
-    (``services.common.geometry``). ``op`` is the function's lower-case name."""
+    (``services.common.geometry``). ``op`` is the function's lower-case name; ``query`` the
+    WKT parsed once, here (None for ``st_isvalid``)."""
 
     op: str
     operand: Field
-    wkt: str = ""
+    query: geometry.Geometry | None = None
     distance: float = 0.0
 
 
@@ -625,7 +626,7 @@ class _Parser:
         except geometry.GeometryError as exc:
             raise self._error(f"{op} needs a valid WKT geometry: {exc}", pos) from None
         if op != "st_dwithin":
-            return Spatial(op, operand, wkt)
+            return Spatial(op, operand, query)
         if query.geom_type != "Point":
             raise self._error(f"st_dwithin needs a POINT, got {query.geom_type.upper()}", pos)
         self._expect(",")
@@ -635,7 +636,7 @@ class _Parser:
             raise self._error(
                 f"st_dwithin needs a distance of 0 meters or more, got {meters!r}", pos
             )
-        return Spatial(op, operand, wkt, float(meters))
+        return Spatial(op, operand, query, float(meters))
 
     def _st_isvalid(self, operand: Field) -> Expr:
         return Spatial("st_isvalid", operand)
