@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from vectide.services.common import vector_types
-from vectide.services.common.msgstream.message import DataType
+from vectide.services.common.msgstream.message import FIXED_DTYPES, DataType, row_width
 
 #: the dense types given as bytes: bytes per row for a dim
 BYTE_VECTORS = frozenset(
@@ -62,9 +62,7 @@ def is_number(v: Any) -> bool:
 
 
 def row_width_bytes(data_type: DataType, dim: int) -> int:
-    if data_type == DataType.BINARY_VECTOR:
-        return dim // 8
-    return dim if data_type == DataType.INT8_VECTOR else 2 * dim
+    return row_width(data_type, dim) * FIXED_DTYPES[data_type].itemsize
 
 
 # -- dense vectors beyond float32 ---------------------------------------------------------------
