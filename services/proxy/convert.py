@@ -11,7 +11,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-import shapely
 from google.protobuf.message import DecodeError
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
@@ -367,16 +366,10 @@ def _geometry_texts(s: schema_pb2.ScalarField, field: FieldSchema) -> list[str]:
     """GEOMETRY rows as WKT (pymilvus sends ``geometry_wkt_data``; WKB in ``geometry_data``
     is read too), normalized as they are stored; the first that is no geometry refuses the
     insert."""
-    if s.HasField("geometry_data"):
-        try:
-            parsed = shapely.from_wkb(np.asarray(list(s.geometry_data.data), dtype=object))
-            texts = shapely.to_wkt(parsed, rounding_precision=-1).tolist()
-        except shapely.errors.GEOSException as exc:
-            raise errors.invalid(f"field {field.name}: invalid WKB: {exc}") from None
-    else:
-        texts = list(s.geometry_wkt_data.data)
     try:
-        return geometry.normalized(texts)
+        if s.HasField("geometry_data"):
+            return geometry.wkt_of_wkb(list(s.geometry_data.data))
+        return geometry.normalized(list(s.geometry_wkt_data.data))
     except geometry.GeometryError as exc:
         raise errors.invalid(f"field {field.name}: {exc}") from None
 
