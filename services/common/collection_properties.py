@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from vectide.services.common import errors, timestamp
+from vectide.services.common import errors, timestamp, timestamptz
 from vectide.services.common.msgstream.message import DataType
 from vectide.services.common.schema import CollectionInfo, FieldSchema, IndexInfo
 
@@ -23,7 +23,14 @@ TTL_KEY = "collection.ttl.seconds"
 
 
 def check(properties: Mapping[str, str]) -> None:
-    """Refuse values Vectide would act on wrongly (as Milvus's proxy does at create and alter)."""
+    """Refuse values Vectide would act on wrongly (as Milvus's proxy does at create and alter):
+    a TTL that is no integer, a time zone that is no IANA name."""
+    zone = properties.get(timestamptz.TIMEZONE_KEY)
+    if zone is not None:
+        try:
+            timestamptz.check_zone(zone)
+        except timestamptz.TimestamptzError as exc:
+            raise errors.invalid(str(exc)) from None
     value = properties.get(TTL_KEY)
     if value is not None:
         try:
@@ -32,6 +39,15 @@ def check(properties: Mapping[str, str]) -> None:
             raise errors.invalid(
                 f"collection TTL is not a valid positive integer: {TTL_KEY}={value!r}"
             ) from None
+
+
+def inherited(database: Mapping[str, str], collection: Mapping[str, str]) -> dict[str, str]:
+    """A new collection's properties: its own, and its database's ``timezone`` when it names
+    none (Milvus's database-level default zone)."""
+    zone = database.get(timestamptz.TIMEZONE_KEY)
+    if zone and timestamptz.TIMEZONE_KEY not in collection:
+        return {**collection, timestamptz.TIMEZONE_KEY: zone}
+    return dict(collection)
 
 
 def one_change(what: str, properties: Mapping[str, str], delete_keys: Sequence[str]) -> None:

@@ -27,6 +27,7 @@ DEFAULT_VALUE_TYPES: dict[DataType, tuple[type, ...]] = {
     DataType.DOUBLE: (int, float),
     DataType.VARCHAR: (str,),
     DataType.GEOMETRY: (str,),
+    DataType.TIMESTAMPTZ: (int,),  # microseconds: the proxy parses the client's text
 }
 
 

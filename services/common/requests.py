@@ -41,6 +41,8 @@ class ShardSearchRequest:
     #: rows inserted before this stamp have expired (the collection's TTL): the read skips
     #: them (0: none has)
     expire_ts: int = 0
+    #: the zone of the filter's ISO literals without an offset (the proxy resolved it)
+    timezone: str = "UTC"
 
 
 @dataclass
@@ -64,3 +66,5 @@ class ShardQueryRequest:
     fences: list[Position] = field(default_factory=list)
     #: as ShardSearchRequest's
     expire_ts: int = 0
+    #: as ShardSearchRequest's
+    timezone: str = "UTC"

@@ -14,7 +14,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
-from vectide.services.common import errors, geometry, nullable, timestamp
+from vectide.services.common import errors, geometry, nullable, timestamp, timestamptz
 from vectide.services.common.errors import MilvusError
 from vectide.services.common.msgstream.message import (
     DENSE_VECTORS,
@@ -31,7 +31,7 @@ from vectide.services.common.schema import (
     ConsistencyLevel,
     FieldSchema,
 )
-from vectide.services.proxy import functions, typed_fields
+from vectide.services.proxy import functions, time_zones, typed_fields
 from vectide.services.proxy.default_values import default_from_proto, default_to_proto
 from vectide.services.proxy.dql import Outputs
 
@@ -88,13 +88,16 @@ def json_param(text: str, name: str) -> Any:
         raise errors.invalid(f"{name} is not valid JSON: {text[:40]!r}") from None
 
 
-def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
+def schema_from_proto(
+    raw: bytes, collection_name: str, zone: str = timestamptz.DEFAULT_TIMEZONE
+) -> CollectionSchema:
+    """A client's schema; ``zone`` is the collection's time zone (TIMESTAMPTZ defaults)."""
     proto = parse_proto(schema_pb2.CollectionSchema, raw, "schema")
     if proto.name and proto.name != collection_name:
         raise errors.invalid(
             f"schema name {proto.name} differs from collection name {collection_name}"
         )
-    fields = [field_from_proto(f, FIRST_FIELD_ID + i) for i, f in enumerate(proto.fields)]
+    fields = [field_from_proto(f, FIRST_FIELD_ID + i, zone) for i, f in enumerate(proto.fields)]
     schema = CollectionSchema(
         name=collection_name,
         fields=fields,
@@ -111,7 +114,9 @@ def schema_from_proto(raw: bytes, collection_name: str) -> CollectionSchema:
     return schema
 
 
-def field_from_proto(f: schema_pb2.FieldSchema, field_id: int) -> FieldSchema:
+def field_from_proto(
+    f: schema_pb2.FieldSchema, field_id: int, zone: str = timestamptz.DEFAULT_TIMEZONE
+) -> FieldSchema:
     """One field of a client's schema; types and features Vectide lacks are refused."""
     if f.data_type not in SUPPORTED:
         raise MilvusError(
@@ -134,17 +139,19 @@ def field_from_proto(f: schema_pb2.FieldSchema, field_id: int) -> FieldSchema:
         description=f.description,
         is_partition_key=f.is_partition_key,
         nullable=f.nullable,
-        default_value=default_from_proto(f),
+        default_value=default_from_proto(f, zone),
         properties=functions.text_params(f.name, DataType(f.data_type), params),
         is_function_output=f.is_function_output,
     )
 
 
-def added_field(raw: bytes, schema: CollectionSchema) -> FieldSchema:
+def added_field(
+    raw: bytes, schema: CollectionSchema, zone: str = timestamptz.DEFAULT_TIMEZONE
+) -> FieldSchema:
     """AddCollectionField's field, checked as Milvus 2.6 checks it: nullable, not a key, and
     valid in the schema it joins (its id is the rootcoord's to give)."""
     proto = parse_proto(schema_pb2.FieldSchema, raw, "schema")
-    field = field_from_proto(proto, 0)
+    field = field_from_proto(proto, 0, zone)
 
     def bad(message: str) -> MilvusError:
         return MilvusError(errors.Code.COLLECTION_ILLEGAL_SCHEMA, message)
@@ -208,7 +215,9 @@ def validate_schema(schema: CollectionSchema) -> None:
         nullable.check_field(f)
 
 
-def schema_to_proto(schema: CollectionSchema) -> schema_pb2.CollectionSchema:
+def schema_to_proto(
+    schema: CollectionSchema, zone: str = timestamptz.DEFAULT_TIMEZONE
+) -> schema_pb2.CollectionSchema:
     proto = schema_pb2.CollectionSchema(
         name=schema.name,
         description=schema.description,
@@ -228,7 +237,7 @@ def schema_to_proto(schema: CollectionSchema) -> schema_pb2.CollectionSchema:
             nullable=f.nullable,
             is_function_output=f.is_function_output,
         )
-        default = default_to_proto(f)
+        default = default_to_proto(f, zone)
         if default is not None:
             field.default_value.CopyFrom(default)
         if f.dim:
@@ -249,7 +258,7 @@ def describe_response(
 ) -> milvus_pb2.DescribeCollectionResponse:
     return milvus_pb2.DescribeCollectionResponse(
         status=ok_status(),
-        schema=schema_to_proto(info.schema),
+        schema=schema_to_proto(info.schema, time_zones.collection_zone(info)),
         collectionID=info.collection_id,
         virtual_channel_names=info.vchannels,
         physical_channel_names=info.pchannels,
@@ -270,11 +279,15 @@ def describe_response(
 
 
 def columns_from_fields_data(
-    schema: CollectionSchema, fields_data: Iterable[schema_pb2.FieldData], num_rows: int
+    schema: CollectionSchema,
+    fields_data: Iterable[schema_pb2.FieldData],
+    num_rows: int,
+    zone: str = timestamptz.DEFAULT_TIMEZONE,
 ) -> dict[str, FieldColumn]:
     """Each client column as a FieldColumn of the schema's type; validated for shape. The
     row count is the request's word: at least one column must bear it out, or a request of
-    no data and 2**32 rows would have the proxy allocate keys and fill defaults for all."""
+    no data and 2**32 rows would have the proxy allocate keys and fill defaults for all.
+    Naive TIMESTAMPTZ text is in ``zone`` (the collection's)."""
     fields_data = list(fields_data)
     if num_rows > 0 and not fields_data:
         raise errors.invalid(f"no field data for the request's {num_rows} rows")
@@ -289,7 +302,7 @@ def columns_from_fields_data(
                 f"field {name}: expected {field.data_type.name}, got "
                 f"{_enum_name(schema_pb2.DataType, fd.type)}"
             )
-        data, valid = _with_validity(fd, field, _field_values(fd, field), num_rows)
+        data, valid = _with_validity(fd, field, _field_values(fd, field, zone), num_rows)
         column = FieldColumn(field.field_id, name, field.data_type, data, field.dim, valid)
         out[name] = nullable.settle(field, column)
     return out
@@ -317,7 +330,7 @@ def _with_validity(
 
 
 def _field_values(
-    fd: schema_pb2.FieldData, field: FieldSchema
+    fd: schema_pb2.FieldData, field: FieldSchema, zone: str
 ) -> np.ndarray | list[str] | list[bytes]:
     t = field.data_type
     if t in VECTOR_TYPES:
@@ -350,6 +363,8 @@ def _field_values(
         return values
     if t == DataType.GEOMETRY:
         return _geometry_texts(s, field)
+    if t == DataType.TIMESTAMPTZ:
+        return _instants(s, field, zone)
     if t == DataType.JSON:
         texts = []
         for raw in s.json_data.data:
@@ -360,6 +375,17 @@ def _field_values(
                 raise errors.invalid(f"field {field.name}: invalid JSON {raw[:40]!r}") from exc
         return texts
     raise errors.invalid(f"field {field.name}: unsupported type {t.name}")
+
+
+def _instants(s: schema_pb2.ScalarField, field: FieldSchema, zone: str) -> np.ndarray:
+    """TIMESTAMPTZ rows as microseconds: pymilvus sends ISO text (``string_data``), naive
+    text in the collection's zone; microseconds (``timestamptz_data``) are taken as they are."""
+    if s.HasField("timestamptz_data"):
+        return np.array(s.timestamptz_data.data, dtype=np.int64)
+    try:
+        return timestamptz.parse_column(s.string_data.data, zone)
+    except timestamptz.TimestamptzError as exc:
+        raise errors.invalid(f"field {field.name}: {exc}") from None
 
 
 def _geometry_texts(s: schema_pb2.ScalarField, field: FieldSchema) -> list[str]:
@@ -412,6 +438,8 @@ def fill_field_data(fd: schema_pb2.FieldData, field: FieldSchema, values: Any) -
         fd.scalars.json_data.data.extend(v.encode() for v in values)
     elif t == DataType.GEOMETRY:
         fd.scalars.geometry_wkt_data.data.extend(values)
+    elif t == DataType.TIMESTAMPTZ:  # as text in the read's zone later (time_zones.render)
+        fd.scalars.timestamptz_data.data.extend(np.asarray(values).tolist())
 
 
 def _valid_data(fd: schema_pb2.FieldData, field: FieldSchema, values: Any) -> Any:
@@ -468,6 +496,7 @@ def search_results(
         fill_field_data(data.fields_data.add(), primary, hits.pks)
     if hits.groups is not None and group_by:
         data.group_by_field_value.CopyFrom(field_data(schema.field(group_by), hits.groups))
+    time_zones.render(data.fields_data, outputs.zone, outputs.time_fields)
     return reply
 
 
@@ -490,6 +519,7 @@ def query_results(
         return result
     result.fields_data.append(field_data(schema.primary, rows.pks))
     result.fields_data.extend(_columns(schema, outputs.fetch, rows.fields))
+    time_zones.render(result.fields_data, outputs.zone, outputs.time_fields)
     return result
 
 

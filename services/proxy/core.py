@@ -36,7 +36,7 @@ from vectide.services.common.schema import (
     IndexInfo,
 )
 from vectide.services.common.segment import SegmentState
-from vectide.services.proxy import limits
+from vectide.services.proxy import limits, time_zones
 from vectide.services.proxy.channels_time_ticker import AckedWriter, ChannelsTimeTicker
 from vectide.services.proxy.context import (
     ChannelWriter,
@@ -515,7 +515,8 @@ class Proxy:
             raise errors.invalid("delete needs an expression")
         pk = info.schema.primary
         is_str = pk.data_type == DataType.VARCHAR
-        tree = limits.parse_filter(self.config.quota, expr, params)
+        zone = time_zones.collection_zone(info)
+        tree = limits.parse_filter(self.config.quota, expr, params, zone)
         if split_sample(tree)[1] is not None:
             raise errors.invalid(
                 "delete does not take random_sample: it would delete rows picked at random"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pymilvus.grpc_gen import schema_pb2
 
-from vectide.services.common import errors, geometry
+from vectide.services.common import errors, geometry, timestamptz
 from vectide.services.common.msgstream.message import DataType
 from vectide.services.common.schema import FieldSchema
 
@@ -24,16 +24,21 @@ MEMBER_OF: dict[DataType, str] = {
     DataType.DOUBLE: "double_data",
     DataType.VARCHAR: "string_data",
     DataType.GEOMETRY: "string_data",  # WKT, normalized as rows are
+    DataType.TIMESTAMPTZ: "string_data",  # ISO text in, microseconds kept, ISO text out
 }
 #: members a client may use for a type besides its own (an int literal for Int64, ...)
 _ALSO_ACCEPTED: dict[DataType, frozenset[str]] = {
     DataType.INT64: frozenset({"int_data"}),
     DataType.DOUBLE: frozenset({"float_data"}),
+    DataType.TIMESTAMPTZ: frozenset({"timestamptz_data"}),
 }
 
 
-def default_from_proto(f: schema_pb2.FieldSchema) -> bool | int | float | str | None:
-    """The default value a client set on ``f``, or None."""
+def default_from_proto(
+    f: schema_pb2.FieldSchema, zone: str = timestamptz.DEFAULT_TIMEZONE
+) -> bool | int | float | str | None:
+    """The default value a client set on ``f``, or None; a TIMESTAMPTZ default's naive
+    text is in ``zone`` (the collection's)."""
     if not f.HasField("default_value"):
         return None
     member = f.default_value.WhichOneof("data")
@@ -60,13 +65,26 @@ def default_from_proto(f: schema_pb2.FieldSchema) -> bool | int | float | str | 
             raise errors.MilvusError(
                 errors.Code.COLLECTION_ILLEGAL_SCHEMA, f"field {f.name}: default value: {exc}"
             ) from None
+    if data_type == DataType.TIMESTAMPTZ and isinstance(value, str):
+        try:
+            return timestamptz.parse(value, zone)
+        except timestamptz.TimestamptzError as exc:
+            raise errors.MilvusError(
+                errors.Code.COLLECTION_ILLEGAL_SCHEMA, f"field {f.name}: default value: {exc}"
+            ) from None
     return value
 
 
-def default_to_proto(field: FieldSchema) -> schema_pb2.ValueField | None:
-    """The field's default value as DescribeCollection reports it."""
+def default_to_proto(
+    field: FieldSchema, zone: str = timestamptz.DEFAULT_TIMEZONE
+) -> schema_pb2.ValueField | None:
+    """The field's default value as DescribeCollection reports it (a TIMESTAMPTZ one as
+    text in ``zone``, the collection's)."""
     if field.default_value is None:
         return None
     value = schema_pb2.ValueField()
+    if field.data_type == DataType.TIMESTAMPTZ:
+        value.string_data = timestamptz.render(int(field.default_value), zone)
+        return value
     setattr(value, MEMBER_OF[field.data_type], field.default_value)
     return value

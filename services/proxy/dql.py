@@ -25,7 +25,7 @@ from vectide.services.common.schema import (
 )
 from vectide.services.common.search_range import band_of
 from vectide.services.common.time_travel import EVENTUALLY_TS
-from vectide.services.proxy import functions, limits
+from vectide.services.proxy import functions, limits, time_zones
 from vectide.services.proxy.task_scheduler import Queue, Task
 
 if TYPE_CHECKING:
@@ -51,6 +51,10 @@ class ReadSpec:
     travel_ts: int = 0
     #: seconds left before the client's deadline (None: no deadline)
     deadline_s: float | None = None
+    #: the request's ``timezone`` and ``time_fields`` parameters ("": none;
+    #: services/proxy/time_zones.py)
+    timezone: str = ""
+    time_fields: str = ""
 
 
 @dataclass
@@ -93,6 +97,10 @@ class Outputs:
     #: the client asked for the primary key (by name or through ``*``): search replies then
     #: carry its column as well as ``ids``, as Milvus's do
     pk: bool
+    #: TIMESTAMPTZ columns are rendered in this zone, or as these components
+    #: (``time_zones.render``)
+    zone: str = "UTC"
+    time_fields: tuple[str, ...] = ()
 
 
 def resolve_outputs(schema: CollectionSchema, requested: list[str]) -> Outputs:
@@ -143,9 +151,18 @@ class _ReadTask(Task):
         spec, proxy = self._spec, self._proxy
         self.info = proxy.meta.get(spec.collection_name)
         self.partition_ids = proxy.readable_partitions(self.info, spec.partition_names)
+        self.zone = time_zones.read_zone(self.info, spec.timezone)
         if spec.expr.strip():
-            tree = limits.parse_filter(proxy.config.quota, spec.expr, spec.expr_params)
+            tree = limits.parse_filter(proxy.config.quota, spec.expr, spec.expr_params, self.zone)
             functions.check_text_match(tree, self.info.schema)
+
+    def _with_times(self, outputs: Outputs) -> Outputs:
+        """``outputs`` rendering TIMESTAMPTZ columns as the request asks (most ask nothing:
+        the cached outputs then serve as they are)."""
+        components = tuple(time_zones.time_components(self._spec.time_fields))
+        if self.zone == outputs.zone and components == outputs.time_fields:
+            return outputs
+        return replace(outputs, zone=self.zone, time_fields=components)
 
     def _guarantee(self) -> tuple[int, float, int, list[Position]]:
         """The guarantee timestamp for this read, how long it may wait for it, the snapshot
@@ -318,7 +335,8 @@ class SearchTask(_ReadTask):
         self._resolve_common()
         spec = self._spec
         names = _resolved_names(self.info, spec.anns_field, spec.metric_type, spec.output_fields)
-        spec.anns_field, self.metric, self.outputs = names.field.name, names.metric, names.outputs
+        spec.anns_field, self.metric = names.field.name, names.metric
+        self.outputs = self._with_times(names.outputs)
         self.scalar_indexes = names.scalar_indexes
         _check_queries(names.field, spec.vectors)
         if spec.limit < 1 or spec.offset < 0:
@@ -368,6 +386,7 @@ class SearchTask(_ReadTask):
             expire_ts=self._expire_ts(travel),
             expr=spec.expr,
             expr_params=spec.expr_params,
+            timezone=self.zone,
             partition_ids=self.partition_ids,
             output_fields=self.outputs.fetch,
             search_params=spec.params,
@@ -437,7 +456,7 @@ class QueryTask(_ReadTask):
         if self.count_only:
             self.outputs = Outputs([], [COUNT_STAR], pk=False)
         else:  # the reply always carries the pk column, listed only when asked for (Milvus)
-            self.outputs = resolve_outputs(self.info.schema, spec.output_fields)
+            self.outputs = self._with_times(resolve_outputs(self.info.schema, spec.output_fields))
 
     def execute(self) -> None:
         spec = self._spec
@@ -453,6 +472,7 @@ class QueryTask(_ReadTask):
             expire_ts=self._expire_ts(travel),
             expr=spec.expr,
             expr_params=spec.expr_params,
+            timezone=self.zone,
             partition_ids=self.partition_ids,
             output_fields=self.outputs.fetch,
             limit=per_shard,

@@ -18,13 +18,13 @@ import grpc
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc, schema_pb2
 
 from vectide.services import __version__
-from vectide.services.common import errors, timestamp
+from vectide.services.common import errors, timestamp, timestamptz
 from vectide.services.common.config import QuotaConfig
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.names import qualified, split
 from vectide.services.common.schema import IndexInfo
 from vectide.services.common.security.rbac import Rbac
-from vectide.services.proxy import convert, functions, limits
+from vectide.services.proxy import convert, functions, limits, time_zones
 from vectide.services.proxy.core import Proxy
 from vectide.services.proxy.dql import QuerySpec
 from vectide.services.proxy.expr_params import template_values
@@ -97,13 +97,15 @@ class MilvusService(
 
     @rpc(common_pb2.Status)
     def CreateCollection(self, request, context):
-        schema = convert.schema_from_proto(request.schema, request.collection_name)
+        properties = convert.kv_pairs(request.properties)
+        zone = time_zones.checked_zone(properties.get(timestamptz.TIMEZONE_KEY) or "UTC")
+        schema = convert.schema_from_proto(request.schema, request.collection_name, zone)
         level = convert.consistency_level(request.consistency_level)
         self.proxy.create_collection(
             schema,
             request.shards_num,
             level,
-            convert.kv_pairs(request.properties),
+            properties,
             bytes(request.schema),
             db_of(request, context),
         )
@@ -138,7 +140,8 @@ class MilvusService(
         rows written before read as its default value, or null."""
         ref = ref_of(request, context)
         info = self.proxy.describe_collection(ref)
-        self.proxy.add_collection_field(ref, convert.added_field(request.schema, info.schema))
+        zone = time_zones.collection_zone(info)
+        self.proxy.add_collection_field(ref, convert.added_field(request.schema, info.schema, zone))
         return ok()
 
     @rpc(common_pb2.Status)
@@ -435,7 +438,7 @@ class MilvusService(
                 f"{info.update_ts}, the request was built against {request.schema_timestamp}",
             )
         columns = convert.columns_from_fields_data(
-            info.schema, request.fields_data, request.num_rows
+            info.schema, request.fields_data, request.num_rows, time_zones.collection_zone(info)
         )
         return ref_of(request, context), columns, request.num_rows
 
@@ -513,6 +516,7 @@ class MilvusService(
             "use_default_consistency": request.use_default_consistency,
             "consistency_level": convert.consistency_level(request.consistency_level),
             "deadline_s": context.time_remaining() if context is not None else None,
+            **time_zones.read_params(request),
         }
 
     # -- flush ---------------------------------------------------------------------------

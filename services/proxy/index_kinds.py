@@ -47,18 +47,28 @@ def index_kind(field: FieldSchema, params: dict[str, Any]) -> tuple[str, str]:
 _INTEGERS = frozenset({DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64})
 _NUMBERS = _INTEGERS | {DataType.FLOAT, DataType.DOUBLE}
 _SCALARS = _NUMBERS | {DataType.BOOL, DataType.VARCHAR}
+#: TIMESTAMPTZ fields are indexed as their microseconds (never as ARRAY elements)
+_TIMES = frozenset({DataType.TIMESTAMPTZ})
 #: the field types each scalar index type takes (an ARRAY by its elements' type), as
 #: Milvus's index checkers (internal/util/indexparamcheck) allow them
 _SCALAR_RULES: dict[str, tuple[frozenset[DataType], frozenset[DataType], str]] = {
-    "STL_SORT": (_NUMBERS, frozenset(), "numeric fields"),
+    "STL_SORT": (_NUMBERS | _TIMES, frozenset(), "numeric and TIMESTAMPTZ fields"),
     "TRIE": (frozenset({DataType.VARCHAR}), frozenset(), "VARCHAR fields"),
-    "INVERTED": (_SCALARS, _SCALARS, "bool, numeric, VARCHAR and ARRAY fields"),
+    "INVERTED": (
+        _SCALARS | _TIMES,
+        _SCALARS,
+        "bool, numeric, VARCHAR, TIMESTAMPTZ and ARRAY fields",
+    ),
     "BITMAP": (
         _INTEGERS | {DataType.BOOL, DataType.VARCHAR},
         _INTEGERS | {DataType.BOOL, DataType.VARCHAR},
         "bool, integer, VARCHAR fields and ARRAYs of them",
     ),
-    "AUTOINDEX": (_SCALARS, _SCALARS, "bool, numeric, VARCHAR and ARRAY fields"),
+    "AUTOINDEX": (
+        _SCALARS | _TIMES,
+        _SCALARS,
+        "bool, numeric, VARCHAR, TIMESTAMPTZ and ARRAY fields",
+    ),
     "NGRAM": (frozenset({DataType.VARCHAR}), frozenset(), "VARCHAR fields"),
     "RTREE": (frozenset({DataType.GEOMETRY}), frozenset(), "GEOMETRY fields"),
 }

@@ -49,7 +49,9 @@ def check_collection_count(quota: QuotaConfig, existing: int) -> None:
         )
 
 
-def parse_filter(quota: QuotaConfig, text: str, params: dict[str, object] | None) -> Expr:
+def parse_filter(
+    quota: QuotaConfig, text: str, params: dict[str, object] | None, zone: str = "UTC"
+) -> Expr:
     """Parse a filter within ``quota.max_expr_length`` and ``quota.max_expr_depth``.
 
     Brackets are counted before parsing: the parser recurses per bracket level, so an
@@ -65,7 +67,7 @@ def parse_filter(quota: QuotaConfig, text: str, params: dict[str, object] | None
     if bracket_depth(text) > quota.max_expr_depth:
         raise _too_deep(quota)
     try:
-        tree = parse(text, params or None)
+        tree = parse(text, params or None, zone)
     except ExprError as exc:
         raise errors.invalid(str(exc)) from exc
     except RecursionError as exc:

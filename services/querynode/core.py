@@ -553,14 +553,14 @@ class QueryNode:
 
     def search(self, req: ShardSearchRequest) -> SearchHits:
         shards = self._hurry(req)
-        tree = parse_filter(req.expr, req.expr_params)
+        tree = parse_filter(req.expr, req.expr_params, req.timezone)
         band = band_of(req.metric_type, req.search_params)
         parts = [self._search_shard(shard, req, tree, band) for shard in shards]
         return reduce_hits(parts, req)
 
     def query(self, req: ShardQueryRequest) -> QueryRows:
         shards = self._hurry(req)
-        tree = parse_filter(req.expr, req.expr_params)
+        tree = parse_filter(req.expr, req.expr_params, req.timezone)
         parts = [self._query_shard(shard, req, tree) for shard in shards]
         return merge_rows(parts, 0, req.limit)
 

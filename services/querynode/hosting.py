@@ -88,7 +88,7 @@ class HostedSegments:
     ) -> tuple[SearchHits | None, list[int]]:
         """The best hits among these segments at ``snapshot`` (None: none is held here), and
         the ids not held here."""
-        tree = parse_filter(req.expr, req.expr_params)
+        tree = parse_filter(req.expr, req.expr_params, req.timezone)
         band = band_of(req.metric_type, req.search_params)
         stores, missing = self._stores(vchannel, segment_ids)
         ensure_indexes(stores, req.scalar_indexes)
@@ -109,7 +109,7 @@ class HostedSegments:
     def query(
         self, req: ShardQueryRequest, vchannel: str, segment_ids: list[int], snapshot: int
     ) -> tuple[QueryRows | None, list[int]]:
-        tree = parse_filter(req.expr, req.expr_params)
+        tree = parse_filter(req.expr, req.expr_params, req.timezone)
         stores, missing = self._stores(vchannel, segment_ids)
         ensure_indexes(stores, req.scalar_indexes)
         parts = [query_store(s, req, tree, snapshot) for s in stores]

@@ -80,12 +80,13 @@ def ensure_indexes(stores: list[ShardStore], wanted: dict[str, str]) -> None:
             store.build_scalar_indexes()
 
 
-def parse_filter(expr: str, params: dict[str, Any]) -> Any:
-    """A request's filter as an expression tree (None: no filter), parsed once per request."""
+def parse_filter(expr: str, params: dict[str, Any], zone: str = "UTC") -> Any:
+    """A request's filter as an expression tree (None: no filter), parsed once per request;
+    ``zone`` is the request's (``ISO '...'`` literals without an offset)."""
     if not expr.strip():
         return None
     try:
-        return parse(expr, params or None)
+        return parse(expr, params or None, zone)
     except ExprError as exc:
         raise errors.invalid(str(exc)) from exc
 

@@ -343,6 +343,8 @@ class ScalarSpec:
             return "geometry"
         if self.data_type == DataType.VARCHAR:
             return "string"
+        if self.data_type == DataType.TIMESTAMPTZ:
+            return "timestamptz"  # compared with ISO literals only, as the scan compares
         return "bool" if self.data_type == DataType.BOOL else "number"
 
     def build(self, values: Any, valid: np.ndarray | None) -> ChunkIndex:

@@ -270,6 +270,7 @@ class RootCoord:
         self, ts: int, name: str, properties: dict[str, str] | None = None
     ) -> DatabaseInfo:
         validate_db_name(name)
+        collection_properties.check(properties or {})
         with self._dd_lock:
             if self.meta.database(name) is not None:
                 raise MilvusError(Code.UNEXPECTED, f"database already exist: {name}")
@@ -306,7 +307,8 @@ class RootCoord:
         self, ts: int, name: str, properties: dict[str, str], delete_keys: Sequence[str] = ()
     ) -> DatabaseInfo:
         """Set or delete properties (one or the other per call, as Milvus requires). They are
-        stored and described; none changes Vectide's behaviour yet."""
+        stored and described; ``timezone`` is the one collections created later inherit."""
+        collection_properties.check(properties)
         with self._dd_lock:
             db = self._require_db(name)
             kept = collection_properties.merged(
@@ -350,7 +352,8 @@ class RootCoord:
         db_name = db_name or DEFAULT_DB
         ref = qualified(db_name, schema.name)
         with self._dd_lock:
-            self._require_db(db_name)
+            db = self._require_db(db_name)
+            properties = collection_properties.inherited(db.properties, properties or {})
             if self.meta.get(ref) is not None:
                 raise errors.invalid(f"collection {schema.name} already exists")
             if self.meta.alias_target(ref) is not None:

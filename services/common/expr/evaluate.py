@@ -28,6 +28,7 @@ import numpy as np
 
 from vectide.services.common import geometry
 from vectide.services.common.expr.parser import (
+    FLIPPED,
     And,
     Arith,
     ArrayLength,
@@ -37,6 +38,7 @@ from vectide.services.common.expr.parser import (
     ExprError,
     Field,
     InList,
+    Instant,
     IsNull,
     JsonContains,
     Like,
@@ -49,6 +51,7 @@ from vectide.services.common.expr.parser import (
     Scalar,
     Spatial,
     TextMatch,
+    TimeShift,
     referenced_fields,
 )
 from vectide.services.common.msgstream.message import DENSE_VECTORS, FIXED_DTYPES, DataType
@@ -111,8 +114,16 @@ class _Json:
     rows: list[object]
 
 
-#: A numeric or BOOL column, VARCHAR rows, JSON rows, or a constant.
-_Value = np.ndarray | _Strings | _Json | Scalar
+@dataclass(frozen=True, slots=True)
+class _Times:
+    """TIMESTAMPTZ microseconds (a column, or an ISO literal's one value): their own kind,
+    compared only with each other."""
+
+    rows: np.ndarray | int
+
+
+#: A numeric or BOOL column, VARCHAR rows, JSON rows, instants, or a constant.
+_Value = np.ndarray | _Strings | _Json | _Times | Scalar
 
 SCALAR_KINDS: dict[type, str] = {bool: "bool", int: "number", float: "number", str: "string"}
 _COMPARE_OPS: dict[str, Callable[[object, object], object]] = {
@@ -123,8 +134,6 @@ _COMPARE_OPS: dict[str, Callable[[object, object], object]] = {
     ">": operator.gt,
     ">=": operator.ge,
 }
-#: a comparison with its sides swapped (``5 < x`` is ``x > 5``)
-FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _ARITH_OPS: dict[str, np.ufunc] = {
     "+": np.add,
     "-": np.subtract,
@@ -220,7 +229,16 @@ class _Evaluator:
                 return np.asarray(self.source.phrase_match(operand.name, query, slop), bool)
             case Spatial():
                 return self._spatial(node)
+            case TimeShift():
+                return self._time_shift(node)
         raise ExprError(f"{node.text!r} is not a boolean expression")
+
+    def _time_shift(self, node: TimeShift) -> np.ndarray:
+        value = self.field(node.operand)
+        if not isinstance(value, _Times):
+            raise ExprError(f"field '{node.operand.name}' is not a timestamptz datatype")
+        shifted = node.interval.shift(value.rows, node.sign)
+        return np.asarray(_COMPARE_OPS[node.op](shifted, node.instant), dtype=bool)
 
     def _spatial(self, node: Spatial) -> np.ndarray:
         if not self._is_geometry(node.operand):
@@ -280,6 +298,8 @@ class _Evaluator:
                 for row in value.rows
             )
         kind = _kind(value)
+        if kind == "timestamptz":
+            raise ExprError(f"a TIMESTAMPTZ field compares with ISO '...' literals: {node.text!r}")
         if any(SCALAR_KINDS[type(item)] != kind for item in values):
             raise ExprError(f"list values must all be of type {kind}: {node.text!r}")
         if isinstance(value, _Strings):
@@ -328,6 +348,8 @@ class _Evaluator:
 
     def value(self, node: Expr) -> _Value:
         match node:
+            case Instant(value):
+                return _Times(value)
             case Literal(value) if not isinstance(value, tuple):
                 return value
             case Field():
@@ -360,6 +382,8 @@ class _Evaluator:
             raise ExprError(f"{data_type.name} field {node.name} has no JSON path: {node.text!r}")
         if data_type == DataType.VARCHAR:
             return _Strings(np.asarray(self.source.column(node.name), dtype=object))
+        if data_type == DataType.TIMESTAMPTZ:
+            return _Times(np.asarray(self.source.column(node.name), dtype=np.int64))
         if data_type in _FILTERABLE:
             return np.asarray(self.source.column(node.name), dtype=FIXED_DTYPES[data_type])
         raise ExprError(f"{data_type.name} field {node.name} cannot be used in a filter")
@@ -429,17 +453,19 @@ def _has_key(document: object, key: PathKey) -> bool:
     return type(document) is list and key < len(document)
 
 
-def _kind(value: np.ndarray | _Strings | Scalar) -> str:
+def _kind(value: np.ndarray | _Strings | _Times | Scalar) -> str:
     """JSON values have no single kind; callers handle them row by row before asking."""
     if isinstance(value, np.ndarray):
         return "bool" if value.dtype == bool else "number"
     if isinstance(value, _Strings):
         return "string"
+    if isinstance(value, _Times):
+        return "timestamptz"
     return SCALAR_KINDS[type(value)]
 
 
 def _data(value: _Value) -> object:
-    return value.rows if isinstance(value, _Strings) else value
+    return value.rows if isinstance(value, (_Strings, _Times)) else value
 
 
 def _list_array(values: tuple[Scalar, ...], dtype: np.dtype) -> np.ndarray:

@@ -39,6 +39,7 @@ from vectide.services.common.expr.parser import (
     ExprError,
     Field,
     InList,
+    Instant,
     JsonContains,
     Like,
     Literal,
@@ -62,8 +63,8 @@ _FIXED_WIDTH = frozenset(FIXED_DTYPES) - DENSE_VECTORS
 class FieldIndex(Protocol):
     """One field's index over rows ``[0, covered)`` of a store; answers are row numbers."""
 
-    #: "number", "string", "bool" (scalar fields), "array" (ARRAY elements), "ngram" or
-    #: "geometry" (RTREE)
+    #: "number", "string", "bool", "timestamptz" (scalar fields), "array" (ARRAY elements),
+    #: "ngram" or "geometry" (RTREE)
     kind: str
     covered: int
     #: how many rows have a value (``len(present())``, without collecting them)
@@ -233,10 +234,10 @@ class _Planner:
             inner = self.leaf(node.operand)
             return None if inner is None else _Leaf(inner.index, inner.ask, not inner.negated)
         match node:
-            case Compare(op, Field() as field, Literal(value)):
-                return self._compare(field, op, value)
-            case Compare(op, Literal(value), Field() as field):
-                return self._compare(field, FLIPPED[op], value)
+            case Compare(op, Field() as field, Literal() as constant):
+                return self._compare(field, op, constant)
+            case Compare(op, Literal() as constant, Field() as field):
+                return self._compare(field, FLIPPED[op], constant)
             case InList(Field() as field, values, negated):
                 index = self._index(field, *(_kind(v) for v in values))
                 return (
@@ -267,8 +268,9 @@ class _Planner:
                 )
         return None
 
-    def _compare(self, field: Field, op: str, value: Any) -> _Leaf | None:
-        index = self._index(field, _kind(value))
+    def _compare(self, field: Field, op: str, constant: Literal) -> _Leaf | None:
+        value = constant.value
+        index = self._index(field, "timestamptz" if isinstance(constant, Instant) else _kind(value))
         if index is None or (index.kind == "bool" and op not in ("==", "!=")):
             return None  # the scan refuses to order booleans
         condition = None if op == "!=" else (op, value)

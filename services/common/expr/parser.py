@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import NamedTuple, TypeGuard
 
-from vectide.services.common import geometry
+from vectide.services.common import geometry, timestamptz
 
 Scalar = bool | int | float | str
 PathKey = str | int
@@ -48,6 +48,21 @@ class Literal(Expr):
     """A constant; a tuple value is a list literal, only legal after ``in`` or as an argument."""
 
     value: Scalar | tuple[Scalar, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Instant(Literal):
+    """``ISO '2025-01-03T00:00:00+08:00'``: a TIMESTAMPTZ constant, as microseconds since the
+    epoch (a text without an offset is in the read's zone). It compares with TIMESTAMPTZ
+    fields only, and they with it only."""
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalLiteral(Expr):
+    """``INTERVAL 'P1DT2H'``: only ever the right operand of a TIMESTAMPTZ field's ``+`` or
+    ``-`` in a comparison with an ISO literal (which then becomes a :class:`TimeShift`)."""
+
+    interval: timestamptz.Interval
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +170,19 @@ class Spatial(Expr):
 
 
 @dataclass(frozen=True, slots=True)
+class TimeShift(Expr):
+    """``field + INTERVAL 'P1M' >= ISO '...'`` (or ``-``; or the ISO literal first, its
+    operator then flipped): each row's instant moved by ``sign`` times ``interval`` in the
+    UTC calendar (``timestamptz.Interval.shift``), compared with ``instant``."""
+
+    op: str
+    operand: Field
+    interval: timestamptz.Interval
+    sign: int
+    instant: int
+
+
+@dataclass(frozen=True, slots=True)
 class RandomSample(Expr):
     """``random_sample(factor)`` (Milvus 2.6): of the rows the rest of the filter keeps, a
     random ``factor`` of each segment. Only the whole filter or the last condition of its
@@ -190,6 +218,7 @@ _PREDICATES = (
     TextMatch,
     PhraseMatch,
     Spatial,
+    TimeShift,
     RandomSample,
     Not,
     And,
@@ -222,6 +251,8 @@ _TOKEN_RE = re.compile(
 _KEYWORDS = frozenset({"and", "or", "not", "in", "like", "exists", "is", "null", "true", "false"})
 _SYMBOL_ALIASES = {"&&": "and", "||": "or", "!": "not"}
 _COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
+#: a comparison with its sides swapped (``5 < x`` is ``x > 5``)
+FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _ESCAPE_RE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'"}
 
@@ -275,9 +306,10 @@ class _Parser:
     """One instance per expression; precedence climbs or -> and -> not -> comparison ->
     additive -> multiplicative -> unary minus -> postfix subscripts -> primary."""
 
-    def __init__(self, text: str, params: Mapping[str, object] | None) -> None:
+    def __init__(self, text: str, params: Mapping[str, object] | None, zone: str) -> None:
         self.text = text
         self.params = params or {}
+        self.zone = zone
         self.tokens = _tokenize(text)
         self.index = 0
 
@@ -335,8 +367,13 @@ class _Parser:
         if token.kind != "eof":
             hint = " (did you mean '=='?)" if token.kind == "=" else ""
             raise self._error(f"unexpected {_describe(token)}{hint}", token.pos)
+        if _holds(node, IntervalLiteral):
+            raise ExprError(
+                "INTERVAL can only follow a TIMESTAMPTZ field's + or - in a comparison with an "
+                f"ISO literal (tsz + INTERVAL 'P1D' > ISO '...') in expression {self.text!r}"
+            )
         predicate, _ = split_sample(node)
-        if predicate is not None and _holds_sample(predicate):
+        if predicate is not None and _holds(predicate, RandomSample):
             raise ExprError(
                 "random_sample can only be the last condition of the filter's top-level "
                 f"'and' in expression {self.text!r}"
@@ -426,10 +463,19 @@ class _Parser:
         second = self._compare(second_op, middle, right, middle_start)
         return And((first, second), text=self._span(start))
 
-    def _compare(self, op: str, left: Expr, right: Expr, start: int) -> Compare:
+    def _compare(self, op: str, left: Expr, right: Expr, start: int) -> Compare | TimeShift:
         if _is_constant(left) and _is_constant(right):
             raise self._error("a comparison needs a field on at least one side", start)
-        return Compare(op, left, right, text=self._span(start))
+        text = self._span(start)
+        for shifted, instant, shift_op in ((left, right, op), (right, left, FLIPPED[op])):
+            match shifted, instant:
+                case Arith(("+" | "-") as sign, Field() as operand, IntervalLiteral(interval)), (
+                    Instant(micros)
+                ):
+                    return TimeShift(
+                        shift_op, operand, interval, 1 if sign == "+" else -1, micros, text=text
+                    )
+        return Compare(op, left, right, text=text)
 
     def _sum(self) -> Expr:
         return self._arithmetic(("+", "-"), self._term)
@@ -499,11 +545,27 @@ class _Parser:
             return node
         if token.kind == "name" and self._peek().kind == "(":
             return self._call(token)
+        if token.kind == "name" and self._peek().kind == "str":
+            return self._typed_literal(token)
         if token.kind == "name":
             return Field(token.text, text=token.text)
         if token.kind == "[":
             return Literal(self._list_rest(token.pos), text=self._span(token.pos))
         return Literal(self._constant(token), text=token.text)
+
+    def _typed_literal(self, keyword: _Token) -> Expr:
+        """``ISO '...'`` or ``INTERVAL '...'`` (any case; a field may still be named so)."""
+        token = self._next()
+        text, kind = _unquote(token.text), keyword.text.lower()
+        try:
+            if kind == "iso":
+                return Instant(timestamptz.parse(text, self.zone), text=self._span(keyword.pos))
+            if kind == "interval":
+                interval = timestamptz.Interval.parse(text)
+                return IntervalLiteral(interval, text=self._span(keyword.pos))
+        except timestamptz.TimestamptzError as exc:
+            raise self._error(str(exc), token.pos) from None
+        raise self._error(f"unexpected string after {keyword.text!r}", token.pos)
 
     def _constant(self, token: _Token) -> Scalar | tuple[Scalar, ...]:
         if token.kind == "num":
@@ -720,10 +782,15 @@ def _direction(op: str) -> str | None:
 # ------------------------------------------------------------------------------- public API
 
 
-def parse(text: str, params: Mapping[str, object] | None = None) -> Expr:
+def parse(
+    text: str,
+    params: Mapping[str, object] | None = None,
+    zone: str = timestamptz.DEFAULT_TIMEZONE,
+) -> Expr:
     """Parse a Milvus filter expression; ``{name}`` placeholders take their value from
-    ``params``. An empty expression means "no filter" and parses to a constant true."""
-    return _Parser(text, params).parse()
+    ``params``; ``ISO '...'`` literals without an offset are in ``zone``. An empty
+    expression means "no filter" and parses to a constant true."""
+    return _Parser(text, params, zone).parse()
 
 
 def referenced_fields(tree: Expr) -> set[str]:
@@ -763,8 +830,8 @@ def split_sample(tree: Expr) -> tuple[Expr | None, float | None]:
     return (operands[0] if len(operands) == 1 else And(operands, text=tree.text)), factor
 
 
-def _holds_sample(tree: Expr) -> bool:
-    return isinstance(tree, RandomSample) or any(map(_holds_sample, tree.children()))
+def _holds(tree: Expr, node_type: type[Expr]) -> bool:
+    return isinstance(tree, node_type) or any(_holds(child, node_type) for child in tree.children())
 
 
 def pk_terms(tree: Expr, pk_name: str) -> list[int | str] | None:

@@ -27,6 +27,9 @@ class DataType(IntEnum):
     JSON = 23
     #: Well-Known Text rows (services/common/geometry.py)
     GEOMETRY = 24
+    #: microseconds since the Unix epoch, read and written as ISO text
+    #: (services/common/timestamptz.py)
+    TIMESTAMPTZ = 26
     BINARY_VECTOR = 100
     FLOAT_VECTOR = 101
     FLOAT16_VECTOR = 102
@@ -42,6 +45,7 @@ FIXED_DTYPES: dict[DataType, np.dtype] = {
     DataType.INT16: np.dtype("<i2"),
     DataType.INT32: np.dtype("<i4"),
     DataType.INT64: np.dtype("<i8"),
+    DataType.TIMESTAMPTZ: np.dtype("<i8"),
     DataType.FLOAT: np.dtype("<f4"),
     DataType.DOUBLE: np.dtype("<f8"),
     DataType.FLOAT_VECTOR: np.dtype("<f4"),
