@@ -7,7 +7,6 @@ over the fault harness's cluster, growing and sealed, scanned and through STL_SO
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from zoneinfo import ZoneInfo
 
 import numpy as np
 import pytest
