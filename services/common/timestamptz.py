@@ -17,7 +17,7 @@ instant's UTC calendar date and time and the result normalized as ``timegm`` doe
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from functools import lru_cache
@@ -59,6 +59,11 @@ def zone(name: str) -> ZoneInfo:
 def check_zone(name: str) -> str:
     zone(name)
     return name
+
+
+def zone_of(properties: Mapping[str, str]) -> str:
+    """A collection's zone: its ``timezone`` property (checked when set), else UTC."""
+    return properties.get(TIMEZONE_KEY) or DEFAULT_TIMEZONE
 
 
 def resolve_zone(*names: str | None) -> str:

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from vectide.services.common import nullable
+from vectide.services.common import nullable, timestamptz
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.msgstream.message import (
     DENSE_VECTORS,
@@ -182,7 +182,9 @@ class BatchApplier:
                 self._fail_missing(outcome, records)
                 return None
             if self._decoder is None or self._decoder.schema != info.schema:
-                self._decoder = RecordDecoder(info.schema, self._fmt, self._registry)
+                self._decoder = RecordDecoder(
+                    info.schema, self._fmt, self._registry, timestamptz.zone_of(info.properties)
+                )
             self._decoder_at = now
         return self._decoder
 

@@ -29,7 +29,7 @@ import numpy as np
 import orjson
 import simdjson
 
-from vectide.services.common import field_values, geometry, vector_types
+from vectide.services.common import field_values, geometry, timestamptz, vector_types
 from vectide.services.common.msgstream.message import FIXED_DTYPES, DataType
 from vectide.services.common.nullable import may_be_null
 from vectide.services.common.schema import CollectionSchema, FieldSchema
@@ -54,6 +54,7 @@ _AVRO_TYPES = {
     DataType.VARCHAR: "string",
     DataType.JSON: "string",
     DataType.GEOMETRY: "string",
+    DataType.TIMESTAMPTZ: "string",
     DataType.FLOAT_VECTOR: {"type": "array", "items": "float"},
     DataType.FLOAT16_VECTOR: {"type": "array", "items": "float"},
     DataType.BFLOAT16_VECTOR: {"type": "array", "items": "float"},
@@ -128,8 +129,11 @@ class RecordDecoder:
         schema: CollectionSchema,
         fmt: str = "json",
         registry: SchemaLookup | None = None,
+        zone: str = timestamptz.DEFAULT_TIMEZONE,
     ) -> None:
         self.schema = schema
+        #: the collection's time zone: TIMESTAMPTZ text without an offset is in it
+        self._zone = zone
         self._fmt = fmt
         self._registry = registry
         self._pk = schema.primary
@@ -314,6 +318,8 @@ class RecordDecoder:
                         "(and its dynamic field is off)"
                     )
                 extra[name] = value
+            elif field.data_type == DataType.TIMESTAMPTZ and value is not None:
+                row[name] = _instant(field, value, self._zone)
             elif not field.is_primary and (value is not None or name not in optional):
                 row[name] = _checked(field, value)  # a null of an optional field stays null
         pk = self._primary(row.pop(self._pk.name, None), key)
@@ -388,6 +394,16 @@ def _checked(field: FieldSchema, value: Any) -> Any:
         except geometry.GeometryError as exc:
             raise RecordError(f"field {field.name!r}: {exc}") from None
     raise RecordError(f"field {field.name!r}: type {t.name} is not supported by ingest")
+
+
+def _instant(field: FieldSchema, value: Any, zone: str) -> int:
+    """ISO 8601 text as microseconds (naive text in ``zone``), as the proxy reads it."""
+    if not isinstance(value, str):
+        raise RecordError(f"field {field.name!r}: expected ISO 8601 text, got {value!r:.40}")
+    try:
+        return timestamptz.parse(value, zone)
+    except timestamptz.TimestamptzError as exc:
+        raise RecordError(f"field {field.name!r}: {exc}") from None
 
 
 def _varchar(field: FieldSchema, value: str) -> str:

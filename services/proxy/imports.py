@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any, Protocol
 
-from vectide.services.common import errors
+from vectide.services.common import errors, timestamptz
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.import_job import COMPLETED, FAILED, IMPORTING, ImportJob
 from vectide.services.common.msgstream.message import FieldColumn
@@ -228,7 +228,9 @@ class _Run:
         self.job = job
         self.collection = qualified(job.db_name, job.collection_name)
         self._info = self._proxy.describe_collection(collection_id=job.collection_id)
-        self._decoder = RecordDecoder(self._info.schema)
+        self._decoder = RecordDecoder(
+            self._info.schema, zone=timestamptz.zone_of(self._info.properties)
+        )
         self._inserted: list[Any] = []
         #: files read together: each file, or the NumPy files as one set of columns
         self._units = units(job.files)

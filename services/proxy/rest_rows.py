@@ -144,6 +144,11 @@ def _geometries(fd: schema_pb2.FieldData, field: schema_pb2.FieldSchema, values:
     fd.scalars.geometry_wkt_data.data.extend(wkt)
 
 
+def _instants(fd: schema_pb2.FieldData, field: schema_pb2.FieldSchema, values: list[Any]) -> None:
+    texts = _check(values, lambda v: isinstance(v, str), "an ISO 8601 timestamp string")
+    fd.scalars.string_data.data.extend(texts)
+
+
 def _jsons(fd: schema_pb2.FieldData, field: schema_pb2.FieldSchema, values: list[Any]) -> None:
     fd.scalars.json_data.data.extend(json.dumps(v).encode() for v in values)
 
@@ -185,6 +190,7 @@ _WRITERS: dict[int, Callable[[schema_pb2.FieldData, schema_pb2.FieldSchema, list
     DT.VarChar: _strings,
     DT.JSON: _jsons,
     DT.Geometry: _geometries,
+    DT.Timestamptz: _instants,
     DT.FloatVector: _float_vectors,
     **dict.fromkeys(rest_vectors.TYPES, rest_vectors.write_column),
     DT.Array: _arrays,
@@ -270,7 +276,7 @@ def _column_values(fd: schema_pb2.FieldData, int64_as_number: bool) -> list[Any]
         values = _f32(s.float_data.data)
     elif t == DT.Double:
         values = list(s.double_data.data)
-    elif t in (DT.VarChar, DT.String):
+    elif t in (DT.VarChar, DT.String, DT.Timestamptz):  # instants: text in the read's zone
         values = list(s.string_data.data)
     elif t == DT.Geometry:
         values = list(s.geometry_wkt_data.data)

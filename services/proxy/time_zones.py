@@ -20,7 +20,7 @@ from vectide.services.common.schema import CollectionInfo
 
 
 def collection_zone(info: CollectionInfo) -> str:
-    return info.properties.get(timestamptz.TIMEZONE_KEY) or timestamptz.DEFAULT_TIMEZONE
+    return timestamptz.zone_of(info.properties)
 
 
 def checked_zone(name: str) -> str:

@@ -371,6 +371,7 @@ def typed_schema() -> CollectionSchema:
         ),
         FieldSchema(110, "geo", DataType.GEOMETRY),
         FieldSchema(111, "i8", DataType.INT8_VECTOR, dim=DIM),
+        FieldSchema(112, "when", DataType.TIMESTAMPTZ, nullable=True),
     ]
     return CollectionSchema("typed", fields)
 
@@ -387,6 +388,7 @@ def typed_row(**over) -> dict:
         "meta": {"k": [1, 2]},
         "geo": "point(1  2)",
         "i8": [1, -2, 127, -128],
+        "when": "2025-01-01 08:00:00",  # no offset: the collection's zone (UTC here)
         **over,
     }
 
@@ -430,6 +432,7 @@ def check_typed_columns(columns: dict) -> None:
     assert columns["geo"].data[0] == "POINT (1 2)"  # WKT as stored, whatever the spacing
     i8 = columns["i8"].data
     assert i8.dtype == np.int8 and i8.shape == (2, DIM) and i8[0].tolist() == [1, -2, 127, -128]
+    assert columns["when"].data[0] == 1735718400 * 10**6  # 2025-01-01T08:00:00Z
 
 
 def test_json_values_of_every_type_become_their_stored_columns():
@@ -471,6 +474,9 @@ def test_json_values_of_every_type_become_their_stored_columns():
         ({"geo": [1, 2]}, "'geo': expected WKT text"),
         ({"i8": [1, 2, 3, 128]}, r"'i8': an int8 vector must be an array of integers"),
         ({"i8": [1, 2, 3]}, "'i8': vector of 3 bytes, expected 4"),
+        ({"when": "soon"}, "'when': invalid timestamp string"),
+        ({"when": "2025-01-01T00:00:00+15:00"}, "'when': UTC offset hour 15"),
+        ({"when": 1735718400}, "'when': expected ISO 8601 text"),
     ],
 )
 def test_bad_typed_json_values_are_dead_lettered_with_the_reason(over, reason):
@@ -524,6 +530,7 @@ def test_registry_writers_may_send_half_floats_as_bytes_and_sparse_as_indices_an
             maybe=["null", avro_array("double")],
             geo="string",
             i8=avro_array("int"),
+            when=["null", "string"],
         )
     )
     values = []
