@@ -479,6 +479,115 @@ def test_geometry_rows_and_their_rtree_filters_survive_flush_handoff_and_reload(
     client.drop_collection(name)
 
 
+def test_timestamptz_rows_zones_and_filters_survive_flush_and_reload(persistent):
+    """TIMESTAMPTZ (Milvus 2.6.6) through pymilvus: ISO text with offsets and without (the
+    collection's zone, Asia/Shanghai), instants back as text in the collection's or the
+    request's zone and as ``time_fields``; ISO and INTERVAL filters against Python's own
+    datetime arithmetic over growing rows, then the Spark data node's binlogs loaded from S3
+    through an STL_SORT index; ISO text through the RESTful API and a bad one refused."""
+    from datetime import UTC, datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    import requests
+
+    from vectide.services.common import metrics
+
+    client = persistent.client
+    name = f"pt_{uuid.uuid4().hex[:6]}"
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("vec", DataType.FLOAT_VECTOR, dim=DIM)
+    schema.add_field("tsz", DataType.TIMESTAMPTZ, nullable=True)
+    index = client.prepare_index_params()
+    index.add_index("vec", index_type="FLAT", metric_type="L2")
+    client.create_collection(
+        name,
+        schema=schema,
+        index_params=index,
+        consistency_level="Strong",
+        properties={"timezone": "Asia/Shanghai"},
+    )
+    shanghai, new_york = ZoneInfo("Asia/Shanghai"), ZoneInfo("America/New_York")
+    start = datetime(2024, 12, 1, tzinfo=UTC)
+    instants: dict[int, datetime | None] = {}
+    texts: dict[int, str | None] = {}
+    for i in range(3_000):
+        moment = start + timedelta(hours=7 * i, microseconds=i)
+        instants[i] = None if i % 10 == 9 else moment
+        if i % 10 == 9:
+            texts[i] = None
+        elif i % 3 == 0:  # no offset: the collection's zone
+            texts[i] = moment.astimezone(shanghai).replace(tzinfo=None).isoformat(sep=" ")
+        else:
+            texts[i] = moment.astimezone(new_york if i % 3 == 1 else UTC).isoformat()
+    rows = [{"id": i, "vec": [float(i % 5)] * DIM, "tsz": t} for i, t in texts.items()]
+    for begin in range(0, len(rows), 1_000):
+        client.insert(name, rows[begin : begin + 1_000])
+    january = datetime(2025, 1, 1, tzinfo=shanghai)
+
+    def kept(test) -> list[int]:
+        return [i for i, t in instants.items() if t is not None and test(t)]
+
+    expected = {
+        "tsz >= ISO '2025-01-01 00:00:00' and tsz < ISO '2025-01-02T00:00:00+08:00'": kept(
+            lambda t: january <= t < january + timedelta(days=1)
+        ),
+        "ISO '2024-12-02T00:00:00Z' > tsz": kept(lambda t: t < start + timedelta(days=1)),
+        "tsz - INTERVAL 'PT12H' == ISO '" + texts[300] + "'": [],  # 12 h earlier: no row
+        "tsz + INTERVAL 'P1DT12H' <= ISO '2024-12-03 08:00:00'": kept(
+            lambda t: t + timedelta(days=1, hours=12) <= datetime(2024, 12, 3, tzinfo=UTC)
+        ),
+        "tsz is null and id < 100": [i for i in range(9, 100, 10)],
+    }
+    assert all(expected[e] for e in expected if "INTERVAL 'PT12H'" not in e)
+
+    def check(stage: str, indexed: bool) -> None:
+        before = metrics.FILTERED_READS.labels("index")._value.get()
+        for expr, keys in expected.items():
+            got = client.query(name, filter=expr, output_fields=["id"], limit=16_384)
+            assert sorted(r["id"] for r in got) == keys, (stage, expr)
+        if indexed:
+            assert metrics.FILTERED_READS.labels("index")._value.get() > before, stage
+        [row] = client.query(name, filter="id == 1", output_fields=["tsz"])
+        assert row["tsz"] == "2024-12-01T15:00:00.000001+08:00", stage
+        [row] = client.query(name, filter="id == 1", output_fields=["tsz"], timezone="UTC")
+        assert row["tsz"] == "2024-12-01T07:00:00.000001Z", stage
+        [row] = client.query(
+            name, filter="id == 4", output_fields=["tsz"], time_fields="year, month, day, hour"
+        )
+        assert row["tsz"] == [2024, 12, 2, 12], stage  # 04:00 UTC: noon in Shanghai
+        [row] = client.query(name, filter="id == 9", output_fields=["tsz"])
+        assert row["tsz"] is None, stage
+
+    check("growing", indexed=False)
+    client.flush(name)
+    client.release_collection(name)
+    sort = client.prepare_index_params()
+    sort.add_index("tsz", index_type="STL_SORT", index_name="tsz_sort")
+    client.create_index(name, sort)
+    client.load_collection(name)  # the Spark data node's binlogs from S3, indexed
+    check("loaded from S3 with STL_SORT", indexed=True)
+
+    base = f"http://127.0.0.1:{persistent.config.service.http_port}/v2/vectordb"
+    body = {
+        "collectionName": name,
+        "data": [{"id": 90_000, "vec": [0.5] * DIM, "tsz": "2030-06-01T12:00:00Z"}],
+    }
+    assert requests.post(f"{base}/entities/insert", json=body, timeout=30).json()["code"] == 0
+    query = {
+        "collectionName": name,
+        "filter": "tsz > ISO '2030-01-01T00:00:00Z'",
+        "outputFields": ["tsz"],
+    }
+    reply = requests.post(f"{base}/entities/query", json=query, timeout=30).json()
+    assert reply["code"] == 0, reply
+    assert reply["data"] == [{"id": 90_000, "tsz": "2030-06-01T20:00:00+08:00"}], reply
+    bad = {"collectionName": name, "data": [{"id": 90_001, "vec": [0.5] * DIM, "tsz": "soon"}]}
+    refused = requests.post(f"{base}/entities/insert", json=bad, timeout=30).json()
+    assert refused["code"] == 1100 and "invalid timestamp string" in refused["message"], refused
+    client.drop_collection(name)
+
+
 def _within_m(g, point, meters: float) -> bool:
     """ST_DWITHIN as Milvus measures it (services/common/geometry.py has the why)."""
     from vectide.services.common import geometry
