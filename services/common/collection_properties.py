@@ -27,10 +27,7 @@ def check(properties: Mapping[str, str]) -> None:
     a TTL that is no integer, a time zone that is no IANA name."""
     zone = properties.get(timestamptz.TIMEZONE_KEY)
     if zone is not None:
-        try:
-            timestamptz.check_zone(zone)
-        except timestamptz.TimestamptzError as exc:
-            raise errors.invalid(str(exc)) from None
+        checked_zone(zone)
     value = properties.get(TTL_KEY)
     if value is not None:
         try:
@@ -39,6 +36,15 @@ def check(properties: Mapping[str, str]) -> None:
             raise errors.invalid(
                 f"collection TTL is not a valid positive integer: {TTL_KEY}={value!r}"
             ) from None
+
+
+def checked_zone(name: str) -> str:
+    """An IANA time zone a client named (a property, a read's ``timezone``), or
+    INVALID_PARAMETER naming it."""
+    try:
+        return timestamptz.check_zone(name)
+    except timestamptz.TimestamptzError as exc:
+        raise errors.invalid(str(exc)) from None
 
 
 def inherited(database: Mapping[str, str], collection: Mapping[str, str]) -> dict[str, str]:

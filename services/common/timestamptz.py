@@ -66,11 +66,6 @@ def zone_of(properties: Mapping[str, str]) -> str:
     return properties.get(TIMEZONE_KEY) or DEFAULT_TIMEZONE
 
 
-def resolve_zone(*names: str | None) -> str:
-    """The first zone given (request, collection, database), else UTC; checked."""
-    return check_zone(next((name for name in names if name), DEFAULT_TIMEZONE))
-
-
 def parse(text: str, default_zone: str = DEFAULT_TIMEZONE) -> int:
     """``text`` as microseconds since the epoch; a naive instant is in ``default_zone``."""
     match = _INSTANT.fullmatch(text.strip()) if isinstance(text, str) else None

@@ -19,6 +19,7 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc, schema_pb
 
 from vectide.services import __version__
 from vectide.services.common import errors, timestamp, timestamptz
+from vectide.services.common.collection_properties import checked_zone
 from vectide.services.common.config import QuotaConfig
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.names import qualified, split
@@ -98,7 +99,7 @@ class MilvusService(
     @rpc(common_pb2.Status)
     def CreateCollection(self, request, context):
         properties = convert.kv_pairs(request.properties)
-        zone = time_zones.checked_zone(properties.get(timestamptz.TIMEZONE_KEY) or "UTC")
+        zone = checked_zone(timestamptz.zone_of(properties))
         schema = convert.schema_from_proto(request.schema, request.collection_name, zone)
         level = convert.consistency_level(request.consistency_level)
         self.proxy.create_collection(

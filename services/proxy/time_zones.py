@@ -15,20 +15,13 @@ from typing import Any
 from pymilvus.grpc_gen import schema_pb2
 
 from vectide.services.common import errors, timestamptz
+from vectide.services.common.collection_properties import checked_zone
 from vectide.services.common.msgstream.message import DataType
 from vectide.services.common.schema import CollectionInfo
 
 
 def collection_zone(info: CollectionInfo) -> str:
     return timestamptz.zone_of(info.properties)
-
-
-def checked_zone(name: str) -> str:
-    """A zone a client named (a property or a request's), or INVALID_PARAMETER."""
-    try:
-        return timestamptz.check_zone(name)
-    except timestamptz.TimestamptzError as exc:
-        raise errors.invalid(str(exc)) from None
 
 
 def read_zone(info: CollectionInfo, requested: str) -> str:

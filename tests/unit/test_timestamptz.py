@@ -92,8 +92,8 @@ def test_instants_are_written_as_go_writes_them():
 
 
 def test_zones_components_and_durations():
-    assert timestamptz.resolve_zone("", None, SHANGHAI) == SHANGHAI
-    assert timestamptz.resolve_zone() == "UTC"
+    assert timestamptz.zone_of({"timezone": SHANGHAI}) == SHANGHAI
+    assert timestamptz.zone_of({}) == "UTC"
     with pytest.raises(timestamptz.TimestamptzError, match="unknown or invalid IANA"):
         timestamptz.check_zone("Mars/Olympus")
     assert timestamptz.components("year, month day") == ["year", "month", "day"]
