@@ -2,7 +2,8 @@
 its documented flow against a Vectide standalone: create, insert, index, load, search with the
 primary key among the output fields (and with the SDK's default ``*``), query, delete, drop;
 what Attu calls when it connects (``attu_connect.js``); a GEOMETRY field with RTREE, ``ST_*``
-filters and RANDOM_SAMPLE (``geo.js``).
+filters and RANDOM_SAMPLE (``geo.js``); a TIMESTAMPTZ field in a collection's time zone
+(``time.js``).
 
 The SDK is installed with ``npm ci`` from the pinned lock file into ``.vectide/node-sdk/``
 on first use. ``make setup`` installs Node.js and npm; the test skips only where they are
@@ -128,3 +129,12 @@ def test_a_geometry_field_with_rtree_st_filters_and_random_sample(standalone, no
     # within 120 km of (0 0): itself, (1 0) and (0 1) at 111 km; (1 1) is 157 km away
     assert got["near"] == [[0, "POINT (0 0)"], [1, "POINT (1 0)"], [10, "POINT (0 1)"]]
     assert got["nulls"] == [[39, None]]
+
+
+def test_a_timestamptz_field_in_a_collections_time_zone(standalone, node_env):
+    got = run_node("time.js", standalone, f"time_{uuid.uuid4().hex[:6]}", env=node_env)
+    # every row is 08:00 in Shanghai on January (id + 1), as text in the collection's zone
+    assert got["week"] == [[i, f"2025-01-{i + 1:02d}T08:00:00+08:00"] for i in (2, 3, 4)]
+    # a month later than 2025-02-07T00:00Z: days 8 and 9 of January (ids 7 and 8), nearest first
+    assert got["shifted"] == [[7, "2025-01-08T08:00:00+08:00"], [8, "2025-01-09T08:00:00+08:00"]]
+    assert got["nulls"] == [[9, None]]
