@@ -74,9 +74,16 @@ class ObjectColumn:
     text, ``parse``d once per row on first read, so a read parses only the rows added
     since the last one."""
 
-    def __init__(self, parse: Callable[[list[str]], list[Any]] | None = None) -> None:
+    def __init__(
+        self,
+        parse: Callable[[list[str]], list[Any]] | None = None,
+        parsed_bytes: Callable[[Any], int] = sys.getsizeof,
+    ) -> None:
         self._values: list[Any] = []
         self._parse = parse
+        #: what one parsed row holds in memory (a JSON document's every object, a
+        #: geometry's GEOS coordinates): read ones outweigh their text many times
+        self._parsed_bytes = parsed_bytes
         self._parsed_upto = 0
         self._parsed: list[Any] = []
 
@@ -108,19 +115,39 @@ class ObjectColumn:
 
     @property
     def nbytes(self) -> int:
-        """An estimate: the list's slots and its values' sizes, from a sample of them."""
-        n = len(self._values)
-        if not n:
-            return 0
-        sample = self._values[:: max(1, n // 256)]
-        each = sum(sys.getsizeof(v) for v in sample) / len(sample)
-        return int(n * (8 + each)) + (8 * len(self._parsed))
+        """An estimate: the lists' slots and their values' sizes, from a sample of each."""
+        return _list_bytes(self._values, sys.getsizeof) + _list_bytes(
+            self._parsed, self._parsed_bytes
+        )
 
     def drop_head(self, rows: int) -> None:
         self._values = self._values[rows:]
         parsed = min(rows, self._parsed_upto)
         self._parsed = self._parsed[parsed:]
         self._parsed_upto -= parsed
+
+
+def _list_bytes(values: list[Any], size: Callable[[Any], int]) -> int:
+    n = len(values)
+    if not n:
+        return 0
+    sample = values[:: max(1, n // 256)]
+    return int(n * (8 + sum(map(size, sample)) / len(sample)))
+
+
+def json_bytes(document: Any) -> int:
+    """A parsed JSON document's memory: every dict, list, key and value in it (None,
+    booleans and small integers are shared objects: free)."""
+    if isinstance(document, dict):
+        inner = sum(json_bytes(k) + json_bytes(v) for k, v in document.items())
+        return sys.getsizeof(document) + inner
+    if isinstance(document, list):
+        return sys.getsizeof(document) + sum(map(json_bytes, document))
+    if document is None or isinstance(document, bool):
+        return 0
+    if isinstance(document, int) and -5 <= document <= 256:
+        return 0
+    return sys.getsizeof(document)
 
 
 def json_documents(texts: list[str]) -> list[Any]:

@@ -46,6 +46,7 @@ from vectide.services.querynode.columns import (
     FixedColumn,
     IndexVectors,
     ObjectColumn,
+    json_bytes,
     json_documents,
 )
 from vectide.services.querynode.scalar_index import FieldChunks, ScalarIndexes, StoreIndex
@@ -726,9 +727,9 @@ def _new_column(field: FieldSchema) -> Column:
     if field.data_type == DataType.SPARSE_FLOAT_VECTOR:
         return SparseColumn()
     if field.data_type in (DataType.JSON, DataType.ARRAY):
-        return ObjectColumn(json_documents)
+        return ObjectColumn(json_documents, json_bytes)
     if field.data_type == DataType.GEOMETRY:
-        return ObjectColumn(lambda texts: list(geometry.column(texts)))
+        return ObjectColumn(lambda texts: list(geometry.column(texts)), geometry.memory_bytes)
     return ObjectColumn()
 
 

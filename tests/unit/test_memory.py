@@ -130,3 +130,32 @@ def test_an_interim_index_built_from_freed_rows_is_not_installed():
     chunks.install(0, "index of new rows")
     chunks.install(0, "late duplicate")
     assert chunks.built() == ["index of new rows"]
+
+
+def test_parsed_json_and_geometry_rows_count_what_they_hold():
+    """A store reads JSON documents and geometries once and keeps them beside their text:
+    the column's estimate counts each parsed row's objects (measured: tracemalloc for JSON),
+    not a pointer's 8 bytes."""
+    import json
+    import tracemalloc
+
+    from vectide.services.common import geometry
+    from vectide.services.querynode.columns import ObjectColumn, json_bytes, json_documents
+
+    texts = [
+        json.dumps({"user": {"id": i * 1000, "tags": ["red", "blue"], "score": i / 3}, "ok": True})
+        for i in range(5_000)
+    ]
+    column = ObjectColumn(json_documents, json_bytes)
+    column.append(texts)
+    unread = column.nbytes
+    tracemalloc.start()
+    column.view()
+    parsed, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert 0.75 * parsed < column.nbytes - unread < 1.25 * parsed
+    shapes = ObjectColumn(lambda rows: list(geometry.column(rows)), geometry.memory_bytes)
+    shapes.append(["POINT (1 2)", "POLYGON ((0 0, 1 0, 1 1, 0 1, 0 0))", ""])
+    unread = shapes.nbytes
+    shapes.view()
+    assert shapes.nbytes - unread == (8 + 200) + (8 + 408) + (8 + 16)
