@@ -179,7 +179,7 @@ def _instant(key: int) -> int:
 def served():
     h = Harness()
     service = MilvusService(h.proxy)
-    schema = MilvusClient.create_schema()
+    schema = MilvusClient.create_schema(enable_dynamic_field=True)
     schema.add_field("id", ClientType.INT64, is_primary=True)
     schema.add_field("vec", ClientType.FLOAT_VECTOR, dim=2)
     schema.add_field("tsz", ClientType.TIMESTAMPTZ, nullable=True)
@@ -352,10 +352,18 @@ def test_bad_text_zones_and_comparisons_are_refused_and_lose_nothing(served):
         ("tsz > 5", "cannot compare"),
         ("id > ISO '2025-01-01T00:00:00Z'", "cannot compare"),
         ("tsz in [1, 2]", "compares with ISO"),
+        ("$meta['t'] > ISO '2025-01-01T00:00:00Z'", "cannot compare"),
+        ("id == ISO '2025-01-01T00:00:00Z'", "cannot compare"),
         ("id + INTERVAL 'P1D' > ISO '2025-01-01T00:00:00Z'", "not a timestamptz"),
     ]:
         reply = _query(service, expr, output=())
         assert reply.status.code != 0 and reason in reply.status.reason, (expr, reply.status)
+    delete = service.Delete(
+        Prepare.delete_request("t", "id == ISO '1970-01-01T00:00:00.000012Z'", None, 0),
+        Context(),
+    )
+    assert delete.status.code != 0 and "cannot compare" in delete.status.reason  # not key 12
+    assert _keys(service, "id == 12") == [12]
     unknown_zone = _query(service, "id > 0", timezone="Mars/Olympus")
     assert "unknown or invalid IANA Time Zone ID" in unknown_zone.status.reason
     assert _keys(service, "tsz is null") == []

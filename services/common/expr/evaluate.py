@@ -259,6 +259,11 @@ class _Evaluator:
 
     def _compare(self, node: Compare) -> np.ndarray:
         left, right, op = self.value(node.left), self.value(node.right), node.op
+        if isinstance(left, _Times) != isinstance(right, _Times):
+            raise ExprError(
+                f"cannot compare {node.left.text!r} with {node.right.text!r}: TIMESTAMPTZ "
+                "fields and ISO '...' literals compare only with each other"
+            )
         ordered = op not in ("==", "!=")
         if isinstance(right, _Json) and not isinstance(left, _Json):
             left, right, op = right, left, FLIPPED[op]

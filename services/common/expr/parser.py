@@ -863,6 +863,6 @@ def _pk_candidates(node: Expr, pk: Field) -> list[object] | None:
     if not (isinstance(node, Compare) and node.op == "=="):
         return None
     for field_side, constant_side in ((node.left, node.right), (node.right, node.left)):
-        if field_side == pk and isinstance(constant_side, Literal):
+        if field_side == pk and type(constant_side) is Literal:  # an Instant is no key
             return [constant_side.value]
     return None
