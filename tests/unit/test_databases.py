@@ -120,3 +120,29 @@ def test_alter_database_sets_or_deletes_properties(root):
     with pytest.raises(MilvusError) as err:
         root.alter_database(root.alloc_timestamp(), "nope", {"x": "1"})
     assert err.value.code == Code.DATABASE_NOT_FOUND
+
+
+def test_a_databases_time_zone_is_inherited_by_its_new_collections(root):
+    """Milvus's database-level default zone: a collection created without its own
+    ``timezone`` takes the database's; one of its own keeps it; zones are IANA names."""
+    root.create_database(root.alloc_timestamp(), "tokyo", {"timezone": "Asia/Tokyo"})
+    inherited = create(root, "events", "tokyo")
+    assert inherited.properties == {"timezone": "Asia/Tokyo"}
+    own = root.create_collection(
+        root.alloc_timestamp(),
+        schema("local"),
+        1,
+        ConsistencyLevel.BOUNDED,
+        {"timezone": "UTC"},
+        db_name="tokyo",
+    )
+    assert own.properties == {"timezone": "UTC"}
+    assert create(root, "plain").properties == {}  # the default database has no zone
+    for bad in (
+        lambda: root.create_database(root.alloc_timestamp(), "mars", {"timezone": "Mars/Base"}),
+        lambda: root.alter_database(root.alloc_timestamp(), "tokyo", {"timezone": "Nowhere"}),
+        lambda: root.alter_collection(root.alloc_timestamp(), "plain", {"timezone": "X/Y"}, []),
+    ):
+        with pytest.raises(MilvusError, match="unknown or invalid IANA Time Zone ID"):
+            bad()
+    assert root.describe_database("tokyo").properties == {"timezone": "Asia/Tokyo"}
