@@ -103,10 +103,14 @@ def parse_column(texts: Iterable[str], default_zone: str) -> np.ndarray:
     return np.fromiter((parse(text, default_zone) for text in texts), dtype=np.int64)
 
 
+def _local(micros: int, tz: ZoneInfo) -> datetime:
+    return (_EPOCH + micros * _MICROSECOND).astimezone(tz)
+
+
 def render(micros: int, zone_name: str = DEFAULT_TIMEZONE) -> str:
     """An instant as Go's RFC 3339 text in the zone, microseconds without trailing zeros."""
-    local = (_EPOCH + micros * _MICROSECOND).astimezone(zone(zone_name))
-    text = local.strftime("%Y-%m-%dT%H:%M:%S")
+    local = _local(micros, zone(zone_name))
+    text = local.replace(microsecond=0, tzinfo=None).isoformat()  # the year in four digits
     if local.microsecond:
         text += f".{local.microsecond:06d}".rstrip("0")
     offset_min = int(local.utcoffset().total_seconds()) // 60  # type: ignore[union-attr]
@@ -135,11 +139,7 @@ def components(text: str) -> list[str]:
 def extract(micros: Sequence[int], zone_name: str, names: Sequence[str]) -> list[list[int]]:
     """Each instant's ``names`` components in the zone's local time."""
     tz = zone(zone_name)
-    rows = []
-    for value in micros:
-        local = (_EPOCH + value * _MICROSECOND).astimezone(tz)
-        rows.append([getattr(local, name) for name in names])
-    return rows
+    return [[getattr(local, name) for name in names] for local in (_local(v, tz) for v in micros)]
 
 
 @dataclass(frozen=True, slots=True)
