@@ -403,7 +403,6 @@ def test_geometry_rows_and_their_rtree_filters_survive_flush_handoff_and_reload(
     answered as GEOS answers them (the oracle: shapely over the same rows) over growing rows,
     the Spark data node's flushed binlogs after handoff and a reload from S3, through an
     RTREE index; and the same rows and a filter through the RESTful API."""
-    import requests
     import shapely
 
     from vectide.services.common import metrics
@@ -460,22 +459,10 @@ def test_geometry_rows_and_their_rtree_filters_survive_flush_handoff_and_reload(
     check("loaded from S3 with RTREE", indexed=True)
     assert client.describe_index(name, "geo_tree")["index_type"] == "RTREE"
 
-    base = f"http://127.0.0.1:{persistent.config.service.http_port}/v2/vectordb"
-    body = {
-        "collectionName": name,
-        "data": [{"id": 90_000, "vec": [0.5] * DIM, "geo": "POINT(1 2)"}],
-    }
-    assert requests.post(f"{base}/entities/insert", json=body, timeout=30).json()["code"] == 0
-    query = {
-        "collectionName": name,
-        "filter": "ST_EQUALS(geo, 'POINT (1 2)')",
-        "outputFields": ["geo"],
-    }
-    reply = requests.post(f"{base}/entities/query", json=query, timeout=30).json()
-    assert reply["code"] == 0 and reply["data"] == [{"id": 90_000, "geo": "POINT (1 2)"}], reply
-    bad = {"collectionName": name, "data": [{"id": 90_001, "vec": [0.5] * DIM, "geo": "POINT(1)"}]}
-    refused = requests.post(f"{base}/entities/insert", json=bad, timeout=30).json()
-    assert refused["code"] == 1100 and "invalid WKT" in refused["message"], refused
+    _rest_round_trip(
+        persistent, name, "geo", ("POINT(1 2)", "POINT (1 2)"), "ST_EQUALS(geo, 'POINT (1 2)')"
+    )
+    _rest_refuses(persistent, name, "geo", "POINT(1)", "invalid WKT")
     client.drop_collection(name)
 
 
@@ -487,8 +474,6 @@ def test_timestamptz_rows_zones_and_filters_survive_flush_and_reload(persistent)
     through an STL_SORT index; ISO text through the RESTful API and a bad one refused."""
     from datetime import UTC, datetime, timedelta
     from zoneinfo import ZoneInfo
-
-    import requests
 
     from vectide.services.common import metrics
 
@@ -568,24 +553,36 @@ def test_timestamptz_rows_zones_and_filters_survive_flush_and_reload(persistent)
     client.load_collection(name)  # the Spark data node's binlogs from S3, indexed
     check("loaded from S3 with STL_SORT", indexed=True)
 
-    base = f"http://127.0.0.1:{persistent.config.service.http_port}/v2/vectordb"
-    body = {
-        "collectionName": name,
-        "data": [{"id": 90_000, "vec": [0.5] * DIM, "tsz": "2030-06-01T12:00:00Z"}],
-    }
-    assert requests.post(f"{base}/entities/insert", json=body, timeout=30).json()["code"] == 0
-    query = {
-        "collectionName": name,
-        "filter": "tsz > ISO '2030-01-01T00:00:00Z'",
-        "outputFields": ["tsz"],
-    }
-    reply = requests.post(f"{base}/entities/query", json=query, timeout=30).json()
-    assert reply["code"] == 0, reply
-    assert reply["data"] == [{"id": 90_000, "tsz": "2030-06-01T20:00:00+08:00"}], reply
-    bad = {"collectionName": name, "data": [{"id": 90_001, "vec": [0.5] * DIM, "tsz": "soon"}]}
-    refused = requests.post(f"{base}/entities/insert", json=bad, timeout=30).json()
-    assert refused["code"] == 1100 and "invalid timestamp string" in refused["message"], refused
+    written = ("2030-06-01T12:00:00Z", "2030-06-01T20:00:00+08:00")  # read in Shanghai's zone
+    _rest_round_trip(persistent, name, "tsz", written, "tsz > ISO '2030-01-01T00:00:00Z'")
+    _rest_refuses(persistent, name, "tsz", "soon", "invalid timestamp string")
     client.drop_collection(name)
+
+
+def _rest_round_trip(
+    persistent, name: str, field: str, written: tuple[str, str], filter_: str
+) -> None:
+    """A row whose ``field`` is ``written[0]`` inserted through REST v2, then the only row
+    ``filter_`` finds there, read back as ``written[1]``."""
+    import requests
+
+    base = f"http://127.0.0.1:{persistent.config.service.http_port}/v2/vectordb"
+    row = {"id": 90_000, "vec": [0.5] * DIM, field: written[0]}
+    body = {"collectionName": name, "data": [row]}
+    assert requests.post(f"{base}/entities/insert", json=body, timeout=30).json()["code"] == 0
+    query = {"collectionName": name, "filter": filter_, "outputFields": [field]}
+    reply = requests.post(f"{base}/entities/query", json=query, timeout=30).json()
+    assert reply["code"] == 0 and reply["data"] == [{"id": 90_000, field: written[1]}], reply
+
+
+def _rest_refuses(persistent, name: str, field: str, value: str, reason: str) -> None:
+    """A REST v2 insert of a ``field`` value the field cannot hold: 1100, naming ``reason``."""
+    import requests
+
+    base = f"http://127.0.0.1:{persistent.config.service.http_port}/v2/vectordb"
+    body = {"collectionName": name, "data": [{"id": 90_001, "vec": [0.5] * DIM, field: value}]}
+    refused = requests.post(f"{base}/entities/insert", json=body, timeout=30).json()
+    assert refused["code"] == 1100 and reason in refused["message"], refused
 
 
 def _within_m(g, point, meters: float) -> bool:
