@@ -443,12 +443,7 @@ def test_geometry_rows_and_their_rtree_filters_survive_flush_handoff_and_reload(
         assert client.query(name, filter="id == 9", output_fields=["geo"])[0]["geo"] is None
 
     check("growing", indexed=False)
-    client.flush(name)
-    client.release_collection(name)
-    index = client.prepare_index_params()
-    index.add_index("geo", index_type="RTREE", index_name="geo_tree")
-    client.create_index(name, index)
-    client.load_collection(name)  # the flushed segments from S3, indexed
+    _reload_indexed(client, name, "geo", "RTREE", "geo_tree")
     check("loaded from S3 with RTREE", indexed=True)
     assert client.describe_index(name, "geo_tree")["index_type"] == "RTREE"
 
@@ -531,18 +526,26 @@ def test_timestamptz_rows_zones_and_filters_survive_flush_and_reload(persistent)
         assert row["tsz"] is None, stage
 
     check("growing", indexed=False)
-    client.flush(name)
-    client.release_collection(name)
-    sort = client.prepare_index_params()
-    sort.add_index("tsz", index_type="STL_SORT", index_name="tsz_sort")
-    client.create_index(name, sort)
-    client.load_collection(name)  # the Spark data node's binlogs from S3, indexed
+    _reload_indexed(client, name, "tsz", "STL_SORT", "tsz_sort")
     check("loaded from S3 with STL_SORT", indexed=True)
 
     written = ("2030-06-01T12:00:00Z", "2030-06-01T20:00:00+08:00")  # read in Shanghai's zone
     _rest_round_trip(persistent, name, "tsz", written, "tsz > ISO '2030-01-01T00:00:00Z'")
     _rest_refuses(persistent, name, "tsz", "soon", "invalid timestamp string")
     client.drop_collection(name)
+
+
+def _reload_indexed(
+    client: MilvusClient, name: str, field: str, index_type: str, index_name: str
+) -> None:
+    """Flush, release, index ``field`` and load: reads then come from the Spark data node's
+    binlogs on S3, through the new scalar index."""
+    client.flush(name)
+    client.release_collection(name)
+    index = client.prepare_index_params()
+    index.add_index(field, index_type=index_type, index_name=index_name)
+    client.create_index(name, index)
+    client.load_collection(name)
 
 
 def _assert_filters(
