@@ -419,3 +419,32 @@ def test_int8_vectors_are_imported_from_parquet_and_json():
     state = run(h, service, ["in/bad.json"], collection="i8")
     assert state.state == common_pb2.ImportFailed
     assert "[-128, 127]" in infos(state)["failed_reason"]
+
+
+def test_timestamptz_rows_are_imported_as_instants_and_bad_text_fails_the_job():
+    h, service = _loaded(
+        "when",
+        "vec",
+        ("vec", PyDataType.FLOAT_VECTOR, {"dim": 2}),
+        ("at", PyDataType.TIMESTAMPTZ, {"nullable": True}),
+    )
+    h.store.objects["in/t.parquet"] = parquet(
+        [
+            {"id": 1, "vec": [1.0, 2.0], "at": "2025-01-01T08:00:00+08:00"},
+            {"id": 2, "vec": [3.0, 4.0], "at": None},
+        ]
+    )
+    h.store.objects["in/t.json"] = orjson.dumps(
+        {"rows": [{"id": 3, "vec": [5.0, 6.0], "at": "2025-01-01 00:00:00.25"}]}  # UTC's
+    )
+    state = run(h, service, ["in/t.parquet", "in/t.json"], collection="when")
+    assert state.state == common_pb2.ImportCompleted, infos(state)
+    midnight = 1735689600 * 10**6  # 2025-01-01T00:00:00Z
+    assert _rows_of(h, "when", "id > 0", "at") == {1: midnight, 2: None, 3: midnight + 250_000}
+    h.store.objects["in/bad.json"] = orjson.dumps(
+        {"rows": [{"id": 4, "vec": [0.0, 0.0], "at": "2025-13-01T00:00:00Z"}]}
+    )
+    state = run(h, service, ["in/bad.json"], collection="when")
+    assert state.state == common_pb2.ImportFailed
+    reason = infos(state)["failed_reason"]
+    assert "in/bad.json: row 0" in reason and "'at': invalid timestamp string" in reason, reason
