@@ -368,3 +368,32 @@ def test_bad_text_zones_and_comparisons_are_refused_and_lose_nothing(served):
     assert "unknown or invalid IANA Time Zone ID" in unknown_zone.status.reason
     assert _keys(service, "tsz is null") == []
     assert _keys(service, "tsz is not null") == [12]
+
+
+def test_a_hybrid_search_renders_instants_in_the_collections_zone(served):
+    """pymilvus's hybrid_search carries no ``timezone``: its hits' instants are text in the
+    collection's zone, and its sub-requests' ISO filters read naive text there too."""
+    from pymilvus import RRFRanker
+
+    _, service, insert, _ = served
+    assert insert(ROWS).status.code == 0
+    subs = [
+        Prepare.search_requests_with_expr(
+            "t",
+            "vec",
+            {"metric_type": "L2", "params": {}},
+            3,
+            data=[[float(k), 0.0]],
+            expr="tsz < ISO '2025-01-02 00:00:00'",
+        )
+        for k in (0, 3)
+    ]
+    request = Prepare.hybrid_search_request_with_ranker(
+        "t", subs, RRFRanker(), 2, output_fields=["tsz"]
+    )
+    reply = service.HybridSearch(request, Context())
+    assert reply.status.code == 0, reply.status
+    assert sorted(reply.results.ids.int_id.data) == [0, 3]
+    instants = _column(reply.results, "tsz").scalars.string_data.data
+    texts = dict(zip(reply.results.ids.int_id.data, instants, strict=True))
+    assert texts == {0: "2025-01-01T00:00:00+08:00", 3: "2025-01-01T12:59:59.5+08:00"}
