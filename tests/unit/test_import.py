@@ -376,6 +376,15 @@ def _rows_of(h: Harness, name: str, expr: str, field: str) -> dict[int, object]:
     return dict(zip(rows.pks.tolist(), values, strict=True))
 
 
+def _failed_reason(h: Harness, service: MilvusService, collection: str, row: dict) -> str:
+    """Import ``row`` alone (``in/bad.json``) into ``collection``: the job must fail; its
+    reason."""
+    h.store.objects["in/bad.json"] = orjson.dumps({"rows": [row]})
+    state = run(h, service, ["in/bad.json"], collection=collection)
+    assert state.state == common_pb2.ImportFailed
+    return infos(state)["failed_reason"]
+
+
 def test_geometry_rows_are_imported_normalized_and_bad_wkt_fails_the_job():
     h, service = _loaded(
         "geo",
@@ -399,12 +408,7 @@ def test_geometry_rows_are_imported_normalized_and_bad_wkt_fails_the_job():
         2: None,
         3: "POLYGON ((0 0, 2 0, 2 2, 0 0))",
     }
-    h.store.objects["in/bad.json"] = orjson.dumps(
-        {"rows": [{"id": 4, "vec": [0.0, 0.0], "geo": "POINT (1)"}]}
-    )
-    state = run(h, service, ["in/bad.json"], collection="geo")
-    assert state.state == common_pb2.ImportFailed
-    reason = infos(state)["failed_reason"]
+    reason = _failed_reason(h, service, "geo", {"id": 4, "vec": [0.0, 0.0], "geo": "POINT (1)"})
     assert "in/bad.json: row 0" in reason and "'geo': invalid WKT" in reason, reason
 
 
@@ -415,10 +419,7 @@ def test_int8_vectors_are_imported_from_parquet_and_json():
     state = run(h, service, ["in/i.parquet", "in/i.json"], collection="i8")
     assert state.state == common_pb2.ImportCompleted, infos(state)
     assert _rows_of(h, "i8", "id > 0", "v") == {1: [1, -2, 3], 2: [127, -128, 0]}
-    h.store.objects["in/bad.json"] = orjson.dumps({"rows": [{"id": 3, "v": [300, 0, 0]}]})
-    state = run(h, service, ["in/bad.json"], collection="i8")
-    assert state.state == common_pb2.ImportFailed
-    assert "[-128, 127]" in infos(state)["failed_reason"]
+    assert "[-128, 127]" in _failed_reason(h, service, "i8", {"id": 3, "v": [300, 0, 0]})
 
 
 def test_timestamptz_rows_are_imported_as_instants_and_bad_text_fails_the_job():
@@ -441,10 +442,6 @@ def test_timestamptz_rows_are_imported_as_instants_and_bad_text_fails_the_job():
     assert state.state == common_pb2.ImportCompleted, infos(state)
     midnight = 1735689600 * 10**6  # 2025-01-01T00:00:00Z
     assert _rows_of(h, "when", "id > 0", "at") == {1: midnight, 2: None, 3: midnight + 250_000}
-    h.store.objects["in/bad.json"] = orjson.dumps(
-        {"rows": [{"id": 4, "vec": [0.0, 0.0], "at": "2025-13-01T00:00:00Z"}]}
-    )
-    state = run(h, service, ["in/bad.json"], collection="when")
-    assert state.state == common_pb2.ImportFailed
-    reason = infos(state)["failed_reason"]
+    bad = {"id": 4, "vec": [0.0, 0.0], "at": "2025-13-01T00:00:00Z"}
+    reason = _failed_reason(h, service, "when", bad)
     assert "in/bad.json: row 0" in reason and "'at': invalid timestamp string" in reason, reason
