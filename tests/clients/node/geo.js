@@ -7,40 +7,28 @@
 'use strict';
 
 const { MilvusClient, DataType } = require('@zilliz/milvus2-sdk-node');
-const { check } = require('./check');
+const { check, createLoaded, run } = require('./check');
 
 async function main() {
   const [address, name] = process.argv.slice(2);
   const client = new MilvusClient({ address, timeout: 20000 });
   await client.connectPromise;
-  check(
-    'createCollection',
-    await client.createCollection({
-      collection_name: name,
-      fields: [
-        { name: 'id', data_type: DataType.Int64, is_primary_key: true, autoID: false },
-        { name: 'vec', data_type: DataType.FloatVector, dim: 2 },
-        { name: 'place', data_type: DataType.Geometry, nullable: true },
-      ],
-      consistency_level: 'Strong',
-    }),
-  );
-  const data = Array.from({ length: 40 }, (_, i) => ({
-    id: i,
-    vec: [i, 0],
-    place: i === 39 ? null : `POINT(${i % 10}  ${Math.floor(i / 10)})`,
-  }));
-  check('insert', await client.insert({ collection_name: name, data }));
-  for (const [field, index_type, extra] of [
-    ['vec', 'FLAT', { metric_type: 'L2' }],
-    ['place', 'RTREE', {}],
-  ]) {
-    check(
-      `createIndex ${field}`,
-      await client.createIndex({ collection_name: name, field_name: field, index_type, ...extra }),
-    );
-  }
-  check('loadCollection', await client.loadCollection({ collection_name: name }));
+  await createLoaded(client, name, {
+    fields: [
+      { name: 'id', data_type: DataType.Int64, is_primary_key: true, autoID: false },
+      { name: 'vec', data_type: DataType.FloatVector, dim: 2 },
+      { name: 'place', data_type: DataType.Geometry, nullable: true },
+    ],
+    data: Array.from({ length: 40 }, (_, i) => ({
+      id: i,
+      vec: [i, 0],
+      place: i === 39 ? null : `POINT(${i % 10}  ${Math.floor(i / 10)})`,
+    })),
+    indexes: [
+      ['vec', 'FLAT', { metric_type: 'L2' }],
+      ['place', 'RTREE', {}],
+    ],
+  });
   const region = "POLYGON ((1.5 0.5, 3.5 0.5, 3.5 2.5, 1.5 2.5, 1.5 0.5))";
   const within = check(
     'query within',
@@ -84,7 +72,4 @@ async function main() {
   );
 }
 
-main().catch((err) => {
-  console.error(err && err.stack ? err.stack : String(err));
-  process.exit(1);
-});
+run(main);

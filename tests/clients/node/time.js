@@ -8,47 +8,32 @@
 'use strict';
 
 const { MilvusClient, DataType } = require('@zilliz/milvus2-sdk-node');
-const { check } = require('./check');
+const { check, createLoaded, run } = require('./check');
 
 async function main() {
   const [address, name] = process.argv.slice(2);
   const client = new MilvusClient({ address, timeout: 20000 });
   await client.connectPromise;
-  check(
-    'createCollection',
-    await client.createCollection({
-      collection_name: name,
-      fields: [
-        { name: 'id', data_type: DataType.Int64, is_primary_key: true, autoID: false },
-        { name: 'vec', data_type: DataType.FloatVector, dim: 2 },
-        { name: 'at', data_type: DataType.Timestamptz, nullable: true },
-      ],
-      properties: { timezone: 'Asia/Shanghai' },
-      consistency_level: 'Strong',
-    }),
-  );
   // day i of January 2025 at 08:00 in Shanghai: naive text for even ids, UTC for odd ones
-  const data = Array.from({ length: 10 }, (_, i) => ({
-    id: i,
-    vec: [i, 0],
-    at:
-      i === 9
-        ? null
-        : i % 2
-          ? `2025-01-${String(i + 1).padStart(2, '0')}T00:00:00Z`
-          : `2025-01-${String(i + 1).padStart(2, '0')} 08:00:00`,
-  }));
-  check('insert', await client.insert({ collection_name: name, data }));
-  check(
-    'createIndex',
-    await client.createIndex({
-      collection_name: name,
-      field_name: 'vec',
-      index_type: 'FLAT',
-      metric_type: 'L2',
-    }),
-  );
-  check('loadCollection', await client.loadCollection({ collection_name: name }));
+  await createLoaded(client, name, {
+    fields: [
+      { name: 'id', data_type: DataType.Int64, is_primary_key: true, autoID: false },
+      { name: 'vec', data_type: DataType.FloatVector, dim: 2 },
+      { name: 'at', data_type: DataType.Timestamptz, nullable: true },
+    ],
+    properties: { timezone: 'Asia/Shanghai' },
+    data: Array.from({ length: 10 }, (_, i) => ({
+      id: i,
+      vec: [i, 0],
+      at:
+        i === 9
+          ? null
+          : i % 2
+            ? `2025-01-${String(i + 1).padStart(2, '0')}T00:00:00Z`
+            : `2025-01-${String(i + 1).padStart(2, '0')} 08:00:00`,
+    })),
+    indexes: [['vec', 'FLAT', { metric_type: 'L2' }]],
+  });
   const week = check(
     'query week',
     await client.query({
@@ -82,7 +67,4 @@ async function main() {
   );
 }
 
-main().catch((err) => {
-  console.error(err && err.stack ? err.stack : String(err));
-  process.exit(1);
-});
+run(main);
