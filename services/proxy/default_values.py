@@ -58,20 +58,17 @@ def default_from_proto(
             f"type {data_type.name}",
         )
     value = getattr(f.default_value, member)
-    if data_type == DataType.GEOMETRY:
-        try:
+    if not isinstance(value, str):
+        return value
+    try:  # text stored in another form: normalized WKT, microseconds
+        if data_type == DataType.GEOMETRY:
             return geometry.normalized([value])[0]
-        except geometry.GeometryError as exc:
-            raise errors.MilvusError(
-                errors.Code.COLLECTION_ILLEGAL_SCHEMA, f"field {f.name}: default value: {exc}"
-            ) from None
-    if data_type == DataType.TIMESTAMPTZ and isinstance(value, str):
-        try:
+        if data_type == DataType.TIMESTAMPTZ:
             return timestamptz.parse(value, zone)
-        except timestamptz.TimestamptzError as exc:
-            raise errors.MilvusError(
-                errors.Code.COLLECTION_ILLEGAL_SCHEMA, f"field {f.name}: default value: {exc}"
-            ) from None
+    except (geometry.GeometryError, timestamptz.TimestamptzError) as exc:
+        raise errors.MilvusError(
+            errors.Code.COLLECTION_ILLEGAL_SCHEMA, f"field {f.name}: default value: {exc}"
+        ) from None
     return value
 
 
