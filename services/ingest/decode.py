@@ -318,10 +318,9 @@ class RecordDecoder:
                         "(and its dynamic field is off)"
                     )
                 extra[name] = value
-            elif field.data_type == DataType.TIMESTAMPTZ and value is not None:
-                row[name] = _instant(field, value, self._zone)
             elif not field.is_primary and (value is not None or name not in optional):
-                row[name] = _checked(field, value)  # a null of an optional field stays null
+                # a null of an optional field stays null
+                row[name] = _checked(field, value, self._zone)
         pk = self._primary(row.pop(self._pk.name, None), key)
         for name in extra:
             del row[name]
@@ -348,7 +347,9 @@ class RecordDecoder:
         return self._key_pk(key)
 
 
-def _checked(field: FieldSchema, value: Any) -> Any:
+def _checked(field: FieldSchema, value: Any, zone: str = timestamptz.DEFAULT_TIMEZONE) -> Any:
+    """``value`` as its field's column holds it; TIMESTAMPTZ text without an offset is in
+    ``zone`` (the collection's)."""
     t = field.data_type
     if value is None:
         raise RecordError(f"field {field.name!r} is null")
@@ -393,6 +394,8 @@ def _checked(field: FieldSchema, value: Any) -> Any:
             return geometry.normalized([value])[0]
         except geometry.GeometryError as exc:
             raise RecordError(f"field {field.name!r}: {exc}") from None
+    if t == DataType.TIMESTAMPTZ:
+        return _instant(field, value, zone)
     raise RecordError(f"field {field.name!r}: type {t.name} is not supported by ingest")
 
 
