@@ -36,6 +36,9 @@ class ShardSearchRequest:
     scalar_indexes: dict[str, str] = field(default_factory=dict)
     #: read at exactly this snapshot (time travel; 0: at the tsafe found)
     travel_ts: int = 0
+    #: a ``travel_ts`` a compaction overtook (deletes purged) refuses the read; False: the
+    #: read is at the tsafe instead (an iterator's pages: its snapshot is best effort)
+    strict_travel: bool = True
     #: a Strong read's fences (see ``tick_aligner``): ticks nobody wrote, one per pchannel
     fences: list[Position] = field(default_factory=list)
     #: rows inserted before this stamp have expired (the collection's TTL): the read skips
@@ -62,6 +65,8 @@ class ShardQueryRequest:
     scalar_indexes: dict[str, str] = field(default_factory=dict)
     #: read at exactly this snapshot (time travel; 0: at the tsafe found)
     travel_ts: int = 0
+    #: as ShardSearchRequest's
+    strict_travel: bool = True
     #: as ShardSearchRequest's
     fences: list[Position] = field(default_factory=list)
     #: as ShardSearchRequest's

@@ -62,6 +62,9 @@ class SearchHits:
     fields: dict[str, Any] = field(default_factory=dict)
     #: a grouping search's group-by value of each hit (None: not grouped)
     groups: Any = None
+    #: the snapshot the read was served at, when the proxy chose one (an iterator's, a
+    #: time travel's; 0: each shard's tsafe)
+    snapshot_ts: int = 0
 
     @property
     def nq(self) -> int:
@@ -74,6 +77,8 @@ class QueryRows:
     fields: dict[str, Any] = field(default_factory=dict)
     #: count(*) result when the query asked only for a count
     count: int | None = None
+    #: as SearchHits'
+    snapshot_ts: int = 0
 
 
 def take(values: Any, index: np.ndarray) -> Any:

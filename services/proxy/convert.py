@@ -474,6 +474,8 @@ def search_results(
     # parent, no Python object per hit beyond ``tolist``'s
     reply = milvus_pb2.SearchResults(collection_name=info.name)
     reply.status.SetInParent()  # OK: every field at its default (ok_status)
+    if hits.snapshot_ts:
+        reply.session_ts = hits.snapshot_ts
     data = reply.results
     data.num_queries = hits.nq
     data.top_k = limit
@@ -511,6 +513,7 @@ def query_results(
         collection_name=info.name,
         output_fields=outputs.names,
         primary_field_name=schema.primary.name,
+        session_ts=rows.snapshot_ts,
     )
     if rows.count is not None:
         count = schema_pb2.FieldData(type=int(DataType.INT64), field_name="count(*)")

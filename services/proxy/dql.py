@@ -55,6 +55,10 @@ class ReadSpec:
     #: services/proxy/time_zones.py)
     timezone: str = ""
     time_fields: str = ""
+    #: a page of a query or search iterator (``iterator`` in its params): every page is
+    #: read at one snapshot, the first page's, which pymilvus sends back as the guarantee
+    #: of the next (Milvus's iterator MVCC stamp)
+    iterator: bool = False
 
 
 @dataclass
@@ -185,6 +189,8 @@ class _ReadTask(Task):
             retention.check(travel, timestamp.now_ms())
             # a stamp in the future waits like a guarantee
             return travel, wait, travel, proxy.fences_for(self.info.pchannels, travel)
+        if spec.iterator:
+            return self._iterator_snapshot(wait)
         if level == ConsistencyLevel.STRONG or (
             level == ConsistencyLevel.CUSTOMIZED and spec.guarantee_ts == 0
         ):
@@ -197,6 +203,18 @@ class _ReadTask(Task):
             return EVENTUALLY_TS, wait, 0, []  # Session/Customized of a client that never wrote
         # Session, Customized: as the client says
         return spec.guarantee_ts, wait, 0, proxy.fences_for(self.info.pchannels, spec.guarantee_ts)
+
+    def _iterator_snapshot(self, wait: float) -> tuple[int, float, int, list[Position]]:
+        """An iterator reads every page at one snapshot, as Milvus's do: the first page at a
+        fresh stamp (as a Strong read, whatever the level: an iterator sees at least what
+        was written before it began), later pages at the stamp they send as their guarantee,
+        the first page's (its reply's ``session_ts``)."""
+        pchannels = self.info.pchannels
+        if self._spec.guarantee_ts > EVENTUALLY_TS:
+            snapshot = self._spec.guarantee_ts
+            return snapshot, wait, snapshot, self._proxy.fences_for(pchannels, snapshot)
+        snapshot, fences = self._proxy.strong_read(pchannels)
+        return snapshot, wait, snapshot, fences
 
     def _expire_ts(self, travel: int) -> int:
         """The oldest insert stamp this read returns: the collection's TTL counted back from
@@ -382,6 +400,7 @@ class SearchTask(_ReadTask):
             guarantee_ts=ts,
             wait_timeout_s=wait,
             travel_ts=travel,
+            strict_travel=not spec.iterator,
             fences=fences,
             expire_ts=self._expire_ts(travel),
             expr=spec.expr,
@@ -398,6 +417,7 @@ class SearchTask(_ReadTask):
             self.hits = self._search_groups(request)
         else:
             self.hits = _page(merge_hits(self._search(request), topk), spec.offset, spec.limit)
+        self.hits.snapshot_ts = travel
         if spec.round_decimal >= 0:
             self.hits.scores = np.round(self.hits.scores, spec.round_decimal)
 
@@ -468,6 +488,7 @@ class QueryTask(_ReadTask):
             guarantee_ts=ts,
             wait_timeout_s=wait,
             travel_ts=travel,
+            strict_travel=not spec.iterator,
             fences=fences,
             expire_ts=self._expire_ts(travel),
             expr=spec.expr,
@@ -481,6 +502,7 @@ class QueryTask(_ReadTask):
         )
         parts = self._fan_out(lambda node, vchs: node.query(_for_shards(request, vchs)))
         self.rows = merge_rows(parts, spec.offset, spec.limit)
+        self.rows.snapshot_ts = travel
 
     def post_execute(self) -> tuple[CollectionInfo, QueryRows, Outputs]:
         return self.info, self.rows, self.outputs

@@ -517,6 +517,7 @@ class MilvusService(
             "use_default_consistency": request.use_default_consistency,
             "consistency_level": convert.consistency_level(request.consistency_level),
             "deadline_s": context.time_remaining() if context is not None else None,
+            "iterator": _iterator_page(request),
             **time_zones.read_params(request),
         }
 
@@ -625,3 +626,10 @@ def _index_params(index: IndexInfo) -> list[common_pb2.KeyValuePair]:
     pairs.append(common_pb2.KeyValuePair(key="params", value=json.dumps(index.params)))
     pairs += [common_pb2.KeyValuePair(key=k, value=v) for k, v in index.properties.items()]
     return pairs
+
+
+def _iterator_page(request: Any) -> bool:
+    """Whether a query or search is a page of pymilvus's iterator (``iterator`` among its
+    params, as Milvus's proxy reads it)."""
+    pairs = getattr(request, "query_params", None) or getattr(request, "search_params", ())
+    return any(kv.key == "iterator" and kv.value.lower() == "true" for kv in pairs)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from pymilvus.grpc_gen import milvus_pb2
 
-from vectide.services.common import errors, timestamp
+from vectide.services.common import errors
 from vectide.services.common.results import SearchHits
 from vectide.services.common.search_range import LAST_BOUND
 
@@ -49,12 +49,12 @@ def page_params(page: IteratorPage, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def mark_page(reply: milvus_pb2.SearchResults, page: IteratorPage, hits: SearchHits) -> None:
-    """What pymilvus reads back: the token, this page's last score (the next page's bound)
-    and the time the page was read (pymilvus reads later pages with it as their guarantee)."""
+    """What pymilvus reads back besides the snapshot the page was read at (the reply's
+    ``session_ts``, which later pages send as their guarantee): the token and this page's
+    last score (the next page's bound)."""
     scores = np.asarray(hits.scores)
     last = float(scores[-1]) if len(scores) else page.last_bound
     info = reply.results.search_iterator_v2_results
     info.token = page.token
     if last is not None:
         info.last_bound = last
-    reply.session_ts = timestamp.compose(timestamp.now_ms())

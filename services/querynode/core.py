@@ -596,11 +596,11 @@ class QueryNode:
     def _kept(shard: Shard, req: ShardSearchRequest | ShardQueryRequest, snapshot: int) -> int:
         """Under the shard lock, a snapshot the stores still hold exactly. A compacted
         segment holds no row deleted up to ``purged_ts``: an ordinary read whose snapshot
-        a swap overtook reads at the tsafe (the swap waited for it to pass that stamp); a
-        read travelling further back is refused."""
+        a swap overtook reads at the tsafe (the swap waited for it to pass that stamp), as
+        does an iterator's page; a read travelling further back is refused."""
         if snapshot >= shard.purged_ts:
             return snapshot
-        if not req.travel_ts:
+        if not req.travel_ts or not req.strict_travel:
             return shard.tsafe.get()
         raise MilvusError(
             Code.PARAMETER_INVALID,

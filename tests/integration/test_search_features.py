@@ -358,6 +358,53 @@ def test_query_iterator_returns_every_row_once(pair, pk_type):
     ours.drop_collection(name)
 
 
+@pytest.mark.parametrize("level", ["Strong", "Bounded", "Eventually"])
+def test_iterators_read_one_snapshot_while_rows_come_and_go(pair, caplog, level):
+    """Every page of a query or search iterator is read at the first page's snapshot, as
+    Milvus's iterators are: rows inserted after it never show, rows deleted after it still
+    do; the first reply carries the stamp, so pymilvus warns of no fallback to its own."""
+    ours = pair[0]
+    name = f"snap_{uuid.uuid4().hex[:6]}"
+    schema = ours.create_schema(auto_id=False)
+    schema.add_field("pk", DataType.INT64, is_primary=True)
+    schema.add_field("vec", DataType.FLOAT_VECTOR, dim=4)
+    index = ours.prepare_index_params()
+    index.add_index("vec", index_type="FLAT", metric_type="L2")
+    ours.create_collection(name, schema=schema, index_params=index, consistency_level=level)
+    ours.insert(name, [{"pk": k, "vec": [k / 100, 0, 0, 0]} for k in range(0, 600, 2)])
+    ours.query(name, "pk >= 0", limit=1, consistency_level="Strong")  # every row is applied
+    before = set(range(0, 600, 2))
+
+    def churn() -> None:  # odd keys appear (beside the pages still to come), even go
+        ours.insert(name, [{"pk": k, "vec": [k / 100, 0, 0, 0]} for k in range(1, 600, 2)])
+        ours.delete(name, ids=list(range(300, 600, 2)))
+        ours.query(name, "pk >= 0", limit=1, consistency_level="Strong")
+
+    caplog.clear()
+    queried = ours.query_iterator(name, batch_size=50, filter="pk >= 0", output_fields=["pk"])
+    keys = [r["pk"] for r in queried.next()]
+    churn()
+    while page := queried.next():
+        keys += [r["pk"] for r in page]
+    queried.close()
+    assert sorted(keys) == sorted(before)
+
+    ours.upsert(name, [{"pk": k, "vec": [k / 100, 0, 0, 0]} for k in range(300, 600, 2)])
+    ours.delete(name, ids=list(range(1, 600, 2)))
+    ours.query(name, "pk >= 0", limit=1, consistency_level="Strong")
+    searched = ours.search_iterator(
+        name, [[0.0] * 4], batch_size=50, search_params={"metric_type": "L2"}
+    )
+    hits = [h["pk"] for h in searched.next()]
+    churn()
+    while page := searched.next():
+        hits += [h["pk"] for h in page]
+    searched.close()
+    assert sorted(hits) == sorted(before)
+    assert "mvccTs" not in caplog.text  # pymilvus used the server's snapshot
+    ours.drop_collection(name)
+
+
 def test_the_orm_groups_and_fuses_as_the_client_does(standalone, pair, coll):
     name, _ = coll
     alias = f"orm_{uuid.uuid4().hex[:6]}"

@@ -166,3 +166,6 @@ def test_an_ordinary_read_overtaken_by_a_compaction_swap_reads_at_the_new_tsafe(
     assert node._kept(shard, ordinary, 55) == 55
     with pytest.raises(MilvusError, match="cannot be read as of 40"):
         node._kept(shard, ShardQueryRequest(7, [VCH], 40, 0.2, travel_ts=40), 40)
+    # an iterator's page: its snapshot is best effort, the page is read at the tsafe
+    page = ShardQueryRequest(7, [VCH], 40, 0.2, travel_ts=40, strict_travel=False)
+    assert node._kept(shard, page, 40) == 60
