@@ -504,6 +504,8 @@ class MilvusService(
         return convert.query_results(info, rows, outputs)
 
     def _read_common(self, request: Any, expr: str, context: grpc.ServicerContext) -> dict:
+        params = _params_of(request)
+        _refuse_later_features(params)
         return {
             "collection_name": ref_of(request, context),
             "expr": expr,
@@ -517,7 +519,7 @@ class MilvusService(
             "use_default_consistency": request.use_default_consistency,
             "consistency_level": convert.consistency_level(request.consistency_level),
             "deadline_s": context.time_remaining() if context is not None else None,
-            "iterator": _iterator_page(request),
+            "iterator": any(kv.key == "iterator" and kv.value.lower() == "true" for kv in params),
             **time_zones.read_params(request),
         }
 
@@ -628,8 +630,31 @@ def _index_params(index: IndexInfo) -> list[common_pb2.KeyValuePair]:
     return pairs
 
 
-def _iterator_page(request: Any) -> bool:
-    """Whether a query or search is a page of pymilvus's iterator (``iterator`` among its
-    params, as Milvus's proxy reads it)."""
-    pairs = getattr(request, "query_params", None) or getattr(request, "search_params", ())
-    return any(kv.key == "iterator" and kv.value.lower() == "true" for kv in pairs)
+#: read parameters of Milvus 3.0 features (pymilvus 3 sends them, and pymilvus 2.6's search
+#: ``order_by_fields``): a server that ignored them would answer another question than the
+#: one asked (unsorted rows, no aggregates), so they are refused by name
+LATER_FEATURES = {
+    "order_by_fields": "ORDER BY",
+    "group_by_fields": "grouping by several fields and aggregations",
+    "search_aggregation": "search aggregations",
+}
+
+
+def _params_of(request: Any) -> list[Any]:
+    """A query's, search's or hybrid search's parameters (``query_params``,
+    ``search_params``, ``rank_params``)."""
+    for name in ("query_params", "search_params", "rank_params"):
+        pairs = getattr(request, name, None)
+        if pairs:
+            return list(pairs)
+    return []
+
+
+def _refuse_later_features(params: list[Any]) -> None:
+    for kv in params:
+        feature = LATER_FEATURES.get(kv.key)
+        if feature is not None and kv.value.strip():
+            raise errors.invalid(
+                f"{kv.key} ({feature}, Milvus 3.0) is not supported: Vectide serves the "
+                "Milvus 2.6 API; sort or aggregate the results in the client"
+            )
