@@ -1,4 +1,5 @@
-"""Published clients (the Node SDK, LangChain) installed once, outside the project's venv.
+"""Published clients (the Node SDK, LangChain, pymilvus 3) installed once, outside the
+project's venv.
 
 Each client is pinned by manifest files in ``tests/clients/<name>``; its install lives in
 ``.vectide/<name>/<hash of the manifests>``, so a changed pin installs afresh and an unchanged
@@ -11,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -36,3 +39,16 @@ def installed_once(name: str, manifests: Iterable[Path], build: Callable[[Path],
     except OSError:  # another run installed it meanwhile
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def venv_python(name: str) -> Path:
+    """The interpreter of a virtualenv holding ``tests/clients/<name>/requirements.txt``
+    (Python clients pinned apart from the project's own pymilvus), built once."""
+    requirements = REPO / "tests" / "clients" / name / "requirements.txt"
+
+    def venv(folder: Path) -> None:
+        subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=120)
+        pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "-q"]
+        subprocess.run([*pip, "-r", str(requirements)], check=True, timeout=600)
+
+    return installed_once(name, [requirements], venv) / "bin" / "python"

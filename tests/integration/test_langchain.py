@@ -11,33 +11,20 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
-from tests.clients.install import installed_once
+from tests.clients.install import venv_python
 from tests.infra import REPO
 
 CLIENT = REPO / "tests" / "clients" / "langchain"
 TEXTS = [tuple(pair) for pair in json.loads((CLIENT / "texts.json").read_text())]
 
 
-def client_python() -> Path:
-    """The pinned client's interpreter, in a virtualenv built once."""
-
-    def venv(folder: Path) -> None:
-        subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=120)
-        pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "-q"]
-        subprocess.run([*pip, "-r", str(CLIENT / "requirements.txt")], check=True, timeout=600)
-
-    return installed_once("langchain", [CLIENT / "requirements.txt"], venv) / "bin" / "python"
-
-
 @pytest.fixture(scope="module")
 def observed(standalone) -> dict:
-    python = client_python()
+    python = venv_python("langchain")
     done = subprocess.run(
         [str(python), str(CLIENT / "flow.py"), standalone.uri, f"lc_{uuid.uuid4().hex[:8]}"],
         capture_output=True,
