@@ -10,6 +10,7 @@ interrupted or concurrent run never leaves a half-made install behind.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -52,3 +53,14 @@ def venv_python(name: str) -> Path:
         subprocess.run([*pip, "-r", str(requirements)], check=True, timeout=600)
 
     return installed_once(name, [requirements], venv) / "bin" / "python"
+
+
+def run_flow(name: str, *args: str) -> dict:
+    """Run ``tests/clients/<name>/flow.py ARGS`` in its virtualenv: the JSON object it
+    printed last (what it observed)."""
+    flow = REPO / "tests" / "clients" / name / "flow.py"
+    done = subprocess.run(
+        [str(venv_python(name)), str(flow), *args], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

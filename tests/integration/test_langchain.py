@@ -10,12 +10,11 @@ built once by the first run (about a minute), since the project itself pins pymi
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 
 import pytest
 
-from tests.clients.install import venv_python
+from tests.clients.install import run_flow
 from tests.infra import REPO
 
 CLIENT = REPO / "tests" / "clients" / "langchain"
@@ -24,15 +23,7 @@ TEXTS = [tuple(pair) for pair in json.loads((CLIENT / "texts.json").read_text())
 
 @pytest.fixture(scope="module")
 def observed(standalone) -> dict:
-    python = venv_python("langchain")
-    done = subprocess.run(
-        [str(python), str(CLIENT / "flow.py"), standalone.uri, f"lc_{uuid.uuid4().hex[:8]}"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_flow("langchain", standalone.uri, f"lc_{uuid.uuid4().hex[:8]}")
 
 
 def test_similarity_search_finds_the_text_with_its_metadata_and_key(observed):

@@ -4,28 +4,16 @@ are refused by name (tests/clients/pymilvus3/flow.py)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 import uuid
 
 import pytest
 
-from tests.clients.install import venv_python
-from tests.infra import REPO
-
-FLOW = REPO / "tests" / "clients" / "pymilvus3" / "flow.py"
+from tests.clients.install import run_flow
 
 
 @pytest.fixture(scope="module")
 def observed(standalone) -> dict:
-    done = subprocess.run(
-        [str(venv_python("pymilvus3")), str(FLOW), standalone.uri, f"p3_{uuid.uuid4().hex[:8]}"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_flow("pymilvus3", standalone.uri, f"p3_{uuid.uuid4().hex[:8]}")
 
 
 def test_rows_go_in_and_come_back_with_nulls_and_defaults(observed):

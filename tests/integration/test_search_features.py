@@ -382,12 +382,7 @@ def test_iterators_read_one_snapshot_while_rows_come_and_go(pair, caplog, level)
 
     caplog.clear()
     queried = ours.query_iterator(name, batch_size=50, filter="pk >= 0", output_fields=["pk"])
-    keys = [r["pk"] for r in queried.next()]
-    churn()
-    while page := queried.next():
-        keys += [r["pk"] for r in page]
-    queried.close()
-    assert sorted(keys) == sorted(before)
+    assert sorted(_walk(queried, churn)) == sorted(before)
 
     ours.upsert(name, [{"pk": k, "vec": [k / 100, 0, 0, 0]} for k in range(300, 600, 2)])
     ours.delete(name, ids=list(range(1, 600, 2)))
@@ -395,14 +390,20 @@ def test_iterators_read_one_snapshot_while_rows_come_and_go(pair, caplog, level)
     searched = ours.search_iterator(
         name, [[0.0] * 4], batch_size=50, search_params={"metric_type": "L2"}
     )
-    hits = [h["pk"] for h in searched.next()]
-    churn()
-    while page := searched.next():
-        hits += [h["pk"] for h in page]
-    searched.close()
-    assert sorted(hits) == sorted(before)
+    assert sorted(_walk(searched, churn)) == sorted(before)
     assert "mvccTs" not in caplog.text  # pymilvus used the server's snapshot
     ours.drop_collection(name)
+
+
+def _walk(iterator, between) -> list[int]:
+    """The keys of every page of a query or search iterator; ``between()`` runs after the
+    first page."""
+    keys = [row["pk"] for row in iterator.next()]
+    between()
+    while page := iterator.next():
+        keys += [row["pk"] for row in page]
+    iterator.close()
+    return keys
 
 
 def test_the_orm_groups_and_fuses_as_the_client_does(standalone, pair, coll):
