@@ -520,7 +520,7 @@ class MilvusService(
             "consistency_level": convert.consistency_level(request.consistency_level),
             "deadline_s": context.time_remaining() if context is not None else None,
             "iterator": any(kv.key == "iterator" and kv.value.lower() == "true" for kv in params),
-            **time_zones.read_params(request),
+            **time_zones.read_params(params),
         }
 
     # -- flush ---------------------------------------------------------------------------

@@ -30,15 +30,12 @@ def read_zone(info: CollectionInfo, requested: str) -> str:
     return checked_zone(requested) if requested else collection_zone(info)
 
 
-def read_params(request: Any) -> dict[str, str]:
-    """A query's or search's ``timezone`` and ``time_fields`` (``query_params``,
-    ``search_params``; ``rank_params`` of a hybrid search) as ReadSpec fields."""
-    pairs = getattr(request, "query_params", None) or getattr(request, "search_params", None)
-    if pairs is None:
-        pairs = getattr(request, "rank_params", ())
+def read_params(params: list[Any]) -> dict[str, str]:
+    """A query's or search's ``timezone`` and ``time_fields`` (among its ``query_params``,
+    ``search_params``, or a hybrid search's ``rank_params``) as ReadSpec fields."""
     found = {
         kv.key: kv.value
-        for kv in pairs
+        for kv in params
         if kv.key in (timestamptz.TIMEZONE_KEY, timestamptz.TIME_FIELDS_KEY)
     }
     return {
