@@ -19,7 +19,7 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc, schema_pb
 
 from vectide.services import __version__
 from vectide.services.common import errors, timestamp, timestamptz
-from vectide.services.common.collection_properties import checked_zone
+from vectide.services.common.collection_properties import checked_zone, inherited
 from vectide.services.common.config import QuotaConfig
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.names import qualified, split
@@ -99,16 +99,15 @@ class MilvusService(
     @rpc(common_pb2.Status)
     def CreateCollection(self, request, context):
         properties = convert.kv_pairs(request.properties)
-        zone = checked_zone(timestamptz.zone_of(properties))
+        db_name = db_of(request, context)
+        # naive TIMESTAMPTZ defaults are read in the zone the collection will have: its own,
+        # or the one it inherits from its database (the rootcoord adds that property)
+        database = self.proxy.describe_database(db_name).properties
+        zone = checked_zone(timestamptz.zone_of(inherited(database, properties)))
         schema = convert.schema_from_proto(request.schema, request.collection_name, zone)
         level = convert.consistency_level(request.consistency_level)
         self.proxy.create_collection(
-            schema,
-            request.shards_num,
-            level,
-            properties,
-            bytes(request.schema),
-            db_of(request, context),
+            schema, request.shards_num, level, properties, bytes(request.schema), db_name
         )
         return ok()
 

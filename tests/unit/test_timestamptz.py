@@ -397,3 +397,28 @@ def test_a_hybrid_search_renders_instants_in_the_collections_zone(served):
     instants = _column(reply.results, "tsz").scalars.string_data.data
     texts = dict(zip(reply.results.ids.int_id.data, instants, strict=True))
     assert texts == {0: "2025-01-01T00:00:00+08:00", 3: "2025-01-01T12:59:59.5+08:00"}
+
+
+def test_a_naive_default_is_read_in_the_zone_the_database_gives_the_collection():
+    """A collection created without a ``timezone`` in a database with one inherits that
+    zone, and its naive TIMESTAMPTZ default is read there, not in UTC."""
+    from pymilvus.grpc_gen import milvus_pb2
+
+    h = Harness()
+    service = MilvusService(h.proxy)
+    tokyo = milvus_pb2.CreateDatabaseRequest(db_name="tokyo")
+    tokyo.properties.add(key="timezone", value="Asia/Tokyo")
+    assert service.CreateDatabase(tokyo, Context()).code == 0
+    schema = MilvusClient.create_schema()
+    schema.add_field("id", ClientType.INT64, is_primary=True)
+    schema.add_field("vec", ClientType.FLOAT_VECTOR, dim=2)
+    schema.add_field("made", ClientType.TIMESTAMPTZ, default_value="2020-01-01 09:00:00")
+    create = Prepare.create_collection_request("t", schema)
+    create.db_name = "tokyo"
+    assert service.CreateCollection(create, Context()).code == 0
+    described = service.DescribeCollection(
+        milvus_pb2.DescribeCollectionRequest(db_name="tokyo", collection_name="t"), Context()
+    )
+    assert {kv.key: kv.value for kv in described.properties}["timezone"] == "Asia/Tokyo"
+    made = next(f for f in described.schema.fields if f.name == "made")
+    assert made.default_value.string_data == "2020-01-01T09:00:00+09:00"
