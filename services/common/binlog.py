@@ -64,11 +64,16 @@ def index_file_key(build_id: int, segment: int) -> str:
 
 
 def _arrow(values: Any, data_type: DataType, dim: int, valid: np.ndarray | None) -> pa.Array:
-    if data_type in DENSE_VECTORS:
+    if data_type in DENSE_VECTORS:  # a null row keeps its (zero) slot, as Arrow's do
         rows = np.ascontiguousarray(values, dtype=FIXED_DTYPES[data_type])
         width = row_width(data_type, dim) * rows.itemsize
+        if valid is None or bool(np.all(valid)):
+            bitmap, nulls = None, 0
+        else:
+            bitmap = pa.py_buffer(np.packbits(np.asarray(valid, dtype=bool), bitorder="little"))
+            nulls = int(len(valid) - np.count_nonzero(valid))
         return pa.FixedSizeBinaryArray.from_buffers(
-            pa.binary(width), len(rows), [None, pa.py_buffer(rows)]
+            pa.binary(width), len(rows), [bitmap, pa.py_buffer(rows)], null_count=nulls
         )
     if data_type == DataType.SPARSE_FLOAT_VECTOR:
         return pa.array(list(values), type=pa.binary())
@@ -140,12 +145,16 @@ def read_column(
     """A column's values and, when it holds nulls, its validity mask (True where the row has
     a value); null rows read as the placeholder 0 or ""."""
     column = decode_arrow(raw)
+    valid = column.is_valid().to_numpy(zero_copy_only=False) if column.null_count else None
     if data_type in DENSE_VECTORS:
         flat = np.frombuffer(_values_buffer(column), dtype=FIXED_DTYPES[data_type])
-        return flat.reshape(-1, row_width(data_type, dim)), None
+        rows = flat.reshape(-1, row_width(data_type, dim))
+        if valid is not None:  # Parquet keeps no bytes for a null: its slot reads as noise
+            rows = rows.copy()
+            rows[~valid] = 0
+        return rows, valid
     if data_type == DataType.SPARSE_FLOAT_VECTOR:
         return column.to_pylist(), None
-    valid = column.is_valid().to_numpy(zero_copy_only=False) if column.null_count else None
     if data_type in FIXED_DTYPES:
         filled = column.fill_null(False if data_type == DataType.BOOL else 0)
         return filled.to_numpy(zero_copy_only=False).astype(FIXED_DTYPES[data_type]), valid

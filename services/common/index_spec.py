@@ -64,16 +64,26 @@ class IndexSpec:
         except ValueError:
             return default
 
-    def build(self, vectors: np.ndarray) -> faiss.Index:
-        """An index over ``vectors`` (COSINE: over their normalised copies, searched by IP)."""
-        data = self._rows(vectors)
+    def build(self, vectors: np.ndarray, rows: np.ndarray | None = None) -> faiss.Index:
+        """An index over ``vectors`` (COSINE: over their normalised copies, searched by IP),
+        labelled by position; with ``rows`` (a nullable field's rows holding a vector), over
+        those only, labelled by their offsets: a search's mask and hits stay in row terms,
+        and null rows take no place in the graph or the lists."""
+        data = self._rows(vectors if rows is None else vectors[rows])
+        if rows is not None and not len(rows):
+            return faiss.IndexIDMap2(faiss.IndexFlat(vectors.shape[1], self._faiss_metric))
         if self.index_type == "IVF_FLAT":
             index = self._empty_ivf(data)
             index.train(self._training_rows(data, index.nlist, index))
         else:
             index = faiss.IndexHNSWFlat(data.shape[1], self._int("M", 16), self._faiss_metric)
             index.hnsw.efConstruction = self._int("efConstruction", 200)
-        index.add(data)
+        if rows is None:
+            index.add(data)
+            return index
+        if self.index_type != "IVF_FLAT":  # IVF lists keep ids; HNSW's go in an id map
+            index = faiss.IndexIDMap2(index)
+        index.add_with_ids(data, rows.astype(np.int64))
         return index
 
     @property
@@ -90,20 +100,23 @@ class IndexSpec:
         nlist = max(1, min(self._int("nlist", 128), len(data) // 39))
         return faiss.IndexIVFFlat(faiss.IndexFlat(dim, metric), dim, nlist, metric)
 
-    def merge_of(self, vectors: np.ndarray, parts: list[faiss.Index]) -> faiss.Index:
+    def merge_of(
+        self, vectors: np.ndarray, parts: list[faiss.Index], rows: np.ndarray | None = None
+    ) -> faiss.Index:
         """An IVF index over ``vectors``, the rows of ``parts`` (IVF indexes, in order),
         whose lists are learnt from the parts' lists: k-means over their centroids, each
         weighted by its list's length, instead of over sampled rows. The merged lists fit
         the rows as well (recall@10 at 16 probes on 64k rows: clustered 0.988 against 0.987,
         sorted by a coordinate 0.989 against 0.985, uniform 0.268 against 0.275) and a 4 x
-        16k merge costs 76-98 ms of a core instead of 233-249 (training was 60 % of it)."""
-        if self.index_type != "IVF_FLAT":
-            return self.build(vectors)
-        data = self._rows(vectors)
+        16k merge costs 76-98 ms of a core instead of 233-249 (training was 60 % of it).
+        ``rows``: as ``build``'s."""
+        if self.index_type != "IVF_FLAT" or not all(isinstance(p, faiss.IndexIVF) for p in parts):
+            return self.build(vectors, rows)  # (a part of only null rows is an empty id map)
+        data = self._rows(vectors if rows is None else vectors[rows])
         index = self._empty_ivf(data)
         ivfs = [faiss.extract_index_ivf(p) for p in parts]
         if sum(i.nlist for i in ivfs) < index.nlist:  # too few lists to learn from: rows
-            return self.build(vectors)
+            return self.build(vectors, rows)
         centroids = np.vstack([i.quantizer.reconstruct_n(0, i.nlist) for i in ivfs])
         weights = np.concatenate(
             [[i.invlists.list_size(j) for j in range(i.nlist)] for i in ivfs]
@@ -112,7 +125,10 @@ class IndexSpec:
         clustering.min_points_per_centroid = 1  # few points by design: no faiss warning
         clustering.train(np.ascontiguousarray(centroids), index.quantizer, weights)
         index.is_trained = True
-        index.add(data)
+        if rows is None:
+            index.add(data)
+        else:
+            index.add_with_ids(data, rows.astype(np.int64))
         return index
 
     def _training_rows(self, data: np.ndarray, nlist: int, index: faiss.IndexIVF) -> np.ndarray:

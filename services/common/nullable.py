@@ -1,9 +1,10 @@
 """Nullable fields and default values: Milvus 2.5's rules, kept apart from protobuf and storage.
 
 A column of a nullable field travels as full-length data plus a validity mask
-(``FieldColumn.valid``): a null row holds a placeholder (0, False or "") that nothing reads
-as a value. A field with a default value never stores a null: a null (or a missing column)
-takes the default when the proxy accepts the rows, as in Milvus.
+(``FieldColumn.valid``): a null row holds a placeholder (0, False, "", a zero vector) that
+nothing reads as a value (searches leave null vectors out, indexes hold only the others). A
+field with a default value never stores a null: a null (or a missing column) takes the
+default when the proxy accepts the rows, as in Milvus.
 """
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ from typing import Any
 import numpy as np
 
 from vectide.services.common import errors
-from vectide.services.common.msgstream.message import FIXED_DTYPES, DataType, FieldColumn
+from vectide.services.common.msgstream.message import (
+    FIXED_DTYPES,
+    DataType,
+    FieldColumn,
+    row_width,
+)
 from vectide.services.common.schema import FieldSchema
 
 #: the types a default value may have, as Milvus allows them (not JSON, not vectors)
@@ -38,6 +44,14 @@ def placeholder(data_type: DataType) -> Any:
     return ""
 
 
+def row_placeholder(field: FieldSchema) -> Any:
+    """A null row's slot in ``field``'s column: a zero vector for a vector field."""
+    width = row_width(field.data_type, field.dim)
+    if width:
+        return np.zeros(width, dtype=FIXED_DTYPES[field.data_type])
+    return placeholder(field.data_type)
+
+
 def check_field(field: FieldSchema) -> None:
     """Milvus's schema rules for ``nullable`` and ``default_value``; raises with the field."""
 
@@ -48,8 +62,8 @@ def check_field(field: FieldSchema) -> None:
 
     if field.nullable and field.is_primary:
         raise bad("the primary key cannot be nullable")
-    if field.nullable and field.is_vector:
-        raise bad("vector fields cannot be nullable")
+    if field.nullable and field.data_type == DataType.SPARSE_FLOAT_VECTOR:
+        raise bad("sparse vector fields cannot be nullable in Vectide yet")
     if field.nullable and field.is_partition_key:
         raise bad("the partition key cannot be nullable")
     value = field.default_value
@@ -111,7 +125,7 @@ def absent(field: FieldSchema, num_rows: int) -> FieldColumn | None:
         return None
     filler = placeholder(field.data_type)
     data: Any = (
-        np.full(num_rows, filler, dtype=FIXED_DTYPES[field.data_type])
+        np.full(_shape(field, num_rows), filler, dtype=FIXED_DTYPES[field.data_type])
         if field.data_type in FIXED_DTYPES
         else [filler] * num_rows
     )
@@ -119,6 +133,12 @@ def absent(field: FieldSchema, num_rows: int) -> FieldColumn | None:
         field.field_id, field.name, field.data_type, data, 0, np.zeros(num_rows, dtype=bool)
     )
     return settle(field, column)
+
+
+def _shape(field: FieldSchema, num_rows: int) -> tuple[int, ...]:
+    """A fixed-width column's shape: a vector field's rows are ``row_width`` wide."""
+    width = row_width(field.data_type, field.dim)
+    return (num_rows, width) if width else (num_rows,)
 
 
 def with_nulls(values: np.ndarray | list[Any], valid: np.ndarray | None) -> Any:

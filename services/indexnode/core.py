@@ -66,16 +66,19 @@ def segment_vectors(
     dim: int,
     store: binlog.Store,
     data_type: DataType = DataType.FLOAT_VECTOR,
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray | None]:
     """A segment's float vectors (half floats widened to float32) in the order query nodes
-    load its rows."""
-    parts = [
-        vector_types.as_float32(
-            data_type, binlog.decode_column(store.get(part.paths[str(field_id)]), data_type, dim)
-        )
-        for part in segment.parts_in_row_order()
-    ]
-    return np.vstack(parts) if parts else np.empty((0, dim), np.float32)
+    load its rows, and the offsets of the rows holding one when some are null (a nullable
+    field's; None: every row)."""
+    vectors, valid = [], []
+    for part in segment.parts_in_row_order():
+        rows, mask = binlog.read_column(store.get(part.paths[str(field_id)]), data_type, dim)
+        vectors.append(vector_types.as_float32(data_type, rows))
+        valid.append(np.ones(len(rows), bool) if mask is None else mask)
+    if not vectors:
+        return np.empty((0, dim), np.float32), None
+    held = np.concatenate(valid)
+    return np.vstack(vectors), None if held.all() else np.flatnonzero(held)
 
 
 def build_threads() -> int:
@@ -91,11 +94,11 @@ def index_file(
     """A segment's index file and the rows it indexes. The segment's vectors and the built
     index are let go before the file's bytes are made, so they are not all held at once
     (1M x 128-d HNSW: 0.5 GB of vectors, 0.65 GB of index, its serialized copy and bytes)."""
-    vectors = segment_vectors(segment, field.field_id, field.dim, store, field.data_type)
+    vectors, held = segment_vectors(segment, field.field_id, field.dim, store, field.data_type)
     release_freed()  # the binlogs' decode buffers, before minutes of building
     rows = len(vectors)
     faiss.omp_set_num_threads(build_threads())  # this thread only (OpenMP's per-thread ICV)
-    built = spec.build(vectors)
+    built = spec.build(vectors, held)
     del vectors
     serialized = faiss.serialize_index(built)
     del built

@@ -298,7 +298,7 @@ def columns_of(decoder: RecordDecoder, rows: list[dict[str, Any]]) -> dict[str, 
         valid = None
         if nullable.may_be_null(f):
             valid = np.array([v is not None for v in values], dtype=bool)
-            filler = nullable.placeholder(f.data_type)
+            filler = nullable.row_placeholder(f)
             values = [filler if v is None else v for v in values]
         if f.data_type in DENSE_VECTORS:
             data: Any = np.array(values, dtype=FIXED_DTYPES[f.data_type])  # faster than stack

@@ -444,12 +444,15 @@ def fill_field_data(fd: schema_pb2.FieldData, field: FieldSchema, values: Any) -
 
 def _valid_data(fd: schema_pb2.FieldData, field: FieldSchema, values: Any) -> Any:
     """A nullable field's column carries ``valid_data`` (pymilvus reads a null as None) and a
-    placeholder at each null row, as Milvus returns it."""
+    placeholder at each null row, as Milvus returns it; a vector column only the valid rows'
+    vectors (Milvus's sparse storage of nullable vectors, which pymilvus expects)."""
     if isinstance(values, np.ndarray):
         fd.valid_data.extend([True] * len(values))
         return values
-    filler = nullable.placeholder(field.data_type)
     fd.valid_data.extend(v is not None for v in values)
+    if field.is_vector:
+        return [v for v in values if v is not None]
+    filler = nullable.placeholder(field.data_type)
     return [filler if v is None else v for v in values]
 
 

@@ -186,6 +186,9 @@ class SearchRpcs:
         if missing:
             raise errors.invalid(f"primary keys not found in {info.name}: {missing[:10]}")
         values, order = rows.fields[field.name], [found[k] for k in keys]
+        null = [k for k in keys if values[found[k]] is None]
+        if null:
+            raise errors.invalid(f"primary keys without a vector in {field.name}: {null[:10]}")
         if field.data_type == DataType.SPARSE_FLOAT_VECTOR:
             return [values[i] for i in order]
         vectors = np.asarray(values)[order]

@@ -298,7 +298,10 @@ def _column_values(fd: schema_pb2.FieldData, int64_as_number: bool) -> list[Any]
             f"fail to parse search result, error: field {fd.field_name} of type "
             f"{DT.Name(t)} cannot be rendered as JSON yet",
         )
-    if fd.valid_data:
+    if fd.valid_data and (t == DT.FloatVector or t in rest_vectors.TYPES):
+        given = iter(values)  # a nullable vector column holds the valid rows' vectors only
+        values = [next(given) if ok else None for ok in fd.valid_data]
+    elif fd.valid_data:
         values = [v if ok else None for v, ok in zip(values, fd.valid_data, strict=False)]
     return values
 

@@ -561,6 +561,14 @@ class ShardStore:
         """Float vectors of rows ``start:end`` as float32, what the faiss indexes take."""
         return vector_types.as_float32(self._types[field], self._columns[field].view()[start:end])
 
+    def vector_rows(self, field: str, start: int, end: int) -> np.ndarray | None:
+        """The offsets (from ``start``) of the rows ``start:end`` holding a vector when some
+        are null (a nullable field's): what an index over them holds; None: every row."""
+        valid = self.valid(field)
+        if valid is None or valid[start:end].all():
+            return None
+        return np.flatnonzero(valid[start:end])
+
     def term_stats(
         self, field: str, terms: np.ndarray, mask: np.ndarray
     ) -> tuple[int, float, np.ndarray]:
@@ -594,6 +602,9 @@ class ShardStore:
                 f"metric type {metric} not supported for {data_type.name} "
                 f"({', '.join(sorted(allowed))})"
             )
+        valid = self.valid(field)
+        if valid is not None:  # a null vector is near nothing
+            mask = mask & valid
         column = self._columns[field]
         if isinstance(column, SparseColumn):
             return column.search(list(queries), k, mask, params or {}, metric)

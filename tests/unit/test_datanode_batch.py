@@ -175,7 +175,7 @@ def test_a_segment_written_over_many_batches_loads_in_insert_order():
         msg = codec.encode(insert(segment, [offset], offset))
         dc.save_batch(process_batch([Record("c-dml_0", offset, msg)], store)[0])
     info = dc.segment(segment)
-    vectors = segment_vectors(info, 101, 4, store)
+    vectors, _ = segment_vectors(info, 101, 4, store)
     assert vectors[:, 0].tolist() == [9.0, 64.0, 128.0, 1000.0]
 
 

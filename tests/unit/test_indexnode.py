@@ -97,7 +97,7 @@ def test_builds_an_index_file_per_flushed_segment_and_marks_it_indexed():
     segment = dc.segment(seg)
     assert segment.state == SegmentState.INDEXED
     assert segment.index_files["55"] == binlog.index_file_key(55, seg)
-    np.testing.assert_array_equal(segment_vectors(segment, 101, 8, store), vectors)
+    np.testing.assert_array_equal(segment_vectors(segment, 101, 8, store)[0], vectors)
     assert dc.index_progress(7, 55, True) == (2000, 2000, 0)
     # a query node loading the segment takes the file: its one chunk is indexed at once
     sealed = load_sealed(collection(), segment, store, chunk_rows=16384)

@@ -33,7 +33,11 @@ def field(data_type: DataType = DataType.INT64, **kw) -> FieldSchema:
     "bad,why",
     [
         (field(is_primary=True, nullable=True), "primary key cannot be nullable"),
-        (field(DataType.FLOAT_VECTOR, dim=4, nullable=True), "vector fields cannot be nullable"),
+        (
+            field(DataType.SPARSE_FLOAT_VECTOR, nullable=True),
+            "sparse vector fields cannot be nullable",
+        ),
+        (field(DataType.FLOAT_VECTOR, dim=4, default_value=1), "FLOAT_VECTOR fields cannot have"),
         (field(is_primary=True, default_value=1), "primary key cannot have a default"),
         (field(DataType.JSON, default_value="{}"), "JSON fields cannot have a default"),
         (field(default_value="a"), "does not match the type INT64"),

@@ -1,0 +1,179 @@
+"""Nullable vector fields (Milvus 2.6): a row may have no vector. pymilvus sends only the
+valid rows' vectors with ``valid_data``; searches never find a null row; queries return None
+for it; indexes (interim chunks, merges, sealed files) hold only the rows with a vector. On
+the fault harness, through the servicer, growing rows first, then sealed ones read back from
+binlogs with their index file."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pymilvus import DataType as ClientType
+from pymilvus import MilvusClient
+from pymilvus.client.prepare import Prepare
+from pymilvus.client.search_result import SearchResult
+
+from benchmarks.search_path import Context
+from vectide.services.common import binlog
+from vectide.services.common.index_spec import IndexSpec
+from vectide.services.common.msgstream.message import DataType
+from vectide.services.proxy.grpc_service import MilvusService
+from vectide.services.testing import Harness, harness_config
+
+DIM = 8
+ROWS = 600
+
+
+def _vector(key: int) -> list[float] | None:
+    """Rows with a key divisible by 3 have no vector."""
+    if key % 3 == 0:
+        return None
+    return np.random.default_rng(key).random(DIM).astype(np.float32).tolist()
+
+
+@pytest.fixture
+def served():
+    config = harness_config()
+    config.query.index_chunk_rows = 128  # growing rows go through interim IVF chunks
+    h = Harness(config)
+    service = MilvusService(h.proxy)
+    schema = MilvusClient.create_schema()
+    schema.add_field("id", ClientType.INT64, is_primary=True)
+    schema.add_field("dense", ClientType.FLOAT_VECTOR, dim=DIM)
+    schema.add_field("extra", ClientType.FLOAT_VECTOR, dim=DIM, nullable=True)
+    assert (
+        service.CreateCollection(Prepare.create_collection_request("c", schema), Context()).code
+        == 0
+    )
+    for field, kind in (("dense", "FLAT"), ("extra", "HNSW")):
+        h.proxy.create_index("c", field, field, {"index_type": kind, "metric_type": "L2"})
+    h.proxy.load_collection("c")
+    h.tick()
+    fields = [
+        {"name": f.name, "type": f.dtype, "params": f.params, "nullable": f.nullable}
+        for f in schema.fields
+    ]
+    rows = [{"id": k, "dense": [float(k)] * DIM, "extra": _vector(k)} for k in range(ROWS)]
+    reply = service.Insert(Prepare.row_insert_param("c", rows, "", fields), Context())
+    assert reply.status.code == 0, reply.status
+    h.tick()
+    h.pump()
+    while h.nodes.node(h.nodes.live_nodes()[0]).build_pending_indexes():
+        pass
+    return h, service
+
+
+def _search(service, key: int, limit: int = 5, **kw) -> list[list[int]]:
+    request = Prepare.search_requests_with_expr(
+        "c",
+        "extra",
+        {"metric_type": "L2", "params": {"ef": 64}},
+        limit,
+        data=[_vector(key)],
+        consistency_level="Strong",
+        **kw,
+    )
+    reply = service.Search(request, Context())
+    assert reply.status.code == 0, reply.status
+    return [[hit["id"] for hit in hits] for hits in SearchResult(reply.results)]
+
+
+def _outputs(service, keys: list[int]) -> dict[int, object]:
+    """Each key's vector (None for a null) as the reply carries them: ``valid_data`` per row,
+    vectors for the valid rows only (Milvus's sparse storage of nullable vectors)."""
+    request = Prepare.query_request("c", f"id in {keys}", ["extra"], [], consistency_level="Strong")
+    reply = service.Query(request, Context())
+    assert reply.status.code == 0, reply.status
+    ids = list(reply.fields_data[0].scalars.long_data.data)
+    column = next(fd for fd in reply.fields_data if fd.field_name == "extra")
+    vectors = iter(np.reshape(column.vectors.float_vector.data, (-1, DIM)).tolist())
+    return {k: next(vectors) if ok else None for k, ok in zip(ids, column.valid_data, strict=True)}
+
+
+def _check(service) -> None:
+    hits = _search(service, 7, limit=50)[0]
+    assert hits[0] == 7 and all(k % 3 for k in hits)  # null rows are never found
+    exact = sorted(
+        (k for k in range(ROWS) if k % 3),
+        key=lambda k: float(np.sum((np.array(_vector(k)) - np.array(_vector(7))) ** 2)),
+    )
+    assert len(set(hits) & set(exact[:50])) >= 45
+    got = _outputs(service, [3, 4])
+    assert got[3] is None
+    np.testing.assert_allclose(got[4], _vector(4), rtol=1e-6)
+
+
+def test_growing_rows_searched_and_returned(served):
+    h, service = served
+    node = h.nodes.node(h.nodes.live_nodes()[0])
+    shard = next(iter(node._shards.values()))
+    assert shard.store.indexes["extra"].indexed_rows  # interim chunks over the valid rows
+    _check(service)
+
+
+def test_sealed_rows_from_binlogs_and_their_index_file(served):
+    h, service = served
+    h.proxy.flush(["c"])
+    h.step()
+    assert h.coordinators.indexes.run_once()
+    h.coordinators.querycoord.handoff()
+    h.pump()
+    node = h.nodes.node(h.nodes.live_nodes()[0])
+    sealed = [s for shard in node._shards.values() for s in shard.sealed.values()]
+    assert sealed and all(s.valid("extra") is not None for s in sealed)
+    _check(service)
+
+
+def test_a_search_by_a_key_without_a_vector_is_refused(served):
+    _, service = served
+    request = Prepare.search_requests_with_expr(
+        "c", "extra", {"metric_type": "L2", "params": {}}, 3, ids=[3, 4]
+    )
+    reply = service.Search(request, Context())
+    assert reply.status.code == 1100 and "3" in reply.status.reason
+
+
+def test_an_index_of_a_nullable_field_holds_only_rows_with_a_vector():
+    vectors = np.random.default_rng(1).random((300, DIM)).astype(np.float32)
+    held = np.flatnonzero(np.arange(300) % 3)
+    for spec in (IndexSpec("HNSW", "L2", {"M": "8"}), IndexSpec("IVF_FLAT", "COSINE", {})):
+        index = spec.build(vectors, held)
+        assert index.ntotal == len(held)
+        _, labels = index.search(vectors[:1], 300)
+        assert set(labels[0][labels[0] >= 0]) <= set(held.tolist())
+    assert IndexSpec("HNSW", "L2", {}).build(vectors, held[:0]).ntotal == 0
+
+
+def test_binlogs_keep_a_vector_columns_nulls():
+    vectors = np.ones((4, DIM), np.float32)
+    valid = np.array([True, False, True, False])
+    raw = binlog.encode_column(vectors, DataType.FLOAT_VECTOR, DIM, valid)
+    rows, mask = binlog.read_column(raw, DataType.FLOAT_VECTOR, DIM)
+    np.testing.assert_array_equal(mask, valid)
+    assert not rows[~valid].any() and rows[valid].all()  # a null's slot reads as zeros
+
+
+def test_kafka_records_and_rest_rows_may_leave_a_vector_out(served):
+    """A Kafka record's null (or missing) vector and a REST row's null are nulls, as a
+    pymilvus row's None; REST renders the rows back with None where there is no vector."""
+    import json
+
+    from vectide.services.ingest.batcher import columns_of
+    from vectide.services.ingest.decode import RecordDecoder
+    from vectide.services.proxy import convert, rest_rows
+
+    h, _ = served
+    info = h.proxy.meta.get("c")
+    decoder = RecordDecoder(info.schema)
+    records = [{"id": 1, "dense": [1.0] * DIM, "extra": None}, {"id": 2, "dense": [2.0] * DIM}]
+    decoded = [decoder.decode(None, json.dumps(r).encode()).values for r in records]
+    column = columns_of(decoder, decoded)["extra"]
+    assert column.data.shape == (2, DIM) and list(column.valid) == [False, False]
+    proto = convert.schema_to_proto(info.schema)
+    rest = [{"id": 5, "dense": [5.0] * DIM, "extra": None}, {"id": 6, "dense": [6.0] * DIM}]
+    rest[1]["extra"] = _vector(4)
+    [extra] = [fd for fd in rest_rows.columns(rest, proto) if fd.field_name == "extra"]
+    assert list(extra.valid_data) == [False, True] and len(extra.vectors.float_vector.data) == DIM
+    back = rest_rows.rows([extra], ["extra"])
+    assert back[0]["extra"] is None
+    np.testing.assert_allclose(back[1]["extra"], _vector(4), rtol=1e-6)
