@@ -69,10 +69,15 @@ def segment_vectors(
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """A segment's float vectors (half floats widened to float32) in the order query nodes
     load its rows, and the offsets of the rows holding one when some are null (a nullable
-    field's; None: every row)."""
+    field's, or one added after some of the segment's rows were written; None: every row)."""
     vectors, valid = [], []
     for part in segment.parts_in_row_order():
-        rows, mask = binlog.read_column(store.get(part.paths[str(field_id)]), data_type, dim)
+        path = part.paths.get(str(field_id))
+        if path is None:  # written before AddCollectionField added the field: all nulls
+            vectors.append(np.zeros((part.rows, dim), np.float32))
+            valid.append(np.zeros(part.rows, bool))
+            continue
+        rows, mask = binlog.read_column(store.get(path), data_type, dim)
         vectors.append(vector_types.as_float32(data_type, rows))
         valid.append(np.ones(len(rows), bool) if mask is None else mask)
     if not vectors:

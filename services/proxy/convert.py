@@ -160,8 +160,6 @@ def added_field(
         raise bad(f"added field must be nullable, please check it, field name = {field.name}")
     if field.is_primary or field.auto_id or field.is_partition_key:
         raise bad(f"field {field.name}: a primary key or partition key cannot be added")
-    if field.is_vector:
-        raise bad(f"field {field.name}: adding a vector field is not supported by Vectide yet")
     if field.is_function_output:
         raise bad(f"field {field.name}: a function output field cannot be added")
     if schema.field(field.name) is not None:

@@ -190,6 +190,10 @@ class ShardStore:
             mask = FixedColumn(np.dtype("?"))
             mask.append(np.ones(rows, bool) if filled.valid is None else filled.valid)
             self._valid[field.name] = mask
+        if field.data_type in vector_types.FLOAT_TYPES:  # the older rows' vectors: zeros
+            norms = FixedColumn(np.dtype("<f4"))
+            norms.append(np.zeros(rows, np.float32))
+            self._sq_norms[field.name] = norms
 
     def _complete(self, msg: InsertMsg, rows: int) -> list[FieldColumn]:
         """The message's columns of the schema's fields, every one present. A field the

@@ -87,15 +87,7 @@ def proto_field(**kwargs) -> bytes:
             dict(name="k", data_type=DataType.INT64, nullable=True, is_partition_key=True),
             "partition key cannot be added",
         ),
-        (
-            dict(
-                name="w",
-                data_type=DataType.FLOAT_VECTOR,
-                nullable=True,
-                type_params=[{"key": "dim", "value": "2"}],
-            ),
-            "adding a vector field is not supported",
-        ),
+        (dict(name="w", data_type=DataType.SPARSE_FLOAT_VECTOR, nullable=True), "sparse vector"),
         (dict(name="s", data_type=DataType.VARCHAR, nullable=True), "max_length in"),
     ],
 )

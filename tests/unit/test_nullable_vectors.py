@@ -17,6 +17,7 @@ from benchmarks.search_path import Context
 from vectide.services.common import binlog
 from vectide.services.common.index_spec import IndexSpec
 from vectide.services.common.msgstream.message import DataType
+from vectide.services.common.schema import ConsistencyLevel
 from vectide.services.proxy.grpc_service import MilvusService
 from vectide.services.testing import Harness, harness_config
 
@@ -177,3 +178,63 @@ def test_kafka_records_and_rest_rows_may_leave_a_vector_out(served):
     back = rest_rows.rows([extra], ["extra"])
     assert back[0]["extra"] is None
     np.testing.assert_allclose(back[1]["extra"], _vector(4), rtol=1e-6)
+
+
+def test_a_vector_field_added_to_a_collection_with_rows():
+    """AddCollectionField of a nullable vector (how a second embedding joins a collection):
+    the rows written before have no vector in it, flushed or growing; new rows may give one;
+    searches of it find only those, exactly at first, then through an HNSW index file built
+    over the sealed segment's rows that have one (its older part has no file of the field)."""
+    from vectide.services.common.msgstream.message import FieldColumn
+    from vectide.services.common.schema import FieldSchema
+    from vectide.services.proxy.dql import SearchSpec
+
+    h = Harness()
+    h.create_collection("c")
+    h.insert("c", range(0, 50))
+    h.proxy.flush(["c"])
+    h.step()
+    h.insert("c", range(50, 60))  # growing when the field comes
+    h.proxy.add_collection_field(
+        "c", FieldSchema(0, "extra", DataType.FLOAT_VECTOR, dim=DIM, nullable=True)
+    )
+    info = h.proxy.meta.get("c")
+    keys = np.arange(100, 140)
+    new = np.random.default_rng(5).random((len(keys), DIM)).astype(np.float32)
+    columns = {
+        "id": FieldColumn(100, "id", DataType.INT64, keys),
+        "vec": FieldColumn(
+            101, "vec", DataType.FLOAT_VECTOR, np.ones((len(keys), 4), np.float32), 4
+        ),
+        "extra": FieldColumn(
+            info.schema.field("extra").field_id, "extra", DataType.FLOAT_VECTOR, new, DIM
+        ),
+    }
+    h.proxy.insert("c", "", columns, len(keys))
+    h.tick()
+    h.pump()
+
+    def nearest(stage: str) -> list[int]:
+        spec = SearchSpec(
+            collection_name="c",
+            vectors=new[3:4],
+            anns_field="extra",
+            limit=60,
+            use_default_consistency=False,
+            consistency_level=ConsistencyLevel.STRONG,
+        )
+        hits = h.proxy.search(spec)[1]
+        found = [int(k) for k in hits.pks]
+        assert found[0] == 103 and set(found) == set(keys.tolist()), stage  # only the new rows
+        return found
+
+    nearest("growing and sealed, exact")
+    h.proxy.release_collection("c")
+    h.proxy.create_index("c", "extra", "extra", {"index_type": "HNSW", "metric_type": "L2"})
+    h.proxy.flush(["c"])
+    h.step()
+    assert h.coordinators.indexes.run_once()
+    h.proxy.load_collection("c")
+    h.tick()
+    h.pump()
+    nearest("sealed, through the index file")
