@@ -641,4 +641,22 @@ def test_nullable_vectors_survive_flush_index_and_reload(persistent):
     client.release_collection(name)
     client.load_collection(name)
     check("sealed, from S3")
+    # a second embedding joins the collection: older rows have none
+    client.add_collection_field(name, "later", DataType.FLOAT_VECTOR, dim=DIM, nullable=True)
+    client.insert(
+        name, [{"id": 5000 + i, "vec": [0.0] * DIM, "later": extra[i].tolist()} for i in range(30)]
+    )
+
+    def later(stage: str) -> None:
+        hits = client.search(name, [extra[2].tolist()], anns_field="later", limit=100)[0]
+        assert hits[0]["id"] == 5002 and {h["id"] for h in hits} == set(range(5000, 5030)), stage
+
+    later("exact")
+    client.flush(name)
+    client.release_collection(name)
+    index = client.prepare_index_params()
+    index.add_index("later", index_type="HNSW", metric_type="L2")
+    client.create_index(name, index)
+    client.load_collection(name)
+    later("through an index file over the rows that have one")
     client.drop_collection(name)
