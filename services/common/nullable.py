@@ -123,9 +123,9 @@ def absent(field: FieldSchema, num_rows: int) -> FieldColumn | None:
     field must be given."""
     if not may_be_null(field):
         return None
-    filler = placeholder(field.data_type)
+    filler = row_placeholder(field)
     data: Any = (
-        np.full(_shape(field, num_rows), filler, dtype=FIXED_DTYPES[field.data_type])
+        np.full((num_rows, *np.shape(filler)), filler, dtype=FIXED_DTYPES[field.data_type])
         if field.data_type in FIXED_DTYPES
         else [filler] * num_rows
     )
@@ -133,12 +133,6 @@ def absent(field: FieldSchema, num_rows: int) -> FieldColumn | None:
         field.field_id, field.name, field.data_type, data, 0, np.zeros(num_rows, dtype=bool)
     )
     return settle(field, column)
-
-
-def _shape(field: FieldSchema, num_rows: int) -> tuple[int, ...]:
-    """A fixed-width column's shape: a vector field's rows are ``row_width`` wide."""
-    width = row_width(field.data_type, field.dim)
-    return (num_rows, width) if width else (num_rows,)
 
 
 def with_nulls(values: np.ndarray | list[Any], valid: np.ndarray | None) -> Any:
