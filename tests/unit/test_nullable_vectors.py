@@ -238,3 +238,50 @@ def test_a_vector_field_added_to_a_collection_with_rows():
     h.tick()
     h.pump()
     nearest("sealed, through the index file")
+
+
+@pytest.mark.parametrize(
+    ("kind", "metric", "value"),
+    [
+        (ClientType.FLOAT16_VECTOR, "L2", lambda k: np.full(DIM, k / 10, np.float16)),
+        (ClientType.BINARY_VECTOR, "HAMMING", lambda k: np.array([k % 256], np.uint8).tobytes()),
+        (ClientType.INT8_VECTOR, "L2", lambda k: np.full(DIM, k % 100, np.int8)),
+    ],
+)
+def test_other_dense_types_may_be_null(kind, metric, value):
+    h = Harness()
+    service = MilvusService(h.proxy)
+    schema = MilvusClient.create_schema()
+    schema.add_field("id", ClientType.INT64, is_primary=True)
+    schema.add_field("v", kind, dim=DIM, nullable=True)
+    create = Prepare.create_collection_request("t", schema)
+    assert service.CreateCollection(create, Context()).code == 0
+    index = "BIN_FLAT" if kind == ClientType.BINARY_VECTOR else "FLAT"
+    h.proxy.create_index("t", "v", "v", {"index_type": index, "metric_type": metric})
+    h.proxy.load_collection("t")
+    h.tick()
+    fields = [
+        {"name": f.name, "type": f.dtype, "params": f.params, "nullable": f.nullable}
+        for f in schema.fields
+    ]
+    rows = [{"id": k, "v": None if k % 2 else value(k)} for k in range(20)]
+    assert (
+        service.Insert(Prepare.row_insert_param("t", rows, "", fields), Context()).status.code == 0
+    )
+    h.tick()
+    h.pump()
+    request = Prepare.search_requests_with_expr(
+        "t",
+        "v",
+        {"metric_type": metric, "params": {}},
+        20,
+        data=[value(4)],
+        consistency_level="Strong",
+    )
+    reply = service.Search(request, Context())
+    assert reply.status.code == 0, reply.status
+    found = list(reply.results.ids.int_id.data)
+    assert found[0] == 4 and sorted(found) == list(range(0, 20, 2))  # the rows with a vector
+    query = Prepare.query_request("t", "id in [2, 3]", ["v"], [], consistency_level="Strong")
+    column = next(fd for fd in service.Query(query, Context()).fields_data if fd.field_name == "v")
+    assert list(column.valid_data) == [True, False]
