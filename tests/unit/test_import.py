@@ -347,7 +347,7 @@ def test_parquet_vectors_come_as_numpy_rows_and_float_arrays_as_lists():
 
 def _loaded(name: str, vector: str, *fields: tuple) -> tuple[Harness, MilvusService]:
     """A harness with collection ``name``: an int64 ``id``, ``fields`` (name, type, options)
-    and a FLAT index on ``vector``, loaded."""
+    and a FLAT index on ``vector`` (on each of ``a,b``), loaded."""
     h = Harness()
     schema = MilvusClient.create_schema()
     schema.add_field("id", PyDataType.INT64, is_primary=True)
@@ -356,7 +356,8 @@ def _loaded(name: str, vector: str, *fields: tuple) -> tuple[Harness, MilvusServ
     service = service_of(h)
     create = Prepare.create_collection_request(name, schema, consistency_level="Strong")
     assert service.CreateCollection(create, Context()).code == 0
-    h.proxy.create_index(name, vector, "v", {"index_type": "FLAT", "metric_type": "L2"})
+    for field in vector.split(","):
+        h.proxy.create_index(name, field, field, {"index_type": "FLAT", "metric_type": "L2"})
     h.proxy.load_collection(name)
     h.tick()
     return h, service
@@ -445,3 +446,22 @@ def test_timestamptz_rows_are_imported_as_instants_and_bad_text_fails_the_job():
     bad = {"id": 4, "vec": [0.0, 0.0], "at": "2025-13-01T00:00:00Z"}
     reason = _failed_reason(h, service, "when", bad)
     assert "in/bad.json: row 0" in reason and "'at': invalid timestamp string" in reason, reason
+
+
+def test_rows_without_a_vector_are_imported_into_a_nullable_vector_field():
+    h, service = _loaded(
+        "nv",
+        "vec,extra",
+        ("vec", PyDataType.FLOAT_VECTOR, {"dim": 2}),
+        ("extra", PyDataType.FLOAT_VECTOR, {"dim": 2, "nullable": True}),
+    )
+    h.store.objects["in/n.parquet"] = parquet(
+        [
+            {"id": 1, "vec": [1.0, 2.0], "extra": [0.5, 0.5]},
+            {"id": 2, "vec": [3.0, 4.0], "extra": None},
+        ]
+    )
+    h.store.objects["in/n.json"] = orjson.dumps({"rows": [{"id": 3, "vec": [5.0, 6.0]}]})
+    state = run(h, service, ["in/n.parquet", "in/n.json"], collection="nv")
+    assert state.state == common_pb2.ImportCompleted, infos(state)
+    assert _rows_of(h, "nv", "id > 0", "extra") == {1: [0.5, 0.5], 2: None, 3: None}
