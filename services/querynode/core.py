@@ -530,9 +530,8 @@ class QueryNode:
             chunk = indexes.next_chunk(store.num_rows)
             if chunk is None:
                 return 0
-            start, end = chunk * indexes.chunk_rows, (chunk + 1) * indexes.chunk_rows
-            vectors = store.vectors(field_name, start, end)
-            held = store.vector_rows(field_name, start, end)
+            start = chunk * indexes.chunk_rows
+            vectors, held = store.index_input(field_name, start, start + indexes.chunk_rows)
         indexes.install(chunk, indexes.spec.build(vectors, held))
         return 1
 
@@ -545,9 +544,7 @@ class QueryNode:
             merge = indexes.next_merge()
             if merge is None:
                 return 0
-            rows = merge.rows(indexes.chunk_rows)
-            vectors = shard.store.vectors(field_name, *rows)
-            held = shard.store.vector_rows(field_name, *rows)
+            vectors, held = shard.store.index_input(field_name, *merge.rows(indexes.chunk_rows))
         parts = [block.index for block in merge.blocks]
         indexes.install_merge(merge, merge.spec.merge_of(vectors, parts, held))
         return 1

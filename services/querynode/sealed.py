@@ -96,7 +96,6 @@ def build_stand_in(sealed: ShardStore, interim: InterimIndex, chunk_rows: int) -
         spec = interim.sealed_spec(chunks.spec, sealed.num_rows, chunk_rows)
         if spec is None:
             continue
-        rows = sealed.num_rows
-        vectors, held = sealed.vectors(field, 0, rows), sealed.vector_rows(field, 0, rows)
+        vectors, held = sealed.index_input(field, 0, sealed.num_rows)
         built += chunks.stand_in(spec, spec.build(vectors, held))
     return built

@@ -565,13 +565,15 @@ class ShardStore:
         """Float vectors of rows ``start:end`` as float32, what the faiss indexes take."""
         return vector_types.as_float32(self._types[field], self._columns[field].view()[start:end])
 
-    def vector_rows(self, field: str, start: int, end: int) -> np.ndarray | None:
-        """The offsets (from ``start``) of the rows ``start:end`` holding a vector when some
-        are null (a nullable field's): what an index over them holds; None: every row."""
+    def index_input(self, field: str, start: int, end: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """What an index over rows ``start:end`` takes (``IndexSpec.build``): their vectors,
+        and the offsets (from ``start``) of those holding one when some are null (a nullable
+        field's; None: every row)."""
+        vectors = self.vectors(field, start, end)
         valid = self.valid(field)
         if valid is None or valid[start:end].all():
-            return None
-        return np.flatnonzero(valid[start:end])
+            return vectors, None
+        return vectors, np.flatnonzero(valid[start:end])
 
     def term_stats(
         self, field: str, terms: np.ndarray, mask: np.ndarray
