@@ -78,13 +78,7 @@ class IndexSpec:
         else:
             index = faiss.IndexHNSWFlat(data.shape[1], self._int("M", 16), self._faiss_metric)
             index.hnsw.efConstruction = self._int("efConstruction", 200)
-        if rows is None:
-            index.add(data)
-            return index
-        if self.index_type != "IVF_FLAT":  # IVF lists keep ids; HNSW's go in an id map
-            index = faiss.IndexIDMap2(index)
-        index.add_with_ids(data, rows.astype(np.int64))
-        return index
+        return _filled(index, data, rows)
 
     @property
     def _faiss_metric(self) -> int:
@@ -125,11 +119,7 @@ class IndexSpec:
         clustering.min_points_per_centroid = 1  # few points by design: no faiss warning
         clustering.train(np.ascontiguousarray(centroids), index.quantizer, weights)
         index.is_trained = True
-        if rows is None:
-            index.add(data)
-        else:
-            index.add_with_ids(data, rows.astype(np.int64))
-        return index
+        return _filled(index, data, rows)
 
     def _training_rows(self, data: np.ndarray, nlist: int, index: faiss.IndexIVF) -> np.ndarray:
         """The rows an IVF index learns its lists from: all of them, or for a quick build a
@@ -272,3 +262,15 @@ def is_interim(index: IndexInfo, schema: CollectionSchema) -> bool:
 def normalised(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return np.ascontiguousarray(vectors / np.where(norms == 0, 1, norms), dtype=np.float32)
+
+
+def _filled(index: faiss.Index, data: np.ndarray, rows: np.ndarray | None) -> faiss.Index:
+    """``index`` holding ``data``, labelled by position or, with ``rows``, by those offsets
+    (IVF lists keep ids; any other index goes behind an id map)."""
+    if rows is None:
+        index.add(data)
+        return index
+    if not isinstance(index, faiss.IndexIVF):
+        index = faiss.IndexIDMap2(index)
+    index.add_with_ids(data, rows.astype(np.int64))
+    return index
