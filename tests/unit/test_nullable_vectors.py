@@ -50,18 +50,23 @@ def served():
         h.proxy.create_index("c", field, field, {"index_type": kind, "metric_type": "L2"})
     h.proxy.load_collection("c")
     h.tick()
-    fields = [
-        {"name": f.name, "type": f.dtype, "params": f.params, "nullable": f.nullable}
-        for f in schema.fields
-    ]
     rows = [{"id": k, "dense": [float(k)] * DIM, "extra": _vector(k)} for k in range(ROWS)]
-    reply = service.Insert(Prepare.row_insert_param("c", rows, "", fields), Context())
+    reply = _insert(service, "c", schema, rows)
     assert reply.status.code == 0, reply.status
     h.tick()
     h.pump()
     while h.nodes.node(h.nodes.live_nodes()[0]).build_pending_indexes():
         pass
     return h, service
+
+
+def _insert(service: MilvusService, name: str, schema, rows: list[dict]):
+    """``rows`` inserted as pymilvus converts them against ``schema`` (its field infos)."""
+    fields = [
+        {"name": f.name, "type": f.dtype, "params": f.params, "nullable": f.nullable}
+        for f in schema.fields
+    ]
+    return service.Insert(Prepare.row_insert_param(name, rows, "", fields), Context())
 
 
 def _search(service, key: int, limit: int = 5, **kw) -> list[list[int]]:
@@ -260,14 +265,8 @@ def test_other_dense_types_may_be_null(kind, metric, value):
     h.proxy.create_index("t", "v", "v", {"index_type": index, "metric_type": metric})
     h.proxy.load_collection("t")
     h.tick()
-    fields = [
-        {"name": f.name, "type": f.dtype, "params": f.params, "nullable": f.nullable}
-        for f in schema.fields
-    ]
     rows = [{"id": k, "v": None if k % 2 else value(k)} for k in range(20)]
-    assert (
-        service.Insert(Prepare.row_insert_param("t", rows, "", fields), Context()).status.code == 0
-    )
+    assert _insert(service, "t", schema, rows).status.code == 0
     h.tick()
     h.pump()
     request = Prepare.search_requests_with_expr(
