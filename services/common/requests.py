@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from vectide.services.common.msgstream.message import Position
+
+if TYPE_CHECKING:
+    from vectide.services.common.order_by import OrderKey
 
 
 @dataclass
@@ -58,7 +61,7 @@ class ShardQueryRequest:
     expr_params: dict[str, Any] = field(default_factory=dict)
     partition_ids: list[int] = field(default_factory=list)
     output_fields: list[str] = field(default_factory=list)
-    #: rows per shard, in primary-key order (None: all)
+    #: rows per shard, in primary-key order or ``order_by``'s (None: all)
     limit: int | None = None
     count_only: bool = False
     #: as ShardSearchRequest's
@@ -73,3 +76,6 @@ class ShardQueryRequest:
     expire_ts: int = 0
     #: as ShardSearchRequest's
     timezone: str = "UTC"
+    #: ORDER BY keys (services/common/order_by.py): a shard's first ``limit`` rows in their
+    #: order, ties by primary key (empty: primary-key order)
+    order_by: tuple[OrderKey, ...] = ()

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from vectide.services.common.msgstream.message import PrimaryKeys
+from vectide.services.common.order_by import OrderKey, order_of
 
 #: metrics where a larger score is better
 SIMILARITY_METRICS = frozenset({"IP", "COSINE", "BM25"})
@@ -147,15 +148,21 @@ def reduce_hits(parts: list[SearchHits], pick: Any) -> SearchHits:
     )
 
 
-def merge_rows(parts: list[QueryRows], offset: int = 0, limit: int | None = None) -> QueryRows:
-    """Rows of every shard in primary-key order, then ``[offset, offset + limit)``: the same
-    page whichever shards hold the rows (Milvus orders limited query results by pk too)."""
+def merge_rows(
+    parts: list[QueryRows],
+    offset: int = 0,
+    limit: int | None = None,
+    order_by: tuple[OrderKey, ...] = (),
+) -> QueryRows:
+    """Rows of every shard in primary-key order (or ``order_by``'s, ties by primary key),
+    then ``[offset, offset + limit)``: the same page whichever shards hold the rows (Milvus
+    orders limited query results by pk too)."""
     if parts and all(p.count is not None for p in parts):
         return QueryRows(pks=[], count=sum(p.count or 0 for p in parts))
     names = list(parts[0].fields) if parts else []
     pks = concat([p.pks for p in parts])
     fields = {n: concat([p.fields[n] for p in parts]) for n in names}
-    order = pk_order(pks)
+    order = order_of(fields, order_by, pks) if order_by else pk_order(pks)
     end = len(order) if limit is None else offset + limit
     index = order[offset:end]
     return QueryRows(take(pks, index), {n: take(v, index) for n, v in fields.items()})

@@ -12,8 +12,14 @@ import numpy as np
 
 from vectide.services.common import collection_properties, errors, timestamp, vector_types
 from vectide.services.common.errors import Code, MilvusError
-from vectide.services.common.grouping import group_by_field, merge_groups, restrict_to_groups
+from vectide.services.common.grouping import (
+    as_values,
+    group_by_field,
+    merge_groups,
+    restrict_to_groups,
+)
 from vectide.services.common.msgstream.message import DataType, Position, row_width
+from vectide.services.common.order_by import OrderKey, columns_of, order_of, parse_order_by
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
 from vectide.services.common.results import QueryRows, SearchHits, merge_hits, merge_rows, take
 from vectide.services.common.schema import (
@@ -59,6 +65,8 @@ class ReadSpec:
     #: read at one snapshot, the first page's, which pymilvus sends back as the guarantee
     #: of the next (Milvus's iterator MVCC stamp)
     iterator: bool = False
+    #: the request's ``order_by_fields`` ("": none; services/common/order_by.py)
+    order_by: str = ""
 
 
 @dataclass
@@ -159,6 +167,16 @@ class _ReadTask(Task):
         if spec.expr.strip():
             tree = limits.parse_filter(proxy.config.quota, spec.expr, spec.expr_params, self.zone)
             functions.check_text_match(tree, self.info.schema)
+        self.order_by = parse_order_by(spec.order_by, self.info.schema)
+        if self.order_by and spec.iterator:
+            raise errors.invalid("order_by is not supported when using an iterator")
+
+    def _fetched(self, outputs: Outputs) -> list[str]:
+        """The columns the query nodes return: the outputs', and the ORDER BY keys' (read to
+        order the results, sent to the client only when it asked for them)."""
+        if not self.order_by:
+            return outputs.fetch
+        return list(dict.fromkeys([*outputs.fetch, *columns_of(self.order_by)]))
 
     def _with_times(self, outputs: Outputs) -> Outputs:
         """``outputs`` rendering TIMESTAMPTZ columns as the request asks (most ask nothing:
@@ -407,7 +425,7 @@ class SearchTask(_ReadTask):
             expr_params=spec.expr_params,
             timezone=self.zone,
             partition_ids=self.partition_ids,
-            output_fields=self.outputs.fetch,
+            output_fields=self._fetched(self.outputs),
             search_params=spec.params,
             group_by=spec.group_by_field,
             group_size=spec.group_size,
@@ -415,6 +433,9 @@ class SearchTask(_ReadTask):
         )
         if spec.group_by_field:
             self.hits = self._search_groups(request)
+        elif self.order_by:
+            best = _ordered(merge_hits(self._search(request), topk), self.order_by)
+            self.hits = _page(best, spec.offset, spec.limit)
         else:
             self.hits = _page(merge_hits(self._search(request), topk), spec.offset, spec.limit)
         self.hits.snapshot_ts = travel
@@ -428,17 +449,23 @@ class SearchTask(_ReadTask):
         """The best groups, then (``group_size > 1``) every shard's hits of those groups
         (services/common/grouping.py says why)."""
         spec = self._spec
+        # ORDER BY orders the best ``offset + limit`` groups, then pages them
+        limit, offset = (request.topk, 0) if self.order_by else (spec.limit, spec.offset)
         if spec.group_size == 1:
-            return merge_groups(self._search(request), spec.limit, 1, spec.offset)
-        best = merge_groups(self._search(replace(request, group_size=1)), request.topk, 1)
-        chosen = list(dict.fromkeys(best.groups or []))
-        if not chosen:
-            return best
-        expr, params = restrict_to_groups(
-            request.expr, request.expr_params, spec.group_by_field, chosen
-        )
-        narrowed = replace(request, expr=expr, expr_params=params, topk=len(chosen))
-        return merge_groups(self._search(narrowed), spec.limit, spec.group_size, spec.offset)
+            hits = merge_groups(self._search(request), limit, 1, offset)
+        else:
+            best = merge_groups(self._search(replace(request, group_size=1)), request.topk, 1)
+            chosen = list(dict.fromkeys(best.groups or []))
+            if not chosen:
+                return best
+            expr, params = restrict_to_groups(
+                request.expr, request.expr_params, spec.group_by_field, chosen
+            )
+            narrowed = replace(request, expr=expr, expr_params=params, topk=len(chosen))
+            hits = merge_groups(self._search(narrowed), limit, spec.group_size, offset)
+        if self.order_by:
+            hits = _ordered_groups(hits, self.order_by, spec.offset, spec.limit)
+        return hits
 
     def post_execute(self) -> tuple[CollectionInfo, SearchHits, Outputs]:
         return self.info, self.hits, self.outputs
@@ -451,15 +478,48 @@ def _page(hits: SearchHits, offset: int, limit: int) -> SearchHits:
     keep = [
         np.arange(s + offset, min(s + offset + limit, e)) for s, e in itertools.pairwise(starts)
     ]
-    counts = [len(k) for k in keep]
+    return _taken(hits, keep)
+
+
+def _taken(hits: SearchHits, keep: list[np.ndarray]) -> SearchHits:
+    """The hits at ``keep``'s positions, one array of them per query."""
     index = np.concatenate(keep) if keep else np.empty(0, np.int64)
     return SearchHits(
         hits.metric_type,
-        counts,
+        [len(k) for k in keep],
         take(hits.pks, index),
         hits.scores[index],
         {n: take(v, index) for n, v in hits.fields.items()},
+        None if hits.groups is None else take(hits.groups, index),
     )
+
+
+def _ordered(hits: SearchHits, keys: tuple[OrderKey, ...]) -> SearchHits:
+    """Each query's hits in ORDER BY order (ties keep their order by score)."""
+    query = np.repeat(np.arange(hits.nq), hits.counts)
+    order = order_of(hits.fields, keys, within=query)
+    starts = np.concatenate([[0], np.cumsum(hits.counts)]).astype(np.int64)
+    return _taken(hits, [order[s:e] for s, e in itertools.pairwise(starts)])
+
+
+def _ordered_groups(
+    hits: SearchHits, keys: tuple[OrderKey, ...], offset: int, limit: int
+) -> SearchHits:
+    """A grouping search's groups in ORDER BY order of each group's best hit, then the page
+    ``[offset, offset + limit)`` of groups; a group's hits keep their order."""
+    groups = as_values(hits.groups)
+    leaders = order_of(hits.fields, keys, within=np.repeat(np.arange(hits.nq), hits.counts))
+    starts = np.concatenate([[0], np.cumsum(hits.counts)]).astype(np.int64)
+    keep = []
+    for s, e in itertools.pairwise(starts):
+        members: dict[Any, list[int]] = {}
+        for i in range(s, e):
+            members.setdefault(groups[i], []).append(i)
+        best = {group: rows[0] for group, rows in members.items()}
+        chosen = sorted(members, key=lambda g: int(np.flatnonzero(leaders == best[g])[0]))
+        page = chosen[offset : offset + limit]
+        keep.append(np.array([i for g in page for i in members[g]], dtype=np.int64))
+    return _taken(hits, keep)
 
 
 class QueryTask(_ReadTask):
@@ -482,6 +542,7 @@ class QueryTask(_ReadTask):
         spec = self._spec
         ts, wait, travel, fences = self._guarantee()
         per_shard = None if spec.limit is None else spec.limit + spec.offset
+        order_by = () if self.count_only else self.order_by
         request = ShardQueryRequest(
             collection_id=self.info.collection_id,
             vchannels=self.info.vchannels,
@@ -495,13 +556,14 @@ class QueryTask(_ReadTask):
             expr_params=spec.expr_params,
             timezone=self.zone,
             partition_ids=self.partition_ids,
-            output_fields=self.outputs.fetch,
+            output_fields=self._fetched(self.outputs),
             limit=per_shard,
             count_only=self.count_only,
             scalar_indexes=self.info.scalar_indexes(),
+            order_by=order_by,
         )
         parts = self._fan_out(lambda node, vchs: node.query(_for_shards(request, vchs)))
-        self.rows = merge_rows(parts, spec.offset, spec.limit)
+        self.rows = merge_rows(parts, spec.offset, spec.limit, order_by)
         self.rows.snapshot_ts = travel
 
     def post_execute(self) -> tuple[CollectionInfo, QueryRows, Outputs]:

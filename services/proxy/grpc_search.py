@@ -61,6 +61,8 @@ class SearchRpcs:
         if ranker is not None:
             if page is not None:
                 raise errors.invalid("a search iterator cannot take a rerank function")
+            if spec.order_by:
+                raise errors.invalid("order_by and function_score cannot be used together")
             return self._decayed(spec, ranker)
         info, hits, outputs = self.proxy.search(spec)
         reply = convert.search_results(info, hits, outputs, spec.limit, spec.group_by_field)
@@ -97,6 +99,8 @@ class SearchRpcs:
     @rpc(milvus_pb2.SearchResults)
     def HybridSearch(self, request, context):
         common = self._read_common(request, "", context)
+        if common["order_by"]:
+            raise errors.invalid("order_by_fields is not supported in a hybrid search by Vectide")
         decayed = self._decay_of(request, common["collection_name"])
         wanted = common["output_fields"]
         if decayed is not None:  # the sub-searches read the ranker's field too

@@ -23,6 +23,7 @@ from vectide.services.common.collection_properties import checked_zone, inherite
 from vectide.services.common.config import QuotaConfig
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.names import qualified, split
+from vectide.services.common.order_by import ORDER_BY_PARAM
 from vectide.services.common.schema import IndexInfo
 from vectide.services.common.security.rbac import Rbac
 from vectide.services.proxy import convert, functions, limits, time_zones
@@ -519,6 +520,7 @@ class MilvusService(
             "consistency_level": convert.consistency_level(request.consistency_level),
             "deadline_s": context.time_remaining() if context is not None else None,
             "iterator": any(kv.key == "iterator" and kv.value.lower() == "true" for kv in params),
+            "order_by": next((kv.value for kv in params if kv.key == ORDER_BY_PARAM), ""),
             **time_zones.read_params(params),
         }
 
@@ -629,11 +631,10 @@ def _index_params(index: IndexInfo) -> list[common_pb2.KeyValuePair]:
     return pairs
 
 
-#: read parameters of Milvus 3.0 features (pymilvus 3 sends them, and pymilvus 2.6's search
-#: ``order_by_fields``): a server that ignored them would answer another question than the
-#: one asked (unsorted rows, no aggregates), so they are refused by name
+#: read parameters of Milvus 3.0 features (pymilvus 3 sends them): a server that ignored
+#: them would answer another question than the one asked (no aggregates), so they are
+#: refused by name
 LATER_FEATURES = {
-    "order_by_fields": "ORDER BY",
     "group_by_fields": "grouping by several fields and aggregations",
     "search_aggregation": "search aggregations",
 }

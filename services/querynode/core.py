@@ -562,7 +562,7 @@ class QueryNode:
         shards = self._hurry(req)
         tree = parse_filter(req.expr, req.expr_params, req.timezone)
         parts = [self._query_shard(shard, req, tree) for shard in shards]
-        return merge_rows(parts, 0, req.limit)
+        return merge_rows(parts, 0, req.limit, req.order_by)
 
     def _hurry(self, req: ShardSearchRequest | ShardQueryRequest) -> list[Shard]:
         """The read's shards; those whose tsafe is behind its guarantee are about to wait,
@@ -693,4 +693,4 @@ class QueryNode:
             ensure_indexes(shard.stores(), req.scalar_indexes)
             parts = [query_store(s, req, tree, snapshot) for s in shard.stores()]
         parts += self._scatter.gather(shard, remote, pending)
-        return merge_rows(parts, 0, req.limit)
+        return merge_rows(parts, 0, req.limit, req.order_by)

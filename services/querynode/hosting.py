@@ -113,7 +113,7 @@ class HostedSegments:
         stores, missing = self._stores(vchannel, segment_ids)
         ensure_indexes(stores, req.scalar_indexes)
         parts = [query_store(s, req, tree, snapshot) for s in stores]
-        return (merge_rows(parts, 0, req.limit) if parts else None), missing
+        return (merge_rows(parts, 0, req.limit, req.order_by) if parts else None), missing
 
     def release(self, vchannel: str, segment_ids: list[int]) -> int:
         """Stop holding these (moved away or retired); returns how many were held."""

@@ -19,6 +19,7 @@ from vectide.services.common.expr.indexed import select
 from vectide.services.common.expr.parser import split_sample
 from vectide.services.common.grouping import as_values, merge_groups
 from vectide.services.common.msgstream.message import DataType
+from vectide.services.common.order_by import columns_of, order_of
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
 from vectide.services.common.results import QueryRows, SearchHits, merge_hits, pk_order, take
 from vectide.services.common.search_range import ScoreBand, distances
@@ -277,7 +278,13 @@ def query_store(store: ShardStore, req: ShardQueryRequest, tree: Any, snapshot: 
     rows = visible_rows(store, snapshot, req.partition_ids, tree, req.expire_ts)
     if req.count_only:
         return QueryRows(pks=[], count=len(rows))
-    rows = rows[pk_order(take(store.pks(), rows))[: req.limit]]
+    pks = take(store.pks(), rows)
+    if req.order_by:
+        keys = {name: store.output(name, rows) for name in columns_of(req.order_by)}
+        order = order_of(keys, req.order_by, pks)
+    else:
+        order = pk_order(pks)
+    rows = rows[order[: req.limit]]
     return QueryRows(
         take(store.pks(), rows),
         {name: store.output(name, rows) for name in req.output_fields},

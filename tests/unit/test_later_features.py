@@ -1,6 +1,7 @@
-"""Read parameters of Milvus 3.0 features (ORDER BY, grouping by several fields,
-aggregations) are refused by name, not ignored: rows in another order, or no aggregate, would
-answer a question the client did not ask. On the fault harness, through the servicer."""
+"""Read parameters of Milvus 3.0 features (grouping by several fields, aggregations) are
+refused by name, not ignored: rows without their aggregates would answer a question the
+client did not ask. On the fault harness, through the servicer. (ORDER BY is served:
+test_order_by.py.)"""
 
 from __future__ import annotations
 
@@ -43,17 +44,9 @@ def _query(**params: str):
     return request
 
 
-def test_a_search_ordered_by_a_field_is_refused_naming_it(service):
-    # pymilvus 2.6 already sends it: search(..., order_by_fields=[{"field": ..., "order": ...}])
-    reply = service.Search(_search(order_by_fields=[{"field": "id", "order": "desc"}]), Context())
-    assert reply.status.code == 1100
-    assert "order_by_fields (ORDER BY, Milvus 3.0) is not supported" in reply.status.reason
-    assert service.Search(_search(), Context()).status.code == 0
-
-
 @pytest.mark.parametrize(
     "params",
-    [{"order_by_fields": "id:desc"}, {"group_by_fields": "id"}, {"search_aggregation": "{}"}],
+    [{"group_by_fields": "id"}, {"search_aggregation": "{}"}],
 )
 def test_a_query_with_a_later_feature_is_refused(service, params):
     reply = service.Query(_query(**params), Context())
@@ -61,7 +54,7 @@ def test_a_query_with_a_later_feature_is_refused(service, params):
 
 
 def test_an_empty_later_parameter_is_no_request_and_a_hybrid_search_is_checked_too(service):
-    assert service.Query(_query(order_by_fields=""), Context()).status.code == 0
+    assert service.Query(_query(group_by_fields=""), Context()).status.code == 0
     hybrid = Prepare.hybrid_search_request_with_ranker("c", [_search()], RRFRanker(), 3)
-    hybrid.rank_params.append(common_pb2.KeyValuePair(key="order_by_fields", value="id"))
+    hybrid.rank_params.append(common_pb2.KeyValuePair(key="group_by_fields", value="id"))
     assert service.HybridSearch(hybrid, Context()).status.code == 1100

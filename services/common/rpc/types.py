@@ -10,6 +10,7 @@ from vectide.services.common.msgstream.message import (
     FieldColumn,
     Position,
 )
+from vectide.services.common.order_by import OrderKey
 from vectide.services.common.placement import NodeLoad
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
 from vectide.services.common.results import MutationResult, QueryRows, SearchHits, TermStats
@@ -61,6 +62,7 @@ codec.register(
     JobState,
     ImportJob,
     NodeLoad,
+    OrderKey,
     DeleteMsg,
     CollectionDDLMsg,
     DDLOp,
