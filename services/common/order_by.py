@@ -32,6 +32,9 @@ from vectide.services.common.schema import DYNAMIC_FIELD, CollectionSchema
 
 #: the read parameter that carries the keys
 ORDER_BY_PARAM = "order_by_fields"
+#: the column of a key on the primary key: rows and hits carry their keys beside their
+#: fields, so callers give them under this name
+PRIMARY_KEY = ""
 SORTABLE = frozenset(
     {
         DataType.BOOL,
@@ -109,6 +112,8 @@ def _key_of(written: str, ascending: bool, schema: CollectionSchema) -> OrderKey
         return OrderKey(field.name, node.path, ascending)
     if node.path:
         raise errors.invalid(f"order_by field '{written}' has brackets but is not a JSON type")
+    if field.is_primary:
+        return OrderKey(PRIMARY_KEY, (), ascending)
     if field.data_type not in SORTABLE:
         raise errors.invalid(
             f"order_by field '{written}' has unsortable type {field.data_type.name}; supported "
@@ -119,8 +124,8 @@ def _key_of(written: str, ascending: bool, schema: CollectionSchema) -> OrderKey
 
 
 def columns_of(keys: Sequence[OrderKey]) -> list[str]:
-    """The columns a read must fetch to order by ``keys``."""
-    return list(dict.fromkeys(key.column for key in keys))
+    """The columns a read must fetch to order by ``keys`` (the primary keys come anyway)."""
+    return list(dict.fromkeys(key.column for key in keys if key.column != PRIMARY_KEY))
 
 
 def order_of(
@@ -130,8 +135,9 @@ def order_of(
     within: np.ndarray | None = None,
 ) -> np.ndarray:
     """The permutation that orders rows by ``keys`` (stable: equal rows keep their order, or
-    follow ``tiebreak``'s values, ascending). ``within``: each row's run (a search's query
-    index, ascending): rows are ordered inside their run, runs stay where they are."""
+    follow ``tiebreak``'s values, ascending). ``columns`` holds the keys' columns, the
+    primary keys under PRIMARY_KEY. ``within``: each row's run (a search's query index,
+    ascending): rows are ordered inside their run, runs stay where they are."""
     ranks = [_ranks(columns[key.column], key) for key in keys]
     if within is not None:
         ranks.insert(0, within)

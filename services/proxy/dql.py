@@ -19,7 +19,13 @@ from vectide.services.common.grouping import (
     restrict_to_groups,
 )
 from vectide.services.common.msgstream.message import DataType, Position, row_width
-from vectide.services.common.order_by import OrderKey, columns_of, order_of, parse_order_by
+from vectide.services.common.order_by import (
+    PRIMARY_KEY,
+    OrderKey,
+    columns_of,
+    order_of,
+    parse_order_by,
+)
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
 from vectide.services.common.results import QueryRows, SearchHits, merge_hits, merge_rows, take
 from vectide.services.common.schema import (
@@ -496,8 +502,7 @@ def _taken(hits: SearchHits, keep: list[np.ndarray]) -> SearchHits:
 
 def _ordered(hits: SearchHits, keys: tuple[OrderKey, ...]) -> SearchHits:
     """Each query's hits in ORDER BY order (ties keep their order by score)."""
-    query = np.repeat(np.arange(hits.nq), hits.counts)
-    order = order_of(hits.fields, keys, within=query)
+    order = _hit_order(hits, keys)
     starts = np.concatenate([[0], np.cumsum(hits.counts)]).astype(np.int64)
     return _taken(hits, [order[s:e] for s, e in itertools.pairwise(starts)])
 
@@ -508,18 +513,23 @@ def _ordered_groups(
     """A grouping search's groups in ORDER BY order of each group's best hit, then the page
     ``[offset, offset + limit)`` of groups; a group's hits keep their order."""
     groups = as_values(hits.groups)
-    leaders = order_of(hits.fields, keys, within=np.repeat(np.arange(hits.nq), hits.counts))
+    place = np.empty(len(groups), np.int64)  # each hit's place in ORDER BY order
+    place[_hit_order(hits, keys)] = np.arange(len(groups))
     starts = np.concatenate([[0], np.cumsum(hits.counts)]).astype(np.int64)
     keep = []
     for s, e in itertools.pairwise(starts):
         members: dict[Any, list[int]] = {}
         for i in range(s, e):
             members.setdefault(groups[i], []).append(i)
-        best = {group: rows[0] for group, rows in members.items()}
-        chosen = sorted(members, key=lambda g: int(np.flatnonzero(leaders == best[g])[0]))
-        page = chosen[offset : offset + limit]
-        keep.append(np.array([i for g in page for i in members[g]], dtype=np.int64))
+        chosen = sorted(members, key=lambda g: place[members[g][0]])[offset : offset + limit]
+        keep.append(np.array([i for g in chosen for i in members[g]], dtype=np.int64))
     return _taken(hits, keep)
+
+
+def _hit_order(hits: SearchHits, keys: tuple[OrderKey, ...]) -> np.ndarray:
+    """Every hit's position, in ORDER BY order within each query (ties keep score order)."""
+    query = np.repeat(np.arange(hits.nq), hits.counts)
+    return order_of({**hits.fields, PRIMARY_KEY: hits.pks}, keys, within=query)
 
 
 class QueryTask(_ReadTask):

@@ -1,6 +1,6 @@
 """pymilvus 3 (3.0.2, unmodified, in its own virtualenv: the project pins pymilvus 2.6) runs
-the common Milvus 2.6 workflows against a Vectide standalone, and its Milvus 3.0 parameters
-are refused by name (tests/clients/pymilvus3/flow.py)."""
+the common Milvus 2.6 workflows against a Vectide standalone, orders queries and searches by
+fields, and its Milvus 3.0 aggregations are refused by name (tests/clients/pymilvus3/flow.py)."""
 
 from __future__ import annotations
 
@@ -43,5 +43,12 @@ def test_partitions_deletes_reloads_and_added_fields(observed):
     assert observed["added"] is None
 
 
-def test_milvus_3_parameters_are_refused_by_name(observed):
-    assert "order_by_fields (ORDER BY, Milvus 3.0) is not supported" in observed["order_by"]
+def test_queries_and_searches_ordered_by_fields(observed):
+    # titles descending: the null ones first (15, 20, 25, 30, 35, ties by id), then t39, t38
+    assert observed["order_by"] == [35, 39, 38]
+    ordered = observed["search_order_by"]
+    assert 42 in ordered and ordered == sorted(ordered, reverse=True)  # extra = 2 * id
+
+
+def test_milvus_3_aggregations_are_refused_by_name(observed):
+    assert "group_by_fields (grouping by several fields" in observed["group_by_fields"]

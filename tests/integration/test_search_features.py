@@ -469,7 +469,8 @@ def test_a_nullable_field_groups_its_nulls_together(pair):
 
 
 def test_groups_merge_across_query_nodes_of_a_cluster(cluster):
-    """Two query nodes serve the shards: the proxy merges their groups and fused lists."""
+    """Two query nodes serve the shards: the proxy merges their groups, fused lists and
+    ORDER BY pages."""
     client = MilvusClient(cluster.uris[0])
     name = f"gcl_{uuid.uuid4().hex[:6]}"
     _create(client, name)
@@ -482,6 +483,7 @@ def test_groups_merge_across_query_nodes_of_a_cluster(cluster):
             name, QUERIES_V, anns_field="v", limit=3, offset=1, group_by_field="g", group_size=4
         )
         _check_exact(grouped, rows, QUERIES_V, "v", "L2", "g", 3, 4, 1, FILTERS[""])
+        _check_ordered_by_name(client, name, rows)
         fused = client.hybrid_search(name, _requests(), RRFRanker(20), limit=6)
         subs = [
             client.search(name, QUERIES_V[:2], anns_field="v", limit=12),
@@ -496,6 +498,26 @@ def test_groups_merge_across_query_nodes_of_a_cluster(cluster):
     finally:
         client.drop_collection(name)
         client.close()
+
+
+def _check_ordered_by_name(client: MilvusClient, name: str, rows: list[dict]) -> None:
+    """ORDER BY (pymilvus 2.6.17's ``order_by_fields``): each query's best 8 by distance,
+    ordered by name descending, then f; the page after the first 2."""
+    got = client.search(
+        name,
+        QUERIES_V,
+        anns_field="v",
+        limit=6,
+        offset=2,
+        output_fields=["name"],
+        order_by_fields=[{"field": "name", "order": "desc"}, {"field": "f"}],
+    )
+    for query, hits in zip(QUERIES_V, got, strict=True):
+        vectors = np.array([r["v"] for r in rows])
+        nearest = np.argsort(np.sum((vectors - np.array(query)) ** 2, axis=1))[:8]
+        best = sorted((rows[i] for i in nearest), key=lambda r: (-ord(r["name"][1]), r["f"]))
+        assert [h["id"] for h in hits] == [r["id"] for r in best[2:]]
+        assert [h["entity"]["name"] for h in hits] == [r["name"] for r in best[2:]]
 
 
 def test_search_by_primary_keys_equals_milvus_lite_searching_their_vectors(pair, coll):

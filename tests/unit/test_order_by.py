@@ -16,7 +16,10 @@ from pymilvus.grpc_gen import common_pb2
 from benchmarks.search_path import Context
 from vectide.services.common.errors import MilvusError
 from vectide.services.common.msgstream.message import DataType
-from vectide.services.common.order_by import OrderKey, order_of, parse_order_by
+from vectide.services.common.order_by import PRIMARY_KEY, OrderKey, order_of, parse_order_by
+from vectide.services.common.requests import ShardQueryRequest
+from vectide.services.common.rpc import codec
+from vectide.services.common.rpc import types as _registered  # noqa: F401 (the wire's types)
 from vectide.services.common.schema import CollectionSchema, FieldSchema
 from vectide.services.proxy.grpc_service import MilvusService
 from vectide.services.testing import Harness
@@ -59,12 +62,14 @@ def _schema() -> CollectionSchema:
 
 
 def test_keys_are_parsed_as_milvus_writes_them():
-    keys = parse_order_by('price:desc, meta["a:b"][0]:ASC,rank,$meta["x"]:descending', _schema())
+    text = 'price:desc, meta["a:b"][0]:ASC,rank,$meta["x"]:descending,id'
+    keys = parse_order_by(text, _schema())
     assert keys == (
         OrderKey("price", (), False),
         OrderKey("meta", ("a:b", 0), True),
         OrderKey("$meta", ("rank",), True),
         OrderKey("$meta", ("x",), False),
+        OrderKey(PRIMARY_KEY),  # the rows' keys, which travel beside their fields
     )
 
 
@@ -116,6 +121,13 @@ def test_json_values_compare_by_kind_and_otherwise_by_their_text():
     order = order_of({"m": docs}, [OrderKey("m", ("p",))], tiebreak=np.arange(len(docs)))
     # numbers by value; strings and numbers by text ('"' < digits < '[' < 't'); nulls last
     assert order.tolist() == [3, 2, 1, 0, 8, 7, 4, 5, 6]
+
+
+def test_keys_travel_to_query_nodes_of_a_cluster():
+    request = ShardQueryRequest(
+        1, ["v0"], 5, 1.0, order_by=parse_order_by('meta["a"][2]:desc', _schema())
+    )
+    assert codec.decode(codec.encode(request)).order_by == (OrderKey("meta", ("a", 2), False),)
 
 
 # -- through the servicer ------------------------------------------------------------------
@@ -177,6 +189,12 @@ def test_a_query_orders_every_shard_s_rows_then_pages_them(service):
     )
     assert _ids(reply) == [r["id"] for r in rows[5:25]]
     assert {fd.field_name for fd in reply.fields_data} == {"id", "price", "name"}
+
+
+def test_a_query_orders_by_the_primary_key(service):
+    reply = _query(service, "score,id:desc", ["score"], limit=7)
+    rows = sorted((_row(k) for k in range(ROWS)), key=lambda r: (r["score"], -r["id"]))
+    assert _ids(reply) == [r["id"] for r in rows[:7]]
 
 
 def test_a_query_without_limit_orders_all_its_rows_by_keys_it_does_not_return(service):

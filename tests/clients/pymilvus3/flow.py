@@ -1,6 +1,6 @@
 """pymilvus 3 (unmodified, what ``pip install pymilvus`` gives) against a Vectide standalone:
-the common Milvus 2.6 workflows. Prints one JSON object of what it observed; the test
-(tests/integration/test_pymilvus3.py) checks it.
+the common Milvus 2.6 workflows, and its ORDER BY. Prints one JSON object of what it
+observed; the test (tests/integration/test_pymilvus3.py) checks it.
 
 Usage: flow.py URI COLLECTION
 """
@@ -112,11 +112,29 @@ def main(uri: str, name: str) -> None:
     out["after_reload"] = client.search(name, [query], anns_field="v", limit=1)[0][0]["id"]
     client.add_collection_field(name, "later", DataType.INT64, nullable=True)
     out["added"] = client.query(name, "id == 42", output_fields=["later"])[0]["later"]
+    ordered = client.query(
+        name,
+        "id > 10 and id < 40",
+        limit=3,
+        offset=4,
+        output_fields=["title"],
+        order_by_fields=[{"field": "title", "order": "desc"}, {"field": "id"}],
+    )
+    out["order_by"] = [r["id"] for r in ordered]
+    hits = client.search(
+        name,
+        [query],
+        anns_field="v",
+        limit=5,
+        output_fields=["extra"],
+        order_by_fields=[{"field": "extra", "order": "desc"}],  # a dynamic key
+    )[0]
+    out["search_order_by"] = [h["id"] for h in hits]
     try:
-        client.query(name, "id > 10", limit=3, order_by_fields=[{"field": "id", "order": "desc"}])
-        out["order_by"] = "answered"
+        client.query(name, "id > 10", output_fields=["count(*)"], group_by_fields=["n"])
+        out["group_by_fields"] = "answered"
     except MilvusException as exc:
-        out["order_by"] = exc.message
+        out["group_by_fields"] = exc.message
     client.drop_collection(name)
     out["warnings"] = warned.messages
     print(json.dumps(out))
