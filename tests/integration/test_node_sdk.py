@@ -95,6 +95,11 @@ def test_documented_flow(standalone, node_env):
         assert [(str(r["pk"]), r["title"]) for r in rows] == [
             (pk(i), f"title-{i}") for i in range(5)
         ]
+        # color ("even" < "odd"), then title descending ("title-8" > "title-10"): a page
+        by_color = sorted(range(12), key=lambda i: f"title-{i}", reverse=True)
+        by_color.sort(key=lambda i: i % 2)  # stable: titles stay descending within a color
+        assert run["query_ordered"] == by_color[2:7]
+        assert run["search_ordered"] == sorted(nearest(3, 5), reverse=True)
         assert run["delete_count"] == 10 and run["count_after_delete"] == ROWS - 10
         assert run["exists_after_drop"] is False
 

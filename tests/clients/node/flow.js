@@ -1,6 +1,6 @@
 // The Node SDK's documented flow against a running Vectide, as a new user writes it:
 // create a collection, insert, create an index, load, search (output fields naming the
-// primary key, and the SDK's default `*`), query, delete, drop. Prints one JSON object of
+// primary key, and the SDK's default `*`), query, both ordered by fields, delete, drop. Prints one JSON object of
 // what came back; tests/integration/test_node_sdk.py checks it. Any error exits non-zero.
 //
 //   node flow.js 127.0.0.1:19530 <collection name prefix>
@@ -79,6 +79,30 @@ async function run(client, name, pkType) {
       consistency_level: 'Strong',
     }),
   );
+  // ORDER BY: a query by a dynamic key then the title (descending), a search by n
+  const ordered = check(
+    'query order_by',
+    await client.query({
+      collection_name: name,
+      filter: 'n < 12',
+      output_fields: ['n'],
+      limit: 5,
+      offset: 2,
+      order_by_fields: [{ field: 'color' }, { field: 'title', order: 'desc' }],
+      consistency_level: 'Strong',
+    }),
+  );
+  const searchOrdered = check(
+    'search order_by',
+    await client.search({
+      collection_name: name,
+      data: [vector(3)],
+      limit: 5,
+      output_fields: ['n'],
+      order_by_fields: 'n:desc',
+      consistency_level: 'Strong',
+    }),
+  );
   const deleted = check(
     'delete',
     await client.delete({ collection_name: name, filter: 'n < 10' }),
@@ -99,6 +123,8 @@ async function run(client, name, pkType) {
     search: search.results,
     search_all: searchAll.results,
     query: query.data,
+    query_ordered: ordered.data.map((r) => Number(r.n)),
+    search_ordered: searchOrdered.results.map((h) => Number(h.n)),
     delete_count: Number(deleted.delete_cnt),
     count_after_delete: Number(count.data[0]['count(*)']),
     exists_after_drop: has.value,
