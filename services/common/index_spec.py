@@ -66,10 +66,10 @@ class IndexSpec:
 
     def build(self, vectors: np.ndarray, rows: np.ndarray | None = None) -> faiss.Index:
         """An index over ``vectors`` (COSINE: over their normalised copies, searched by IP),
-        labelled by position; with ``rows`` (a nullable field's rows holding a vector), over
-        those only, labelled by their offsets: a search's mask and hits stay in row terms,
-        and null rows take no place in the graph or the lists."""
-        data = self._rows(vectors if rows is None else vectors[rows])
+        labelled by position; with ``rows`` (a nullable field's rows holding a vector, whose
+        vectors ``vectors`` are), labelled by those offsets: a search's mask and hits stay in
+        row terms, and null rows take no place in the graph or the lists."""
+        data = self._rows(vectors)
         if rows is not None and not len(rows):
             return faiss.IndexIDMap2(faiss.IndexFlat(vectors.shape[1], self._faiss_metric))
         if self.index_type == "IVF_FLAT":
@@ -106,7 +106,7 @@ class IndexSpec:
         ``rows``: as ``build``'s."""
         if self.index_type != "IVF_FLAT" or not all(isinstance(p, faiss.IndexIVF) for p in parts):
             return self.build(vectors, rows)  # (a part of only null rows is an empty id map)
-        data = self._rows(vectors if rows is None else vectors[rows])
+        data = self._rows(vectors)
         index = self._empty_ivf(data)
         ivfs = [faiss.extract_index_ivf(p) for p in parts]
         if sum(i.nlist for i in ivfs) < index.nlist:  # too few lists to learn from: rows

@@ -68,22 +68,21 @@ def segment_vectors(
     data_type: DataType = DataType.FLOAT_VECTOR,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """A segment's float vectors (half floats widened to float32) in the order query nodes
-    load its rows, and the offsets of the rows holding one when some are null (a nullable
-    field's, or one added after some of the segment's rows were written; None: every row)."""
+    load its rows and, when some rows have none (a nullable field's nulls, or rows written
+    before AddCollectionField added it), only those holding one, with their row offsets
+    (None: every row, in order): what ``IndexSpec.build`` takes."""
     vectors, valid = [], []
     for part in segment.parts_in_row_order():
         path = part.paths.get(str(field_id))
         if path is None:  # written before AddCollectionField added the field: all nulls
-            vectors.append(np.zeros((part.rows, dim), np.float32))
             valid.append(np.zeros(part.rows, bool))
             continue
         rows, mask = binlog.read_column(store.get(path), data_type, dim)
-        vectors.append(vector_types.as_float32(data_type, rows))
+        vectors.append(vector_types.as_float32(data_type, rows if mask is None else rows[mask]))
         valid.append(np.ones(len(rows), bool) if mask is None else mask)
-    if not vectors:
-        return np.empty((0, dim), np.float32), None
-    held = np.concatenate(valid)
-    return np.vstack(vectors), None if held.all() else np.flatnonzero(held)
+    held = np.concatenate(valid) if valid else np.empty(0, bool)
+    found = np.vstack(vectors) if vectors else np.empty((0, dim), np.float32)
+    return found, None if held.all() else np.flatnonzero(held)
 
 
 def build_threads() -> int:
@@ -101,7 +100,7 @@ def index_file(
     (1M x 128-d HNSW: 0.5 GB of vectors, 0.65 GB of index, its serialized copy and bytes)."""
     vectors, held = segment_vectors(segment, field.field_id, field.dim, store, field.data_type)
     release_freed()  # the binlogs' decode buffers, before minutes of building
-    rows = len(vectors)
+    rows = sum(part.rows for part in segment.parts_in_row_order())
     faiss.omp_set_num_threads(build_threads())  # this thread only (OpenMP's per-thread ICV)
     built = spec.build(vectors, held)
     del vectors

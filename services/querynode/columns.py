@@ -69,6 +69,62 @@ class FixedColumn:
         self._len -= rows
 
 
+class NullableVectors:
+    """A nullable vector field's column: only the rows holding a vector keep one, each row
+    its place among them (-1: null), as Milvus stores nullable vectors. A vector field added
+    to a collection of a million rows costs 8 bytes a row until rows give it vectors, not
+    its width (512 bytes at 128 float dimensions)."""
+
+    def __init__(self, dtype: np.dtype, width: int) -> None:
+        self._vectors = FixedColumn(dtype, width)
+        self._slots = FixedColumn(np.dtype("<i8"))
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def checked(self, values: Any, rows: int) -> np.ndarray:
+        """Every row's vector (a null's is a placeholder), as FixedColumn checks them."""
+        return self._vectors.checked(values, rows)
+
+    def append(self, values: np.ndarray, valid: np.ndarray | None = None) -> None:
+        """Rows ``values``; those where ``valid`` is False (None: none) keep no vector."""
+        held = np.ones(len(values), bool) if valid is None else valid
+        slots = np.full(len(values), -1, np.int64)
+        slots[held] = np.arange(len(self._vectors), len(self._vectors) + int(held.sum()))
+        self._vectors.append(values[held])
+        self._slots.append(slots)
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """Rows ``rows``' vectors, zeros for a null (what results carry beside validity)."""
+        slots = self._slots.view()[rows]
+        out = np.zeros((len(slots), *self._vectors.view().shape[1:]), self._vectors.view().dtype)
+        held = slots >= 0
+        out[held] = self._vectors.view()[slots[held]]
+        return out
+
+    def held(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """The vectors of rows ``start:end`` that hold one, and their offsets from ``start``."""
+        slots = self._slots.view()[start:end]
+        offsets = np.flatnonzero(slots >= 0)
+        return self._vectors.view()[slots[offsets]], offsets
+
+    def view(self) -> np.ndarray:
+        """Every row's vector, zeros for nulls: a full copy (the stores read rows by
+        ``take``; this serves what reads whole columns)."""
+        return self.take(np.arange(len(self)))
+
+    @property
+    def nbytes(self) -> int:
+        return self._vectors.nbytes + self._slots.nbytes
+
+    def drop_head(self, rows: int) -> None:
+        kept = int(np.count_nonzero(self._slots.view()[:rows] >= 0))
+        self._vectors.drop_head(kept)
+        self._slots.drop_head(rows)
+        slots = self._slots.view()
+        slots[slots >= 0] -= kept
+
+
 class ObjectColumn:
     """VarChar values, or texts read as something else (JSON documents, geometries): kept as
     text, ``parse``d once per row on first read, so a read parses only the rows added

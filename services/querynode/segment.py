@@ -45,6 +45,7 @@ from vectide.services.querynode.chunk_index import (
 from vectide.services.querynode.columns import (
     FixedColumn,
     IndexVectors,
+    NullableVectors,
     ObjectColumn,
     json_bytes,
     json_documents,
@@ -53,7 +54,7 @@ from vectide.services.querynode.scalar_index import FieldChunks, ScalarIndexes, 
 from vectide.services.querynode.sparse import SparseColumn
 
 NEVER = np.iinfo(np.int64).max
-Column = FixedColumn | ObjectColumn | SparseColumn | IndexVectors
+Column = FixedColumn | ObjectColumn | SparseColumn | IndexVectors | NullableVectors
 #: rows compared between a column and its index before the column is dropped for it
 _SAME_ROWS_SAMPLE = 64
 
@@ -153,7 +154,11 @@ class ShardStore:
         for name, mask in valid.items():
             self._valid[name].append(mask)
         for name, data in values.items():
-            self._columns[name].append(data)
+            column = self._columns[name]
+            if isinstance(column, NullableVectors):
+                column.append(data, valid[name])
+            else:
+                column.append(data)
             if name in self._sq_norms:
                 wide = vector_types.as_float32(self._types[name], data)
                 self._sq_norms[name].append(np.einsum("ij,ij->i", wide, wide))
@@ -184,11 +189,15 @@ class ShardStore:
         if filled is None:
             raise ValueError(f"field {field.name} added to a collection must be nullable")
         column = _new_column(field)
-        column.append(column.checked(filled.data, rows))
+        valid = np.ones(rows, bool) if filled.valid is None else filled.valid
+        if isinstance(column, NullableVectors):
+            column.append(column.checked(filled.data, rows), valid)
+        else:
+            column.append(column.checked(filled.data, rows))
         self._columns[field.name] = column
         if field.nullable:
             mask = FixedColumn(np.dtype("?"))
-            mask.append(np.ones(rows, bool) if filled.valid is None else filled.valid)
+            mask.append(valid)
             self._valid[field.name] = mask
         if field.data_type in vector_types.FLOAT_TYPES:  # the older rows' vectors: zeros
             norms = FixedColumn(np.dtype("<f4"))
@@ -510,6 +519,8 @@ class ShardStore:
         column = self._columns.get(name)
         if isinstance(column, IndexVectors):
             return column.take(rows)
+        if isinstance(column, NullableVectors):
+            return with_nulls(column.take(rows), self._valid[name].view()[rows])
         values = take(self.raw_column(name), rows)
         valid = self._valid.get(name)
         return values if valid is None else with_nulls(values, valid.view()[rows])
@@ -561,19 +572,16 @@ class ShardStore:
             matches.append([analyze.sparse_row(text) for text in texts])
         return matches
 
-    def vectors(self, field: str, start: int, end: int) -> np.ndarray:
-        """Float vectors of rows ``start:end`` as float32, what the faiss indexes take."""
-        return vector_types.as_float32(self._types[field], self._columns[field].view()[start:end])
-
     def index_input(self, field: str, start: int, end: int) -> tuple[np.ndarray, np.ndarray | None]:
-        """What an index over rows ``start:end`` takes (``IndexSpec.build``): their vectors,
-        and the offsets (from ``start``) of those holding one when some are null (a nullable
-        field's; None: every row)."""
-        vectors = self.vectors(field, start, end)
-        valid = self.valid(field)
-        if valid is None or valid[start:end].all():
-            return vectors, None
-        return vectors, np.flatnonzero(valid[start:end])
+        """What an index over rows ``start:end`` takes (``IndexSpec.build``): the float32
+        vectors of the rows holding one and, when some are null (a nullable field's), those
+        rows' offsets from ``start`` (None: every row, in order)."""
+        column = self._columns[field]
+        if isinstance(column, NullableVectors):
+            vectors, held = column.held(start, end)
+            whole = len(held) == end - start
+            return vector_types.as_float32(self._types[field], vectors), None if whole else held
+        return vector_types.as_float32(self._types[field], column.view()[start:end]), None
 
     def term_stats(
         self, field: str, terms: np.ndarray, mask: np.ndarray
@@ -642,13 +650,18 @@ class ShardStore:
         visible = int(np.count_nonzero(seen))
         if not visible or k <= 0:
             return np.empty((nq, 0), np.float32), np.empty((nq, 0), np.int64)
-        base = self._columns[field].view()[start : start + len(seen)]
+        column = self._columns[field]
         sq_norms = self._sq_norms[field].view()[start : start + len(seen)]
-        if visible == len(seen):
+        if isinstance(column, NullableVectors):  # the mask holds only rows with a vector
+            rows = np.flatnonzero(seen) + start
+            base, sq_norms = column.take(rows), sq_norms[rows - start]
+        elif visible == len(seen):
             rows = np.arange(start, start + len(seen))
+            base = column.view()[start : start + len(seen)]
         else:
             local = np.flatnonzero(seen)
-            base, sq_norms, rows = base[local], sq_norms[local], local + start
+            base, sq_norms = column.view()[start + local], sq_norms[local]
+            rows = local + start
         vectors = vector_types.as_float32(self._types[field], base)
         scores = _scores(vectors, sq_norms, queries.astype(np.float32, copy=False), metric)
         return _top_k(scores, rows, k, metric)
@@ -662,8 +675,9 @@ class ShardStore:
         if not len(rows) or k <= 0:
             nq = len(queries)
             return np.empty((nq, 0), np.float32), np.empty((nq, 0), np.int64)
-        base = self._columns[field].view()
-        scores = vector_types.binary_scores(queries.astype(np.uint8), base[rows], metric)
+        column = self._columns[field]
+        base = column.take(rows) if isinstance(column, NullableVectors) else column.view()[rows]
+        scores = vector_types.binary_scores(queries.astype(np.uint8), base, metric)
         return _top_k(scores, rows, k, metric)
 
 
@@ -739,6 +753,8 @@ def _scores(vectors: np.ndarray, sq_norms: np.ndarray, queries: np.ndarray, metr
 
 
 def _new_column(field: FieldSchema) -> Column:
+    if field.is_vector and field.nullable and field.data_type in FIXED_DTYPES:
+        return NullableVectors(FIXED_DTYPES[field.data_type], row_width(field.data_type, field.dim))
     if field.data_type in FIXED_DTYPES:
         return FixedColumn(FIXED_DTYPES[field.data_type], dim=row_width(field.data_type, field.dim))
     if field.data_type == DataType.SPARSE_FLOAT_VECTOR:

@@ -162,7 +162,7 @@ def test_a_sealed_segment_waiting_for_its_file_is_searched_through_an_interim_st
     assert isinstance(stand_in, faiss.IndexIVFFlat) and sealed.indexes["v"].provisional
     assert node.build_pending_indexes() == 0
     node.apply(VCH, MsgPack(0, 2**62, [], {}))  # tsafe past every row
-    vectors = sealed.vectors("v", 0, 5)
+    vectors, _ = sealed.index_input("v", 0, 5)
     hits = node.search(ShardSearchRequest(7, [VCH], "v", vectors, "L2", 1, 0, 0.1))
     assert hits.pks.tolist() == sealed.pks()[:5].tolist()  # each row finds itself
     IndexBuilder(dc, Collections(collection()), store).run_once()

@@ -143,11 +143,11 @@ def test_an_index_of_a_nullable_field_holds_only_rows_with_a_vector():
     vectors = np.random.default_rng(1).random((300, DIM)).astype(np.float32)
     held = np.flatnonzero(np.arange(300) % 3)
     for spec in (IndexSpec("HNSW", "L2", {"M": "8"}), IndexSpec("IVF_FLAT", "COSINE", {})):
-        index = spec.build(vectors, held)
+        index = spec.build(vectors[held], held)  # the held rows' vectors, by their offsets
         assert index.ntotal == len(held)
-        _, labels = index.search(vectors[:1], 300)
-        assert set(labels[0][labels[0] >= 0]) <= set(held.tolist())
-    assert IndexSpec("HNSW", "L2", {}).build(vectors, held[:0]).ntotal == 0
+        _, labels = index.search(vectors[1:2], 300)
+        assert labels[0][0] == 1 and set(labels[0][labels[0] >= 0]) <= set(held.tolist())
+    assert IndexSpec("HNSW", "L2", {}).build(vectors[:0], held[:0]).ntotal == 0
 
 
 def test_binlogs_keep_a_vector_columns_nulls():
@@ -284,3 +284,36 @@ def test_other_dense_types_may_be_null(kind, metric, value):
     query = Prepare.query_request("t", "id in [2, 3]", ["v"], [], consistency_level="Strong")
     column = next(fd for fd in service.Query(query, Context()).fields_data if fd.field_name == "v")
     assert list(column.valid_data) == [True, False]
+
+
+def test_rows_without_a_vector_keep_none_in_the_query_node():
+    """A vector field added to a collection with rows costs each old row an 8-byte slot,
+    not its width (Milvus stores only the valid rows' vectors); rows keep their vectors,
+    searches and outputs read them by row, and dropping rows (handoff) drops theirs."""
+    from tests.unit.test_add_field import base_schema, vectors
+    from tests.unit.test_nullable import insert_msg
+    from vectide.services.common.msgstream.message import FieldColumn
+    from vectide.services.common.schema import FieldSchema
+    from vectide.services.querynode.segment import ShardStore
+
+    store = ShardStore(base_schema(), chunk_rows=1000)
+    store.insert(insert_msg([vectors(10_000)], 10_000))
+    before = store.held_bytes()["vectors"]
+    store.add_field(FieldSchema(102, "e", DataType.FLOAT_VECTOR, dim=128, nullable=True))
+    added = store.held_bytes()["vectors"] - before
+    assert added <= 16_384 * 8 + 1024 * 128 * 4  # slots, and room for 1,024 vectors
+    assert added < 10_000 * 128 * 4 / 4  # a quarter of the 5.1 MB a dense column held
+    extra = np.random.default_rng(2).random((4, 128)).astype(np.float32)
+    given = FieldColumn(102, "e", DataType.FLOAT_VECTOR, extra, 128, np.array([1, 0, 1, 1], bool))
+    store.insert(insert_msg([vectors(4), given], 4))
+    new = np.arange(10_000, 10_004)
+    out = store.output("e", new)
+    assert out[1] is None and np.allclose(out[0], extra[0]) and np.allclose(out[3], extra[3])
+    found, held = store.index_input("e", 9_998, 10_004)
+    assert held.tolist() == [2, 4, 5] and np.allclose(found, extra[[0, 2, 3]])
+    scores, rows = store.search("e", extra[2:3], "L2", 2, np.ones(store.num_rows, bool))
+    assert rows[0].tolist()[0] == 10_002 and scores[0][0] == pytest.approx(0, abs=1e-4)
+    store.hide(np.arange(10_000))  # handed off: the old rows go, the new keep their vectors
+    assert store.free_hidden_head() == 10_000
+    out = store.output("e", np.arange(4))
+    assert out[1] is None and np.allclose(out[0], extra[0]) and np.allclose(out[3], extra[3])

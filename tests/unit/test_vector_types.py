@@ -181,11 +181,11 @@ def test_shard_store_searches_each_vector_type():
     scores, rows = store.search("half", half[4:5], "L2", 1, mask)
     assert rows.tolist() == [[4]] and scores.tolist() == [[0.0]]
     wide = vector_types.as_float32(DataType.BFLOAT16_VECTOR, msg.fields[2].data)
-    assert store.vectors("bf", 0, 6).tolist() == wide.tolist()
+    assert store.index_input("bf", 0, 6)[0].tolist() == wide.tolist()
     _, rows = store.search("sp", [SPARSE({3: 2.0})], "IP", 5, mask)
     assert rows.tolist() == [[3]]
     int8 = msg.fields[5].data
-    assert store.vectors("i8", 0, 6).tolist() == int8.astype(np.float32).tolist()  # exact
+    assert store.index_input("i8", 0, 6)[0].tolist() == int8.astype(np.float32).tolist()  # exact
     scores, rows = store.search("i8", int8[1:2].astype(np.float32), "L2", 1, mask)
     assert rows.tolist() == [[1]] and scores.tolist() == [[0.0]]
     with pytest.raises(ValueError, match="L2 not supported for BINARY_VECTOR"):
