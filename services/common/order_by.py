@@ -163,14 +163,16 @@ def _ranks(values: Any, key: OrderKey) -> np.ndarray:
 
 
 def _value_ranks(values: Any, json_values: bool) -> np.ndarray:
-    if not json_values:
-        array = values if isinstance(values, np.ndarray) else np.array(values)
+    kinds = {_kind(v) for v in values} if json_values else set()
+    if not json_values or (len(kinds) == 1 and "other" not in kinds):  # one kind: numpy sorts
+        dtype = np.float64 if kinds == {"number"} else None  # JSON numbers compare as floats
+        array = values if isinstance(values, np.ndarray) else np.array(values, dtype=dtype)
         return np.unique(array, return_inverse=True)[1].reshape(-1).astype(np.int64)
     texts = [_json_text(v) for v in values]
-    distinct = sorted(set(texts), key=functools.cmp_to_key(_compare_json))
+    distinct = sorted(dict(zip(texts, values, strict=True)).items(), key=_JSON_ORDER)
     place, rank = {}, -1
-    for i, text in enumerate(distinct):
-        if i == 0 or _compare_json(distinct[i - 1], text):
+    for i, (text, value) in enumerate(distinct):
+        if i == 0 or _compare_json(distinct[i - 1], (text, value)):
             rank += 1
         place[text] = rank
     return np.array([place[t] for t in texts], dtype=np.int64)
@@ -206,9 +208,13 @@ def _kind(value: Any) -> str:
     return "string" if isinstance(value, str) else "other"
 
 
-def _compare_json(left: str, right: str) -> int:
-    a, b = json.loads(left), json.loads(right)
+def _compare_json(left: tuple[str, Any], right: tuple[str, Any]) -> int:
+    """Two JSON values, each with its text: by value when of one kind, else by text."""
+    (left_text, a), (right_text, b) = left, right
     kind = _kind(a)
     if kind != "other" and kind == _kind(b):
         return (a > b) - (a < b)
-    return (left > right) - (left < right)
+    return (left_text > right_text) - (left_text < right_text)
+
+
+_JSON_ORDER = functools.cmp_to_key(_compare_json)
