@@ -32,8 +32,8 @@ from vectide.services.common.schema import DYNAMIC_FIELD, CollectionSchema
 
 #: the read parameter that carries the keys
 ORDER_BY_PARAM = "order_by_fields"
-#: the column of a key on the primary key: rows and hits carry their keys beside their
-#: fields, so callers give them under this name
+#: the column of a key on the primary key (rows and hits carry their keys beside their
+#: fields, ``order_of`` takes them apart)
 PRIMARY_KEY = ""
 SORTABLE = frozenset(
     {
@@ -52,6 +52,8 @@ _DIRECTIONS = {"": True, "asc": True, "ascending": True, "desc": False, "descend
 
 @dataclass(frozen=True)
 class OrderKey:
+    """One ORDER BY key, resolved against the schema."""
+
     #: the column holding the values: a schema field, or ``$meta`` for a dynamic key
     column: str
     #: keys inside the column's JSON values (empty for a scalar field)
@@ -99,7 +101,9 @@ def _key_of(written: str, ascending: bool, schema: CollectionSchema) -> OrderKey
         node = None
     if not isinstance(node, Field):
         raise errors.invalid(f"invalid order_by field '{written}'")
-    if node.name == DYNAMIC_FIELD and node.path:
+    if node.name == DYNAMIC_FIELD:
+        if not node.path:
+            raise errors.invalid(f"order_by field '{written}' has unsortable type JSON")
         return OrderKey(DYNAMIC_FIELD, node.path, ascending)
     field = schema.field(node.name)
     if field is None:
@@ -131,18 +135,19 @@ def columns_of(keys: Sequence[OrderKey]) -> list[str]:
 def order_of(
     columns: Mapping[str, Any],
     keys: Sequence[OrderKey],
-    tiebreak: Any = None,
+    pks: Any,
+    ties_by_pk: bool = True,
     within: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The permutation that orders rows by ``keys`` (stable: equal rows keep their order, or
-    follow ``tiebreak``'s values, ascending). ``columns`` holds the keys' columns, the
-    primary keys under PRIMARY_KEY. ``within``: each row's run (a search's query index,
-    ascending): rows are ordered inside their run, runs stay where they are."""
-    ranks = [_ranks(columns[key.column], key) for key in keys]
+    """The permutation that orders rows by ``keys``: ``columns`` holds the keys' columns,
+    ``pks`` the rows' primary keys. Rows equal by every key follow their primary keys,
+    ascending, or (``ties_by_pk=False``) keep their order. ``within``: each row's run (a
+    search's query index, ascending): rows are ordered inside their run, runs stay put."""
+    ranks = [_ranks(pks if key.column == PRIMARY_KEY else columns[key.column], key) for key in keys]
     if within is not None:
         ranks.insert(0, within)
-    if tiebreak is not None:
-        ranks.append(_ranks(tiebreak, OrderKey("")))
+    if ties_by_pk:
+        ranks.append(_ranks(pks, OrderKey(PRIMARY_KEY)))
     return np.lexsort(ranks[::-1])  # lexsort's last key is the first it sorts by
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from vectide.services.common.msgstream.message import PrimaryKeys
-from vectide.services.common.order_by import PRIMARY_KEY, OrderKey, order_of
+from vectide.services.common.order_by import OrderKey, order_of
 
 #: metrics where a larger score is better
 SIMILARITY_METRICS = frozenset({"IP", "COSINE", "BM25"})
@@ -162,7 +162,7 @@ def merge_rows(
     names = list(parts[0].fields) if parts else []
     pks = concat([p.pks for p in parts])
     fields = {n: concat([p.fields[n] for p in parts]) for n in names}
-    order = order_of({**fields, PRIMARY_KEY: pks}, order_by, pks) if order_by else pk_order(pks)
+    order = order_of(fields, order_by, pks) if order_by else pk_order(pks)
     end = len(order) if limit is None else offset + limit
     index = order[offset:end]
     return QueryRows(take(pks, index), {n: take(v, index) for n, v in fields.items()})

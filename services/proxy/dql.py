@@ -19,13 +19,7 @@ from vectide.services.common.grouping import (
     restrict_to_groups,
 )
 from vectide.services.common.msgstream.message import DataType, Position, row_width
-from vectide.services.common.order_by import (
-    PRIMARY_KEY,
-    OrderKey,
-    columns_of,
-    order_of,
-    parse_order_by,
-)
+from vectide.services.common.order_by import OrderKey, columns_of, order_of, parse_order_by
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
 from vectide.services.common.results import QueryRows, SearchHits, merge_hits, merge_rows, take
 from vectide.services.common.schema import (
@@ -529,7 +523,7 @@ def _ordered_groups(
 def _hit_order(hits: SearchHits, keys: tuple[OrderKey, ...]) -> np.ndarray:
     """Every hit's position, in ORDER BY order within each query (ties keep score order)."""
     query = np.repeat(np.arange(hits.nq), hits.counts)
-    return order_of({**hits.fields, PRIMARY_KEY: hits.pks}, keys, within=query)
+    return order_of(hits.fields, keys, hits.pks, ties_by_pk=False, within=query)
 
 
 class QueryTask(_ReadTask):

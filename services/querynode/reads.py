@@ -19,7 +19,7 @@ from vectide.services.common.expr.indexed import select
 from vectide.services.common.expr.parser import split_sample
 from vectide.services.common.grouping import as_values, merge_groups
 from vectide.services.common.msgstream.message import DataType
-from vectide.services.common.order_by import PRIMARY_KEY, columns_of, order_of
+from vectide.services.common.order_by import columns_of, order_of
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
 from vectide.services.common.results import QueryRows, SearchHits, merge_hits, pk_order, take
 from vectide.services.common.search_range import ScoreBand, distances
@@ -281,7 +281,7 @@ def query_store(store: ShardStore, req: ShardQueryRequest, tree: Any, snapshot: 
     pks = take(store.pks(), rows)
     if req.order_by:
         keys = {name: store.output(name, rows) for name in columns_of(req.order_by)}
-        order = order_of({**keys, PRIMARY_KEY: pks}, req.order_by, pks)
+        order = order_of(keys, req.order_by, pks)
     else:
         order = pk_order(pks)
     rows = rows[order[: req.limit]]

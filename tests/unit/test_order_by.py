@@ -79,6 +79,7 @@ def test_keys_are_parsed_as_milvus_writes_them():
         ("price:up", "invalid order direction 'up' for field 'price'"),
         ("vec", "order_by field 'vec' has unsortable type FLOAT_VECTOR"),
         ("meta", "order_by field 'meta' has unsortable type JSON"),
+        ("$meta:desc", "order_by field '$meta' has unsortable type JSON"),
         ("tags", "has unsortable type ARRAY"),
         ('price["a"]', "has brackets but is not a JSON type"),
         (":desc", "empty field name in order_by_fields"),
@@ -99,26 +100,28 @@ def test_an_unknown_field_is_refused_without_dynamic_fields():
 
 def test_nulls_count_as_larger_than_every_value():
     price = [3.0, None, 1.0, None, 2.0]
-    asc = order_of({"price": price}, [OrderKey("price")], tiebreak=np.arange(5))
-    desc = order_of({"price": price}, [OrderKey("price", (), False)], tiebreak=np.arange(5))
+    asc = order_of({"price": price}, [OrderKey("price")], np.arange(5))
+    desc = order_of({"price": price}, [OrderKey("price", (), False)], np.arange(5))
     assert asc.tolist() == [2, 4, 0, 1, 3]  # nulls last, in key order
     assert desc.tolist() == [1, 3, 0, 4, 2]  # nulls first
 
 
-def test_keys_apply_in_turn_and_ties_keep_their_order_or_follow_the_tiebreak():
+def test_keys_apply_in_turn_and_ties_keep_their_order_or_follow_the_primary_keys():
     columns = {"a": np.array([1, 2, 1, 2, 1]), "b": ["x", "y", "y", "x", "x"]}
     keys = [OrderKey("a", (), False), OrderKey("b")]
-    assert order_of(columns, keys).tolist() == [3, 1, 0, 4, 2]
     pks = np.array([50, 40, 30, 20, 10])
-    assert order_of(columns, keys, tiebreak=pks).tolist() == [3, 1, 4, 0, 2]
+    assert order_of(columns, keys, pks, ties_by_pk=False).tolist() == [3, 1, 0, 4, 2]
+    assert order_of(columns, keys, pks).tolist() == [3, 1, 4, 0, 2]
     within = np.array([0, 0, 0, 1, 1])  # two queries' hits: each ordered on its own
-    assert order_of(columns, keys, within=within).tolist() == [1, 0, 2, 3, 4]
+    assert order_of(columns, keys, pks, False, within).tolist() == [1, 0, 2, 3, 4]
+    by_pk = [OrderKey(PRIMARY_KEY, (), False)]  # the keys themselves, from ``pks``
+    assert order_of(columns, by_pk, pks, False).tolist() == [0, 1, 2, 3, 4]
 
 
 def test_json_values_compare_by_kind_and_otherwise_by_their_text():
     docs = ['{"p": 10}', '{"p": 9.5}', '{"p": "b"}', '{"p": "a"}', "{}", '{"p": null}', ""]
     docs += ['{"p": true}', '{"p": [1]}']
-    order = order_of({"m": docs}, [OrderKey("m", ("p",))], tiebreak=np.arange(len(docs)))
+    order = order_of({"m": docs}, [OrderKey("m", ("p",))], np.arange(len(docs)))
     # numbers by value; strings and numbers by text ('"' < digits < '[' < 't'); nulls last
     assert order.tolist() == [3, 2, 1, 0, 8, 7, 4, 5, 6]
 
