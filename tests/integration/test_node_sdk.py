@@ -143,3 +143,9 @@ def test_a_timestamptz_field_in_a_collections_time_zone(standalone, node_env):
     # a month later than 2025-02-07T00:00Z: days 8 and 9 of January (ids 7 and 8), nearest first
     assert got["shifted"] == [[7, "2025-01-08T08:00:00+08:00"], [8, "2025-01-09T08:00:00+08:00"]]
     assert got["nulls"] == [[9, None]]
+
+
+def test_a_nullable_vector_field(standalone, node_env):
+    got = run_node("nullvec.js", standalone, f"nullvec_{uuid.uuid4().hex[:6]}", env=node_env)
+    assert got["near"] == [3, 5, 1, 7]  # rows with a vector only (odd ids), nearest (3.9, 1)
+    assert got["rows"] == [[0, None], [1, [1.0, 1.0]], [2, None], [3, [3.0, 1.0]]]
