@@ -1,6 +1,8 @@
 // What every script here does with the Node SDK's replies, and the set-up and ending the
-// single-feature scripts (geo.js, time.js) share.
+// single-feature scripts (geo.js, time.js, nullvec.js) share.
 'use strict';
+
+const { MilvusClient } = require('@zilliz/milvus2-sdk-node');
 
 /** Fail loudly on a non-success status: the SDK returns errors as values. */
 function check(what, reply) {
@@ -43,4 +45,21 @@ function run(main) {
   });
 }
 
-module.exports = { check, createLoaded, run };
+/**
+ * A single-feature script (`node script.js ADDRESS COLLECTION`): `body(client, name)` runs
+ * against the collection named, which is dropped afterwards; what it returns is printed as
+ * one JSON object for the test to check.
+ */
+function runOnCollection(body) {
+  run(async () => {
+    const [address, name] = process.argv.slice(2);
+    const client = new MilvusClient({ address, timeout: 20000 });
+    await client.connectPromise;
+    const observed = await body(client, name);
+    check('dropCollection', await client.dropCollection({ collection_name: name }));
+    await client.closeConnection();
+    console.log(JSON.stringify(observed));
+  });
+}
+
+module.exports = { check, createLoaded, runOnCollection };

@@ -6,13 +6,10 @@
 //   node geo.js 127.0.0.1:19530 <collection name>
 'use strict';
 
-const { MilvusClient, DataType } = require('@zilliz/milvus2-sdk-node');
-const { check, createLoaded, run } = require('./check');
+const { DataType } = require('@zilliz/milvus2-sdk-node');
+const { check, createLoaded, runOnCollection } = require('./check');
 
-async function main() {
-  const [address, name] = process.argv.slice(2);
-  const client = new MilvusClient({ address, timeout: 20000 });
-  await client.connectPromise;
+runOnCollection(async (client, name) => {
   await createLoaded(client, name, {
     fields: [
       { name: 'id', data_type: DataType.Int64, is_primary_key: true, autoID: false },
@@ -60,16 +57,10 @@ async function main() {
     'query null',
     await client.query({ collection_name: name, filter: 'place is null', output_fields: ['place'] }),
   ).data;
-  check('dropCollection', await client.dropCollection({ collection_name: name }));
-  await client.closeConnection();
-  console.log(
-    JSON.stringify({
-      within: within.map((r) => [Number(r.id), r.place]).sort((a, b) => a[0] - b[0]),
-      sample: sample.map((r) => Number(r.id)),
-      near: near.map((r) => [Number(r.id), r.place]),
-      nulls: nulls.map((r) => [Number(r.id), r.place]),
-    }),
-  );
-}
-
-run(main);
+  return {
+    within: within.map((r) => [Number(r.id), r.place]).sort((a, b) => a[0] - b[0]),
+    sample: sample.map((r) => Number(r.id)),
+    near: near.map((r) => [Number(r.id), r.place]),
+    nulls: nulls.map((r) => [Number(r.id), r.place]),
+  };
+});

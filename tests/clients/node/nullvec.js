@@ -6,13 +6,10 @@
 //   node nullvec.js 127.0.0.1:19530 <collection name>
 'use strict';
 
-const { MilvusClient, DataType } = require('@zilliz/milvus2-sdk-node');
-const { check, createLoaded, run } = require('./check');
+const { DataType } = require('@zilliz/milvus2-sdk-node');
+const { check, createLoaded, runOnCollection } = require('./check');
 
-async function main() {
-  const [address, name] = process.argv.slice(2);
-  const client = new MilvusClient({ address, timeout: 20000 });
-  await client.connectPromise;
+runOnCollection(async (client, name) => {
   // row i: vec (i, 0); extra (i, 1) for odd i, null for even ones
   await createLoaded(client, name, {
     fields: [
@@ -44,14 +41,8 @@ async function main() {
     'query extra',
     await client.query({ collection_name: name, filter: 'id < 4', output_fields: ['extra'] }),
   ).data;
-  check('dropCollection', await client.dropCollection({ collection_name: name }));
-  await client.closeConnection();
-  console.log(
-    JSON.stringify({
-      near: near.map((r) => Number(r.id)),
-      rows: rows.map((r) => [Number(r.id), r.extra]).sort((a, b) => a[0] - b[0]),
-    }),
-  );
-}
-
-run(main);
+  return {
+    near: near.map((r) => Number(r.id)),
+    rows: rows.map((r) => [Number(r.id), r.extra]).sort((a, b) => a[0] - b[0]),
+  };
+});

@@ -7,13 +7,10 @@
 //   node time.js 127.0.0.1:19530 <collection name>
 'use strict';
 
-const { MilvusClient, DataType } = require('@zilliz/milvus2-sdk-node');
-const { check, createLoaded, run } = require('./check');
+const { DataType } = require('@zilliz/milvus2-sdk-node');
+const { check, createLoaded, runOnCollection } = require('./check');
 
-async function main() {
-  const [address, name] = process.argv.slice(2);
-  const client = new MilvusClient({ address, timeout: 20000 });
-  await client.connectPromise;
+runOnCollection(async (client, name) => {
   // day i of January 2025 at 08:00 in Shanghai: naive text for even ids, UTC for odd ones
   await createLoaded(client, name, {
     fields: [
@@ -56,15 +53,9 @@ async function main() {
     'query null',
     await client.query({ collection_name: name, filter: 'at is null', output_fields: ['at'] }),
   ).data;
-  check('dropCollection', await client.dropCollection({ collection_name: name }));
-  await client.closeConnection();
-  console.log(
-    JSON.stringify({
-      week: week.map((r) => [Number(r.id), r.at]).sort((a, b) => a[0] - b[0]),
-      shifted: shifted.map((r) => [Number(r.id), r.at]),
-      nulls: nulls.map((r) => [Number(r.id), r.at]),
-    }),
-  );
-}
-
-run(main);
+  return {
+    week: week.map((r) => [Number(r.id), r.at]).sort((a, b) => a[0] - b[0]),
+    shifted: shifted.map((r) => [Number(r.id), r.at]),
+    nulls: nulls.map((r) => [Number(r.id), r.at]),
+  };
+});
