@@ -76,7 +76,9 @@ class NullableVectors:
     its width (512 bytes at 128 float dimensions)."""
 
     def __init__(self, dtype: np.dtype, width: int) -> None:
-        self._vectors = FixedColumn(dtype, width)
+        # room for a few vectors to start with: a sealed segment of rows from before the
+        # field was added holds none, and 1,024 of them would be 512 KB at 128 dimensions
+        self._vectors = FixedColumn(dtype, width, capacity=16)
         self._slots = FixedColumn(np.dtype("<i8"))
 
     def __len__(self) -> int:
