@@ -50,6 +50,10 @@ class FixedColumn:
         """The filled part. Valid until the next append (which may move the buffer)."""
         return self._data[: self._len]
 
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """Rows ``rows`` (offsets), a copy: what every vector column answers."""
+        return self._data[: self._len][rows]
+
     @property
     def nbytes(self) -> int:
         """Bytes allocated (the filled part and the room grown ahead)."""

@@ -154,11 +154,7 @@ class ShardStore:
         for name, mask in valid.items():
             self._valid[name].append(mask)
         for name, data in values.items():
-            column = self._columns[name]
-            if isinstance(column, NullableVectors):
-                column.append(data, valid[name])
-            else:
-                column.append(data)
+            _append(self._columns[name], data, valid.get(name))
             if name in self._sq_norms:
                 wide = vector_types.as_float32(self._types[name], data)
                 self._sq_norms[name].append(np.einsum("ij,ij->i", wide, wide))
@@ -190,10 +186,7 @@ class ShardStore:
             raise ValueError(f"field {field.name} added to a collection must be nullable")
         column = _new_column(field)
         valid = np.ones(rows, bool) if filled.valid is None else filled.valid
-        if isinstance(column, NullableVectors):
-            column.append(column.checked(filled.data, rows), valid)
-        else:
-            column.append(column.checked(filled.data, rows))
+        _append(column, column.checked(filled.data, rows), valid)
         self._columns[field.name] = column
         if field.nullable:
             mask = FixedColumn(np.dtype("?"))
@@ -517,11 +510,10 @@ class ShardStore:
     def output(self, name: str, rows: np.ndarray) -> np.ndarray | list:
         """``rows`` of a column as results carry them: raw values, None at null rows."""
         column = self._columns.get(name)
-        if isinstance(column, IndexVectors):
-            return column.take(rows)
-        if isinstance(column, NullableVectors):
-            return with_nulls(column.take(rows), self._valid[name].view()[rows])
-        values = take(self.raw_column(name), rows)
+        if isinstance(column, IndexVectors | NullableVectors):  # vectors not kept as given
+            values = column.take(rows)
+        else:
+            values = take(self.raw_column(name), rows)
         valid = self._valid.get(name)
         return values if valid is None else with_nulls(values, valid.view()[rows])
 
@@ -652,15 +644,12 @@ class ShardStore:
             return np.empty((nq, 0), np.float32), np.empty((nq, 0), np.int64)
         column = self._columns[field]
         sq_norms = self._sq_norms[field].view()[start : start + len(seen)]
-        if isinstance(column, NullableVectors):  # the mask holds only rows with a vector
-            rows = np.flatnonzero(seen) + start
-            base, sq_norms = column.take(rows), sq_norms[rows - start]
-        elif visible == len(seen):
+        if visible == len(seen) and not isinstance(column, NullableVectors):
             rows = np.arange(start, start + len(seen))
-            base = column.view()[start : start + len(seen)]
-        else:
+            base = column.view()[start : start + len(seen)]  # in place
+        else:  # (a nullable field's mask holds only rows with a vector)
             local = np.flatnonzero(seen)
-            base, sq_norms = column.view()[start + local], sq_norms[local]
+            base, sq_norms = column.take(start + local), sq_norms[local]
             rows = local + start
         vectors = vector_types.as_float32(self._types[field], base)
         scores = _scores(vectors, sq_norms, queries.astype(np.float32, copy=False), metric)
@@ -675,8 +664,7 @@ class ShardStore:
         if not len(rows) or k <= 0:
             nq = len(queries)
             return np.empty((nq, 0), np.float32), np.empty((nq, 0), np.int64)
-        column = self._columns[field]
-        base = column.take(rows) if isinstance(column, NullableVectors) else column.view()[rows]
+        base = self._columns[field].take(rows)
         scores = vector_types.binary_scores(queries.astype(np.uint8), base, metric)
         return _top_k(scores, rows, k, metric)
 
@@ -750,6 +738,15 @@ def _scores(vectors: np.ndarray, sq_norms: np.ndarray, queries: np.ndarray, metr
         return np.maximum(q_sq + sq_norms[None, :] - 2 * dots, 0)
     denom = np.sqrt(q_sq) * np.sqrt(sq_norms)[None, :]
     return np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
+
+
+def _append(column: Column, values: Any, valid: np.ndarray | None) -> None:
+    """A message's rows of one column; a nullable vector column keeps only the vectors of
+    the rows ``valid`` marks."""
+    if isinstance(column, NullableVectors):
+        column.append(values, valid)
+    else:
+        column.append(values)
 
 
 def _new_column(field: FieldSchema) -> Column:
