@@ -85,8 +85,8 @@ def ceilings(results: dict[str, Any]) -> tuple[float | None, float | None]:
 
 
 def concurrent_ceiling(results: dict[str, Any]) -> float | None:
-    """The no-op server's 8-client rate: the fastest of its own phase and of the ones
-    measured right before each system's (``ceilings`` says why the fastest)."""
+    """The no-op server's 8-client rate: the fastest of its own phase and of its windows
+    alternating with each system's (``ceilings`` says why the fastest)."""
     systems = results.get("systems", {})
     rates = [_get(system, "ceiling_concurrent", "qps") for system in systems.values()]
     return _fastest([_get(results, "systems", "ceiling", "concurrent", "qps"), *rates])
@@ -302,12 +302,12 @@ def search_table(results: dict[str, Any], dataset: str) -> str:
         conc = [_get(results, "systems", s, "concurrent") for s in (*systems, "ceiling")]
         clients = _get(results, "options", "clients")
         rows.append(
-            [f"{clients} concurrent clients, HNSW recall >= 0.95, searches/s"]
+            [f"{clients} concurrent clients, HNSW recall >= 0.95, searches/s (fastest window)"]
             + [_num(_get(c, "qps")) for c in conc]
         )
         again = [_get(results, "systems", s, "ceiling_concurrent", "qps") for s in systems[:2]]
         rows.append(
-            [f"no-op server re-measured just before the system, {clients} clients"]
+            [f"no-op server in windows alternating with the system's, {clients} clients"]
             + [_num(q) for q in again]
             + [NA, NA]
         )

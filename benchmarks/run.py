@@ -86,6 +86,8 @@ class Options:
     text_limit: int | None = None
     clients: int = 8
     concurrent_s: float = 5.0
+    #: alternating 8-client windows of the no-op server and each server (``fastest_window``)
+    concurrent_rounds: int = 3
     consistency_searches: int = 100
     consistency_budget_s: float = 40.0
     ingest_rate: float = 5000.0
@@ -130,6 +132,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
     if a.tiny:
         opts.rows, opts.queries, opts.text_limit = 5_000, 100, 1_000
         opts.consistency_searches, opts.freshness_trials, opts.concurrent_s = 30, 20, 2.0
+        opts.concurrent_rounds = 1
     if a.rows:
         opts.rows = a.rows
     return opts
@@ -270,6 +273,40 @@ def ceiling_concurrent(
     return out
 
 
+def concurrent_windows(
+    target: Target,
+    ceiling: SubprocessTarget | None,
+    data: Dataset,
+    opts: Options,
+    params: dict[str, Any],
+) -> dict[str, Any]:
+    """``concurrent`` (the server's 8-client windows) and ``ceiling_concurrent`` (the no-op
+    server's, each right before one of the server's): the fastest window of each."""
+    windows: dict[str, list[dict[str, Any]]] = {"ceiling_concurrent": [], "concurrent": []}
+    for _ in range(opts.concurrent_rounds):
+        if ceiling is not None:
+            windows["ceiling_concurrent"].append(ceiling_concurrent(ceiling, data, opts, params))
+        window = measure.concurrent_throughput(
+            measure.milvus_searcher(target.uri, "synthetic_hnsw", opts.k, params),
+            data.queries,
+            opts.clients,
+            opts.concurrent_s,
+        )
+        log(f"{target.name}: {opts.clients} concurrent clients {window['qps']:,.0f}/s")
+        windows["concurrent"].append(window)
+    return {key: fastest_window(found) for key, found in windows.items() if found}
+
+
+def fastest_window(windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fastest of a server's 8-client windows, with every window's rate. Windows
+    alternate with the no-op server's, and each side counts at its fastest: on this shared
+    box one 5-s window moved 54-78 % of the no-op window next to it, so one window against
+    the fastest of several no-op ones measured the box's swings more than the server."""
+    best = dict(max(windows, key=lambda w: w["qps"]))
+    best["rounds"] = [w["qps"] for w in windows]
+    return best
+
+
 def ceiling_phases(target: SubprocessTarget, data: Dataset, opts: Options) -> dict[str, Any]:
     """Insert and search rates through pymilvus against a server that does nothing."""
     client = connect(target.uri)
@@ -364,15 +401,8 @@ def server_phases(
     synthetic = sets[0]
     param, value = _setting(out["search"]["synthetic"]["HNSW"], "0.95")
     params = search_params(synthetic.metric, param, value)
-    if ceiling is not None:
-        out["ceiling_concurrent"] = ceiling_concurrent(ceiling, synthetic, opts, params)
     log(f"{label}: {opts.clients} concurrent clients, HNSW {param}={value}")
-    out["concurrent"] = measure.concurrent_throughput(
-        measure.milvus_searcher(target.uri, "synthetic_hnsw", opts.k, params),
-        synthetic.queries,
-        opts.clients,
-        opts.concurrent_s,
-    )
+    out.update(concurrent_windows(target, ceiling, synthetic, opts, params))
     out["concurrent"]["setting"] = {"param": param, "value": value}
     with Profile(main_pid, profiles / f"{label}-consistency.txt", opts.profile):
         out["consistency"] = consistency_phase(target, client, synthetic, opts, params)
