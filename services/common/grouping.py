@@ -48,14 +48,14 @@ def group_by_field(schema: CollectionSchema, name: str) -> FieldSchema:
         )
     if field.data_type not in GROUPABLE:
         raise errors.invalid(
-            f"unsupported data type {_type_name(field.data_type)} for group by operator"
+            f"unsupported data type {type_name(field.data_type)} for group by operator"
         )
     return field
 
 
-def _type_name(data_type: DataType) -> str:
-    """Milvus's spelling of a type in its messages (``FloatVector``, ``JSON``)."""
-    special = {DataType.JSON: "JSON"}
+def type_name(data_type: DataType) -> str:
+    """Milvus's spelling of a type in its messages (``FloatVector``, ``VarChar``, ``JSON``)."""
+    special = {DataType.JSON: "JSON", DataType.VARCHAR: "VarChar"}
     if data_type in special:
         return special[data_type]
     return "".join(part.capitalize() for part in data_type.name.split("_"))

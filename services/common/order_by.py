@@ -151,6 +151,12 @@ def order_of(
     return np.lexsort(ranks[::-1])  # lexsort's last key is the first it sorts by
 
 
+def distinct_ranks(values: Any) -> np.ndarray:
+    """Each row's place among the column's distinct values, ascending, nulls (None) after
+    every value: equal values share a rank (the GROUP BY of query aggregations)."""
+    return _ranks(values, OrderKey(PRIMARY_KEY))
+
+
 def _ranks(values: Any, key: OrderKey) -> np.ndarray:
     """Each row's place among the column's distinct values in the key's order, nulls after
     every value ascending and before them descending: rows sort by these integers."""

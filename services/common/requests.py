@@ -10,6 +10,7 @@ import numpy as np
 from vectide.services.common.msgstream.message import Position
 
 if TYPE_CHECKING:
+    from vectide.services.common.aggregation import Aggregation
     from vectide.services.common.order_by import OrderKey
 
 
@@ -79,3 +80,6 @@ class ShardQueryRequest:
     #: ORDER BY keys (services/common/order_by.py): a shard's first ``limit`` rows in their
     #: order, ties by primary key (empty: primary-key order)
     order_by: tuple[OrderKey, ...] = ()
+    #: GROUP BY and aggregates (services/common/aggregation.py): a shard answers one partial
+    #: row per group of its matching rows instead of the rows (``limit`` then unused)
+    aggregation: Aggregation | None = None

@@ -521,8 +521,11 @@ def query_results(
         count.scalars.long_data.data.append(rows.count)
         result.fields_data.append(count)
         return result
-    result.fields_data.append(field_data(schema.primary, rows.pks))
-    result.fields_data.extend(_columns(schema, outputs.fetch, rows.fields))
+    if outputs.aggregated:  # one row per group: no primary key
+        result.fields_data.extend(field_data(f, rows.fields[f.name]) for f in outputs.aggregated)
+    else:
+        result.fields_data.append(field_data(schema.primary, rows.pks))
+        result.fields_data.extend(_columns(schema, outputs.fetch, rows.fields))
     time_zones.render(result.fields_data, outputs.zone, outputs.time_fields)
     return result
 

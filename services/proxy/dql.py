@@ -11,6 +11,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import numpy as np
 
 from vectide.services.common import collection_properties, errors, timestamp, vector_types
+from vectide.services.common.aggregation import (
+    COUNT_STAR,
+    Aggregation,
+    combine,
+    finish,
+    parse_aggregation,
+)
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.grouping import (
     as_values,
@@ -37,7 +44,6 @@ from vectide.services.proxy.task_scheduler import Queue, Task
 if TYPE_CHECKING:
     from vectide.services.proxy.context import TaskContext
 
-COUNT_STAR = "count(*)"
 _ShardRequest = TypeVar("_ShardRequest", ShardSearchRequest, ShardQueryRequest)
 
 
@@ -88,6 +94,9 @@ class SearchSpec(ReadSpec):
 class QuerySpec(ReadSpec):
     limit: int | None = None
     offset: int = 0
+    #: the request's ``group_by_fields`` ("": none; services/common/aggregation.py);
+    #: ``limit`` and ``offset`` then count groups
+    group_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -113,6 +122,9 @@ class Outputs:
     #: (``time_zones.render``)
     zone: str = "UTC"
     time_fields: tuple[str, ...] = ()
+    #: an aggregation's reply columns (group fields and aggregates, as ``names``): the
+    #: reply holds these instead of rows
+    aggregated: tuple[FieldSchema, ...] = ()
 
 
 def resolve_outputs(schema: CollectionSchema, requested: list[str]) -> Outputs:
@@ -532,21 +544,44 @@ class QueryTask(_ReadTask):
     def pre_execute(self) -> None:
         self._resolve_common()
         spec = self._spec
+        self.aggregation = parse_aggregation(spec.output_fields, spec.group_by, self.info.schema)
         self.count_only = [f.strip().lower() for f in spec.output_fields] == [COUNT_STAR]
-        if not self.count_only and not spec.expr.strip() and spec.limit is None:
+        self.count_only = self.count_only and self.aggregation is None
+        plain = not self.count_only and self.aggregation is None
+        if plain and not spec.expr.strip() and spec.limit is None:
             raise errors.invalid("empty expression should be used with limit")
         if spec.limit is not None and (spec.limit < 0 or spec.offset < 0):
             raise errors.invalid("limit and offset must not be negative")
         if self.count_only:
             self.outputs = Outputs([], [COUNT_STAR], pk=False)
+        elif self.aggregation is not None:
+            self.outputs = self._aggregated(self.aggregation)
         else:  # the reply always carries the pk column, listed only when asked for (Milvus)
             self.outputs = self._with_times(resolve_outputs(self.info.schema, spec.output_fields))
+
+    def _aggregated(self, aggregation: Aggregation) -> Outputs:
+        if self.order_by or self._spec.iterator:
+            raise errors.invalid(
+                "group_by_fields and aggregates cannot be used with order_by or an iterator"
+            )
+        schema = self.info.schema
+        columns = {
+            a.output: FieldSchema(0, a.output, a.result_type, nullable=True)
+            for a in aggregation.aggregates
+        }
+        columns.update({key: schema.field(key) for key in aggregation.group_by})
+        names = list(aggregation.outputs)
+        return self._with_times(
+            Outputs([], names, pk=False, aggregated=tuple(columns[n] for n in names))
+        )
 
     def execute(self) -> None:
         spec = self._spec
         ts, wait, travel, fences = self._guarantee()
         per_shard = None if spec.limit is None else spec.limit + spec.offset
         order_by = () if self.count_only else self.order_by
+        if self.aggregation is not None:
+            per_shard = None
         request = ShardQueryRequest(
             collection_id=self.info.collection_id,
             vchannels=self.info.vchannels,
@@ -565,9 +600,14 @@ class QueryTask(_ReadTask):
             count_only=self.count_only,
             scalar_indexes=self.info.scalar_indexes(),
             order_by=order_by,
+            aggregation=self.aggregation,
         )
         parts = self._fan_out(lambda node, vchs: node.query(_for_shards(request, vchs)))
-        self.rows = merge_rows(parts, spec.offset, spec.limit, order_by)
+        if self.aggregation is not None:
+            groups = combine(self.aggregation, [p.fields for p in parts])
+            self.rows = QueryRows([], finish(self.aggregation, groups, spec.offset, spec.limit))
+        else:
+            self.rows = merge_rows(parts, spec.offset, spec.limit, order_by)
         self.rows.snapshot_ts = travel
 
     def post_execute(self) -> tuple[CollectionInfo, QueryRows, Outputs]:

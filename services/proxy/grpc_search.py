@@ -18,6 +18,7 @@ import numpy as np
 from pymilvus.grpc_gen import milvus_pb2, schema_pb2
 
 from vectide.services.common import analyzer, errors, vector_types
+from vectide.services.common.aggregation import GROUP_BY_PARAM
 from vectide.services.common.errors import MilvusError
 from vectide.services.common.msgstream.message import DataType
 from vectide.services.common.results import SearchHits
@@ -112,7 +113,7 @@ class SearchRpcs:
             # a sub-search returns its own best ``limit``: offset and rounding apply to the fusion
             searches.append(replace(spec, offset=0, round_decimal=-1))
         rank = {kv.key: _loads(kv.value) for kv in request.rank_params}
-        group_by = str(rank.get("group_by_field") or "")
+        group_by = _group_field(rank)
         cut = Cut(
             limit=convert.int_param(rank.get("limit", 10), "limit"),
             offset=convert.int_param(rank.get("offset") or 0, "offset"),
@@ -292,12 +293,25 @@ class _Decoded:
     group_size: int
 
 
+def _group_field(params: dict[str, Any]) -> str:
+    """The field a grouping search groups by: ``group_by_field``, or pymilvus 3's
+    ``group_by_fields`` naming one field (Milvus 3.0 groups a search by several)."""
+    group_by = str(params.get("group_by_field") or "")
+    several = [f.strip() for f in str(params.get(GROUP_BY_PARAM) or "").split(",") if f.strip()]
+    if len(several) > 1 or (several and group_by not in ("", several[0])):
+        raise errors.invalid(
+            "grouping a search by several fields (group_by_fields) is not supported by "
+            "Vectide: group it by one field"
+        )
+    return several[0] if several else group_by
+
+
 @functools.lru_cache(maxsize=256)
 def _decoded_params(pairs: tuple[tuple[str, str], ...]) -> _Decoded:
     """``pairs`` decoded and checked once per distinct set (a client's searches differ in
     their vectors); a set that fails a check raises every time (nothing is kept then)."""
     params = _search_params(pairs)
-    group_by = str(params.get("group_by_field") or "")
+    group_by = _group_field(params)
     inner = params.get("params")
     return _Decoded(
         params=params,

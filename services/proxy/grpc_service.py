@@ -19,6 +19,7 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc, schema_pb
 
 from vectide.services import __version__
 from vectide.services.common import errors, timestamp, timestamptz
+from vectide.services.common.aggregation import GROUP_BY_PARAM
 from vectide.services.common.collection_properties import checked_zone, inherited
 from vectide.services.common.config import QuotaConfig
 from vectide.services.common.errors import Code, MilvusError
@@ -498,6 +499,7 @@ class MilvusService(
         spec = QuerySpec(
             limit=convert.int_param(limit, "limit") if limit not in (None, "") else None,
             offset=convert.int_param(params.get("offset") or 0, "offset"),
+            group_by=params.get(GROUP_BY_PARAM, ""),
             **self._read_common(request, request.expr, context),
         )
         info, rows, outputs = self.proxy.query(spec)
@@ -633,9 +635,8 @@ def _index_params(index: IndexInfo) -> list[common_pb2.KeyValuePair]:
 
 #: read parameters of Milvus 3.0 features (pymilvus 3 sends them): a server that ignored
 #: them would answer another question than the one asked (no aggregates), so they are
-#: refused by name
+#: refused by name (a query's ``group_by_fields`` is served: services/common/aggregation.py)
 LATER_FEATURES = {
-    "group_by_fields": "grouping by several fields and aggregations",
     "search_aggregation": "search aggregations",
 }
 

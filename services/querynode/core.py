@@ -32,7 +32,7 @@ from vectide.services.common.msgstream.message import (
 )
 from vectide.services.common.placement import NodeLoad
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
-from vectide.services.common.results import QueryRows, SearchHits, TermStats, merge_rows
+from vectide.services.common.results import QueryRows, SearchHits, TermStats
 from vectide.services.common.schema import CollectionInfo
 from vectide.services.common.search_range import ScoreBand, band_of
 from vectide.services.common.segment import Deltalog, LoadPlan, SegmentInfo
@@ -42,6 +42,7 @@ from vectide.services.querynode.hosting import HostedSegments
 from vectide.services.querynode.reads import (
     SealedVisibility,
     ensure_indexes,
+    merge_query,
     parse_filter,
     query_store,
     reduce_hits,
@@ -562,7 +563,7 @@ class QueryNode:
         shards = self._hurry(req)
         tree = parse_filter(req.expr, req.expr_params, req.timezone)
         parts = [self._query_shard(shard, req, tree) for shard in shards]
-        return merge_rows(parts, 0, req.limit, req.order_by)
+        return merge_query(parts, req)
 
     def _hurry(self, req: ShardSearchRequest | ShardQueryRequest) -> list[Shard]:
         """The read's shards; those whose tsafe is behind its guarantee are about to wait,
@@ -693,4 +694,4 @@ class QueryNode:
             ensure_indexes(shard.stores(), req.scalar_indexes)
             parts = [query_store(s, req, tree, snapshot) for s in shard.stores()]
         parts += self._scatter.gather(shard, remote, pending)
-        return merge_rows(parts, 0, req.limit, req.order_by)
+        return merge_query(parts, req)

@@ -18,13 +18,14 @@ from vectide.services.common import binlog
 from vectide.services.common.errors import Code, MilvusError
 from vectide.services.common.memory import release_freed
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
-from vectide.services.common.results import QueryRows, SearchHits, TermStats, merge_rows
+from vectide.services.common.results import QueryRows, SearchHits, TermStats
 from vectide.services.common.schema import CollectionInfo
 from vectide.services.common.search_range import band_of
 from vectide.services.common.segment import Deltalog, SegmentInfo
 from vectide.services.querynode import bm25
 from vectide.services.querynode.reads import (
     ensure_indexes,
+    merge_query,
     parse_filter,
     query_store,
     reduce_hits,
@@ -113,7 +114,7 @@ class HostedSegments:
         stores, missing = self._stores(vchannel, segment_ids)
         ensure_indexes(stores, req.scalar_indexes)
         parts = [query_store(s, req, tree, snapshot) for s in stores]
-        return (merge_rows(parts, 0, req.limit, req.order_by) if parts else None), missing
+        return (merge_query(parts, req) if parts else None), missing
 
     def release(self, vchannel: str, segment_ids: list[int]) -> int:
         """Stop holding these (moved away or retired); returns how many were held."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from vectide.services.common import errors, metrics
+from vectide.services.common import aggregation, errors, metrics
 from vectide.services.common.expr import ExprError, evaluate, parse
 from vectide.services.common.expr.indexed import select
 from vectide.services.common.expr.parser import split_sample
@@ -21,7 +21,14 @@ from vectide.services.common.grouping import as_values, merge_groups
 from vectide.services.common.msgstream.message import DataType
 from vectide.services.common.order_by import columns_of, order_of
 from vectide.services.common.requests import ShardQueryRequest, ShardSearchRequest
-from vectide.services.common.results import QueryRows, SearchHits, merge_hits, pk_order, take
+from vectide.services.common.results import (
+    QueryRows,
+    SearchHits,
+    merge_hits,
+    merge_rows,
+    pk_order,
+    take,
+)
 from vectide.services.common.search_range import ScoreBand, distances
 from vectide.services.querynode.grouped_search import search_groups
 from vectide.services.querynode.segment import ShardStore
@@ -278,6 +285,9 @@ def query_store(store: ShardStore, req: ShardQueryRequest, tree: Any, snapshot: 
     rows = visible_rows(store, snapshot, req.partition_ids, tree, req.expire_ts)
     if req.count_only:
         return QueryRows(pks=[], count=len(rows))
+    if req.aggregation is not None:
+        columns = {name: store.output(name, rows) for name in req.aggregation.inputs()}
+        return QueryRows([], aggregation.partial(req.aggregation, columns, len(rows)))
     pks = take(store.pks(), rows)
     if req.order_by:
         keys = {name: store.output(name, rows) for name in columns_of(req.order_by)}
@@ -289,3 +299,10 @@ def query_store(store: ShardStore, req: ShardQueryRequest, tree: Any, snapshot: 
         take(store.pks(), rows),
         {name: store.output(name, rows) for name in req.output_fields},
     )
+
+
+def merge_query(parts: list[QueryRows], req: ShardQueryRequest) -> QueryRows:
+    """A shard's or node's answer from its stores' (or peers'): rows, or partial groups."""
+    if req.aggregation is not None:
+        return QueryRows([], aggregation.combine(req.aggregation, [p.fields for p in parts]))
+    return merge_rows(parts, 0, req.limit, req.order_by)

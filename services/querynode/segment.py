@@ -508,8 +508,11 @@ class ShardStore:
         return None if column is None else column.view()
 
     def output(self, name: str, rows: np.ndarray) -> np.ndarray | list:
-        """``rows`` of a column as results carry them: raw values, None at null rows."""
+        """``rows`` of a column as results carry them: raw values, None at null rows; the
+        primary key's are the rows' keys (a search grouped by it, an aggregate of it)."""
         column = self._columns.get(name)
+        if column is None and name == self.schema.primary.name:
+            return take(self.pks(), rows)
         if isinstance(column, IndexVectors | NullableVectors):  # vectors not kept as given
             values = column.take(rows)
         else:

@@ -1,6 +1,7 @@
 """pymilvus 3 (3.0.2, unmodified, in its own virtualenv: the project pins pymilvus 2.6) runs
 the common Milvus 2.6 workflows against a Vectide standalone, orders queries and searches by
-fields, and its Milvus 3.0 aggregations are refused by name (tests/clients/pymilvus3/flow.py)."""
+fields, and groups and aggregates query rows (Milvus 3.0's query aggregation), while a search
+grouped by several fields is refused by name (tests/clients/pymilvus3/flow.py)."""
 
 from __future__ import annotations
 
@@ -50,5 +51,23 @@ def test_queries_and_searches_ordered_by_fields(observed):
     assert 42 in ordered and ordered == sorted(ordered, reverse=True)  # extra = 2 * id
 
 
-def test_milvus_3_aggregations_are_refused_by_name(observed):
-    assert "group_by_fields (grouping by several fields" in observed["group_by_fields"]
+def test_queries_group_and_aggregate_rows(observed):
+    # rows 10..39 (0..9 deleted): n is the id when it divides by 3, else the default 7;
+    # titles are null when the id divides by 5
+    rows = [(i, i if i % 3 == 0 else 7, None if i % 5 == 0 else f"t{i}") for i in range(10, 40)]
+    expected = []
+    for n in sorted({n for _, n, _ in rows}):
+        ids = [i for i, m, _ in rows if m == n]
+        titles = [t for i, m, t in rows if m == n and t is not None]
+        expected.append(
+            {
+                "n": n,
+                "count(*)": len(ids),
+                "count(title)": len(titles),
+                "max(title)": max(titles) if titles else None,
+                "avg(id)": sum(ids) / len(ids),
+            }
+        )
+    assert observed["group_by_fields"] == expected
+    assert observed["aggregated"] == {"count(title)": 24, "sum(id)": sum(range(10, 40))}
+    assert "group_by_fields" in observed["search_group_by_fields"]  # several: refused

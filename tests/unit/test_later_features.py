@@ -1,7 +1,8 @@
-"""Read parameters of Milvus 3.0 features (grouping by several fields, aggregations) are
-refused by name, not ignored: rows without their aggregates would answer a question the
-client did not ask. On the fault harness, through the servicer. (ORDER BY is served:
-test_order_by.py.)"""
+"""Read parameters of Milvus 3.0 features Vectide does not serve (search aggregations,
+grouping a search by several fields) are refused by name, not ignored: results without
+them would answer a question the client did not ask. On the fault harness, through the
+servicer. (ORDER BY is served: test_order_by.py; query aggregations:
+test_aggregation.py.)"""
 
 from __future__ import annotations
 
@@ -44,17 +45,29 @@ def _query(**params: str):
     return request
 
 
-@pytest.mark.parametrize(
-    "params",
-    [{"group_by_fields": "id"}, {"search_aggregation": "{}"}],
-)
-def test_a_query_with_a_later_feature_is_refused(service, params):
-    reply = service.Query(_query(**params), Context())
-    assert reply.status.code == 1100 and next(iter(params)) in reply.status.reason
+def test_a_search_aggregation_is_refused(service):
+    reply = service.Query(_query(search_aggregation="{}"), Context())
+    assert reply.status.code == 1100 and "search_aggregation" in reply.status.reason
 
 
-def test_an_empty_later_parameter_is_no_request_and_a_hybrid_search_is_checked_too(service):
+def test_an_empty_later_parameter_is_no_request(service):
+    assert service.Query(_query(search_aggregation=""), Context()).status.code == 0
     assert service.Query(_query(group_by_fields=""), Context()).status.code == 0
+
+
+def _grouped(fields: str):
+    request = _search()
+    request.search_params.append(common_pb2.KeyValuePair(key="group_by_fields", value=fields))
+    return request
+
+
+def test_a_search_groups_by_one_of_group_by_fields_and_refuses_several(service):
+    reply = service.Search(_grouped("id"), Context())
+    ids = list(reply.results.ids.int_id.data)
+    assert reply.status.code == 0 and len(ids) == len(set(ids)) == 3
+    assert reply.results.group_by_field_value.field_name == "id"  # grouped, as group_by_field
+    several = service.Search(_grouped("id,id2"), Context())
+    assert several.status.code == 1100 and "group_by_fields" in several.status.reason
     hybrid = Prepare.hybrid_search_request_with_ranker("c", [_search()], RRFRanker(), 3)
-    hybrid.rank_params.append(common_pb2.KeyValuePair(key="group_by_fields", value="id"))
+    hybrid.rank_params.append(common_pb2.KeyValuePair(key="group_by_fields", value="a,b"))
     assert service.HybridSearch(hybrid, Context()).status.code == 1100

@@ -1,5 +1,6 @@
 """The dataclasses and enums allowed on the internal RPC wire."""
 
+from vectide.services.common.aggregation import Aggregate, Aggregation
 from vectide.services.common.compaction_plan import CompactionPlan, JobState
 from vectide.services.common.import_job import ImportJob
 from vectide.services.common.msgstream.message import (
@@ -63,6 +64,8 @@ codec.register(
     ImportJob,
     NodeLoad,
     OrderKey,
+    Aggregation,
+    Aggregate,
     DeleteMsg,
     CollectionDDLMsg,
     DDLOp,

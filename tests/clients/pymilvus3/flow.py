@@ -130,11 +130,22 @@ def main(uri: str, name: str) -> None:
         order_by_fields=[{"field": "extra", "order": "desc"}],  # a dynamic key
     )[0]
     out["search_order_by"] = [h["id"] for h in hits]
+    grouped_rows = client.query(
+        name,
+        "id >= 10 and id < 40",
+        limit=100,
+        group_by_fields=["n"],
+        output_fields=["n", "count(*)", "count(title)", "max(title)", "avg(id)"],
+    )
+    out["group_by_fields"] = [dict(r) for r in grouped_rows]
+    out["aggregated"] = dict(
+        client.query(name, "id < 40", output_fields=["count(title)", "sum(id)"])[0]
+    )
     try:
-        client.query(name, "id > 10", output_fields=["count(*)"], group_by_fields=["n"])
-        out["group_by_fields"] = "answered"
+        client.search(name, [query], anns_field="v", limit=3, group_by_fields=["n", "title"])
+        out["search_group_by_fields"] = "answered"
     except MilvusException as exc:
-        out["group_by_fields"] = exc.message
+        out["search_group_by_fields"] = exc.message
     client.drop_collection(name)
     out["warnings"] = warned.messages
     print(json.dumps(out))
