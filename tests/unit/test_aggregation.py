@@ -16,6 +16,7 @@ from pymilvus.client.prepare import Prepare
 from pymilvus.grpc_gen import common_pb2
 
 from benchmarks.search_path import Context
+from tests.unit import served
 from vectide.services.common.aggregation import combine, finish, parse_aggregation, partial
 from vectide.services.common.errors import MilvusError
 from vectide.services.common.msgstream.message import DataType
@@ -176,20 +177,9 @@ def service() -> MilvusService:
     schema.add_field("qty", ClientType.INT32)
     schema.add_field("on", ClientType.TIMESTAMPTZ)
     schema.add_field("open", ClientType.BOOL)
-    request = Prepare.create_collection_request("c", schema, num_shards=2)
-    assert service.CreateCollection(request, Context()).code == 0
-    h.proxy.create_index("c", "vec", "vec", {"index_type": "FLAT", "metric_type": "L2"})
-    h.proxy.load_collection("c")
-    h.tick()
-    fields = [
-        {"name": f.name, "type": f.dtype, "params": f.params, "nullable": f.nullable}
-        for f in schema.fields
-    ]
+    served.create_loaded(h, service, schema, shards=2)
     for chunk in (range(0, ROWS // 2), range(ROWS // 2, ROWS)):  # sealed, then growing
-        insert = Prepare.row_insert_param("c", [_row(k) for k in chunk], "", fields)
-        assert service.Insert(insert, Context()).status.code == 0
-        h.tick()
-        h.pump()
+        served.insert(h, service, schema, [_row(k) for k in chunk])
         if chunk.start == 0:
             h.proxy.flush(["c"])
             h.step()

@@ -14,6 +14,7 @@ from pymilvus.client.search_result import SearchResult
 from pymilvus.grpc_gen import common_pb2
 
 from benchmarks.search_path import Context
+from tests.unit import served
 from vectide.services.common.errors import MilvusError
 from vectide.services.common.msgstream.message import DataType
 from vectide.services.common.order_by import PRIMARY_KEY, OrderKey, order_of, parse_order_by
@@ -147,20 +148,8 @@ def service() -> MilvusService:
     schema.add_field("name", ClientType.VARCHAR, max_length=16)
     schema.add_field("score", ClientType.INT32)
     schema.add_field("meta", ClientType.JSON)
-    request = Prepare.create_collection_request("c", schema, num_shards=2)
-    assert service.CreateCollection(request, Context()).code == 0
-    h.proxy.create_index("c", "vec", "vec", {"index_type": "FLAT", "metric_type": "L2"})
-    h.proxy.load_collection("c")
-    h.tick()
-    fields = [
-        {"name": f.name, "type": f.dtype, "params": f.params, "nullable": f.nullable}
-        for f in schema.fields
-    ]
-    rows = [_row(k) for k in range(ROWS)]
-    insert = Prepare.row_insert_param("c", rows, "", fields, enable_dynamic=True)
-    assert service.Insert(insert, Context()).status.code == 0
-    h.tick()
-    h.pump()
+    served.create_loaded(h, service, schema, shards=2)
+    served.insert(h, service, schema, [_row(k) for k in range(ROWS)])
     return service
 
 
