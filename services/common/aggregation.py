@@ -258,15 +258,14 @@ def _reduce(
         filled = np.zeros(len(present), np.int64 if a.result_type == DataType.INT64 else np.float64)
         filled[present] = known
         sums = np.add.reduceat(filled, starts)
-        return (
-            sums
-            if bool(found.all())
-            else [s if ok else None for s, ok in zip(sums.tolist(), found.tolist(), strict=True)]
-        )
+        if bool(found.all()):
+            return sums
+        return [s if ok else None for s, ok in zip(sums.tolist(), found.tolist(), strict=True)]
     distinct, ranks = _distinct(known)
     placed = np.full(len(present), len(distinct) if a.kept == "min" else -1, np.int64)
     placed[present] = ranks
     best = (np.minimum if a.kept == "min" else np.maximum).reduceat(placed, starts)
+    # a group without a value kept its sentinel (out of ``distinct``'s range): null
     return [
         distinct[r] if ok else None for r, ok in zip(best.tolist(), found.tolist(), strict=True)
     ]
