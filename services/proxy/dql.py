@@ -545,10 +545,10 @@ class QueryTask(_ReadTask):
         self._resolve_common()
         spec = self._spec
         self.aggregation = parse_aggregation(spec.output_fields, spec.group_by, self.info.schema)
-        self.count_only = [f.strip().lower() for f in spec.output_fields] == [COUNT_STAR]
-        self.count_only = self.count_only and self.aggregation is None
-        plain = not self.count_only and self.aggregation is None
-        if plain and not spec.expr.strip() and spec.limit is None:
+        asked = [f.strip().lower() for f in spec.output_fields]
+        self.count_only = self.aggregation is None and asked == [COUNT_STAR]
+        rows = self.aggregation is None and not self.count_only  # an answer row per entity
+        if rows and not spec.expr.strip() and spec.limit is None:
             raise errors.invalid("empty expression should be used with limit")
         if spec.limit is not None and (spec.limit < 0 or spec.offset < 0):
             raise errors.invalid("limit and offset must not be negative")
@@ -578,10 +578,10 @@ class QueryTask(_ReadTask):
     def execute(self) -> None:
         spec = self._spec
         ts, wait, travel, fences = self._guarantee()
-        per_shard = None if spec.limit is None else spec.limit + spec.offset
+        # an aggregation's limit counts groups: every matching row counts toward them
+        whole = spec.limit is None or self.aggregation is not None
+        per_shard = None if whole else spec.limit + spec.offset
         order_by = () if self.count_only else self.order_by
-        if self.aggregation is not None:
-            per_shard = None
         request = ShardQueryRequest(
             collection_id=self.info.collection_id,
             vchannels=self.info.vchannels,
