@@ -100,6 +100,8 @@ def test_documented_flow(standalone, node_env):
         by_color.sort(key=lambda i: i % 2)  # stable: titles stay descending within a color
         assert run["query_ordered"] == by_color[2:7]
         assert run["search_ordered"] == sorted(nearest(3, 5), reverse=True)
+        assert run["grouped"] == [[n, 1, f"title-{n}"] for n in range(3)]
+        assert run["aggregated"] == [[12, sum(range(12)), "title-9"]]  # VarChar: text order
         assert run["delete_count"] == 10 and run["count_after_delete"] == ROWS - 10
         assert run["exists_after_drop"] is False
 

@@ -1,6 +1,7 @@
 // The Node SDK's documented flow against a running Vectide, as a new user writes it:
 // create a collection, insert, create an index, load, search (output fields naming the
-// primary key, and the SDK's default `*`), query, both ordered by fields, delete, drop. Prints one JSON object of
+// primary key, and the SDK's default `*`), query, both ordered by fields, query aggregations,
+// delete, drop. Prints one JSON object of
 // what came back; tests/integration/test_node_sdk.py checks it. Any error exits non-zero.
 //
 //   node flow.js 127.0.0.1:19530 <collection name prefix>
@@ -103,6 +104,26 @@ async function run(client, name, pkType) {
       consistency_level: 'Strong',
     }),
   );
+  // Milvus 3.0's query aggregation: rows grouped by n, and a whole-collection aggregate
+  const grouped = check(
+    'query group_by_fields',
+    await client.query({
+      collection_name: name,
+      filter: 'n < 3',
+      group_by_fields: ['n'],
+      output_fields: ['n', 'count(*)', 'max(title)'],
+      consistency_level: 'Strong',
+    }),
+  );
+  const aggregated = check(
+    'query aggregates',
+    await client.query({
+      collection_name: name,
+      filter: 'n < 12',
+      output_fields: ['count(*)', 'sum(n)', 'max(title)'],
+      consistency_level: 'Strong',
+    }),
+  );
   const deleted = check(
     'delete',
     await client.delete({ collection_name: name, filter: 'n < 10' }),
@@ -125,6 +146,12 @@ async function run(client, name, pkType) {
     query: query.data,
     query_ordered: ordered.data.map((r) => Number(r.n)),
     search_ordered: searchOrdered.results.map((h) => Number(h.n)),
+    grouped: grouped.data.map((r) => [Number(r.n), Number(r['count(*)']), r['max(title)']]),
+    aggregated: aggregated.data.map((r) => [
+      Number(r['count(*)']),
+      Number(r['sum(n)']),
+      r['max(title)'],
+    ]),
     delete_count: Number(deleted.delete_cnt),
     count_after_delete: Number(count.data[0]['count(*)']),
     exists_after_drop: has.value,
