@@ -257,19 +257,18 @@ def ceiling_probe(target: SubprocessTarget, data: Dataset, opts: Options) -> dic
     return out
 
 
-def ceiling_concurrent(
-    target: SubprocessTarget, data: Dataset, opts: Options, params: dict[str, Any]
+def clients_window(
+    target: Target, collection: str, data: Dataset, opts: Options, params: dict[str, Any]
 ) -> dict[str, Any]:
-    """The ceiling's concurrent rate again, right before a server's own (the probe's
-    collection, the same client process in the same state): the first was measured minutes
-    earlier, under another load."""
+    """``opts.clients`` client threads searching ``collection`` back to back for
+    ``opts.concurrent_s``: their rate and latencies."""
     out = measure.concurrent_throughput(
-        measure.milvus_searcher(target.uri, "probe", opts.k, params),
+        measure.milvus_searcher(target.uri, collection, opts.k, params),
         data.queries,
         opts.clients,
         opts.concurrent_s,
     )
-    log(f"ceiling re-measured: {opts.clients} concurrent clients {out['qps']:,.0f}/s")
+    log(f"{target.name}: {opts.clients} concurrent clients {out['qps']:,.0f}/s")
     return out
 
 
@@ -281,19 +280,15 @@ def concurrent_windows(
     params: dict[str, Any],
 ) -> dict[str, Any]:
     """``concurrent`` (the server's 8-client windows) and ``ceiling_concurrent`` (the no-op
-    server's, each right before one of the server's): the fastest window of each."""
+    server's, each right before one of the server's, on the probe's collection: the no-op
+    phase at the start ran minutes earlier, under another load): the fastest of each."""
     windows: dict[str, list[dict[str, Any]]] = {"ceiling_concurrent": [], "concurrent": []}
     for _ in range(opts.concurrent_rounds):
         if ceiling is not None:
-            windows["ceiling_concurrent"].append(ceiling_concurrent(ceiling, data, opts, params))
-        window = measure.concurrent_throughput(
-            measure.milvus_searcher(target.uri, "synthetic_hnsw", opts.k, params),
-            data.queries,
-            opts.clients,
-            opts.concurrent_s,
-        )
-        log(f"{target.name}: {opts.clients} concurrent clients {window['qps']:,.0f}/s")
-        windows["concurrent"].append(window)
+            windows["ceiling_concurrent"].append(
+                clients_window(ceiling, "probe", data, opts, params)
+            )
+        windows["concurrent"].append(clients_window(target, "synthetic_hnsw", data, opts, params))
     return {key: fastest_window(found) for key, found in windows.items() if found}
 
 
@@ -322,12 +317,7 @@ def ceiling_phases(target: SubprocessTarget, data: Dataset, opts: Options) -> di
     latencies, _ = timed_searches(client, "ceiling_numpy", data.queries, opts.k, params)
     out["search"] = measure.latency_summary(latencies)
     log(f"ceiling: serial search {out['search']['qps']:,.0f}/s")
-    out["concurrent"] = measure.concurrent_throughput(
-        measure.milvus_searcher(target.uri, "ceiling_numpy", opts.k, params),
-        data.queries,
-        opts.clients,
-        opts.concurrent_s,
-    )
+    out["concurrent"] = clients_window(target, "ceiling_numpy", data, opts, params)
     return out
 
 
