@@ -77,8 +77,9 @@ class Aggregate:
 
     @property
     def kept(self) -> str:
-        """How the running value of a partial row reduces (count keeps none)."""
-        return "sum" if self.function == "avg" else self.function
+        """How the running value of a partial row reduces: sum, min or max ("": count
+        keeps no value, only how many it counted)."""
+        return {"count": "", "avg": "sum"}.get(self.function, self.function)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ def parse_aggregation(
 ) -> Aggregation | None:
     """The aggregation a query asks for, or None for a plain query (``count(*)`` alone
     without group fields is Milvus's row count, served as before)."""
-    keys = tuple(dict.fromkeys(k.strip() for k in group_by.split(",") if k.strip()))
+    keys = group_fields(group_by)
     names = list(dict.fromkeys(n.strip() for n in output_fields if n.strip()))
     aggregates = {n: a for n in names if (a := _aggregate_of(n, schema)) is not None}
     if not keys and (not aggregates or [n.lower() for n in names] == [COUNT_STAR]):
@@ -118,6 +119,11 @@ def parse_aggregation(
         if key not in names:
             raise errors.invalid(f"group by field {key} must be in output_fields")
     return Aggregation(keys, tuple(aggregates.values()), tuple(names))
+
+
+def group_fields(text: str) -> tuple[str, ...]:
+    """The fields a ``group_by_fields`` value names, comma-separated, each once."""
+    return tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
 
 
 def _aggregate_of(name: str, schema: CollectionSchema) -> Aggregate | None:
@@ -171,7 +177,7 @@ def partial(agg: Aggregation, columns: Mapping[str, Any], rows: int) -> dict[str
         state[f"{i}:n"] = (
             np.ones(rows, np.int64) if values is None else _present(values).astype(np.int64)
         )
-        if a.function != "count":
+        if a.kept:
             state[f"{i}:v"] = values
     return combine(agg, [state])
 
@@ -180,7 +186,7 @@ def combine(agg: Aggregation, parts: Sequence[Mapping[str, Any]]) -> dict[str, A
     """Partial rows (of several stores, nodes or shards) reduced to one per group."""
     names = [*agg.group_by, *_state_columns(agg)]
     merged = {n: concat([p[n] for p in parts]) for n in names}
-    rows = len(merged["0:n"]) if agg.aggregates else len(merged[agg.group_by[0]])
+    rows = _length(agg, merged)
     if rows == 0:
         return _empty(agg)
     order, starts = _groups([merged[k] for k in agg.group_by], rows)
@@ -188,7 +194,7 @@ def combine(agg: Aggregation, parts: Sequence[Mapping[str, Any]]) -> dict[str, A
     for i, a in enumerate(agg.aggregates):
         counts = np.asarray(merged[f"{i}:n"], dtype=np.int64)[order]
         out[f"{i}:n"] = np.add.reduceat(counts, starts)
-        if a.function != "count":
+        if a.kept:
             values = take(merged[f"{i}:v"], order)
             out[f"{i}:v"] = _reduce(a, values, starts, counts > 0, out[f"{i}:n"] > 0)
     return out
@@ -210,17 +216,22 @@ def finish(
             ]
         else:
             columns[a.output] = state[f"{i}:v"]
-    groups = len(state["0:n"]) if agg.aggregates else len(state[agg.group_by[0]])
+    groups = _length(agg, state)
     end = groups if limit is None else min(groups, offset + limit)
     index = np.arange(min(offset, groups), end)
     return {name: take(columns[name], index) for name in agg.outputs}
+
+
+def _length(agg: Aggregation, state: Mapping[str, Any]) -> int:
+    """How many (partial) rows ``state`` holds: every aggregation has a count or a key."""
+    return len(state["0:n"]) if agg.aggregates else len(state[agg.group_by[0]])
 
 
 def _state_columns(agg: Aggregation) -> list[str]:
     names = []
     for i, a in enumerate(agg.aggregates):
         names.append(f"{i}:n")
-        if a.function != "count":
+        if a.kept:
             names.append(f"{i}:v")
     return names
 
@@ -231,7 +242,7 @@ def _empty(agg: Aggregation) -> dict[str, Any]:
     out: dict[str, Any] = {k: [] for k in agg.group_by}
     for i, a in enumerate(agg.aggregates):
         out[f"{i}:n"] = np.zeros(groups, np.int64)
-        if a.function != "count":
+        if a.kept:
             out[f"{i}:v"] = [None] * groups
     return out
 

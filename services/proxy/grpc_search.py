@@ -18,7 +18,7 @@ import numpy as np
 from pymilvus.grpc_gen import milvus_pb2, schema_pb2
 
 from vectide.services.common import analyzer, errors, vector_types
-from vectide.services.common.aggregation import GROUP_BY_PARAM
+from vectide.services.common.aggregation import GROUP_BY_PARAM, group_fields
 from vectide.services.common.errors import MilvusError
 from vectide.services.common.msgstream.message import DataType
 from vectide.services.common.results import SearchHits
@@ -297,7 +297,7 @@ def _group_field(params: dict[str, Any]) -> str:
     """The field a grouping search groups by: ``group_by_field``, or pymilvus 3's
     ``group_by_fields`` naming one field (Milvus 3.0 groups a search by several)."""
     group_by = str(params.get("group_by_field") or "")
-    several = [f.strip() for f in str(params.get(GROUP_BY_PARAM) or "").split(",") if f.strip()]
+    several = group_fields(str(params.get(GROUP_BY_PARAM) or ""))
     if len(several) > 1 or (several and group_by not in ("", several[0])):
         raise errors.invalid(
             "grouping a search by several fields (group_by_fields) is not supported by "
