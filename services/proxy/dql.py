@@ -170,6 +170,7 @@ class _ReadTask(Task):
         self._proxy = proxy
         self._spec = spec
         self.info: CollectionInfo
+        self.outputs: Outputs
 
     def _resolve_common(self) -> None:
         spec, proxy = self._spec, self._proxy
@@ -245,6 +246,27 @@ class _ReadTask(Task):
             return snapshot, wait, snapshot, self._proxy.fences_for(pchannels, snapshot)
         snapshot, fences = self._proxy.strong_read(pchannels)
         return snapshot, wait, snapshot, fences
+
+    def _shard_read(self) -> dict[str, Any]:
+        """What every shard read request carries, searches and queries alike: the shards,
+        the snapshot it reads at (and may wait for), the filter and the columns to return."""
+        spec = self._spec
+        ts, wait, travel, fences = self._guarantee()
+        return {
+            "collection_id": self.info.collection_id,
+            "vchannels": self.info.vchannels,
+            "guarantee_ts": ts,
+            "wait_timeout_s": wait,
+            "travel_ts": travel,
+            "strict_travel": not spec.iterator,
+            "fences": fences,
+            "expire_ts": self._expire_ts(travel),
+            "expr": spec.expr,
+            "expr_params": spec.expr_params,
+            "timezone": self.zone,
+            "partition_ids": self.partition_ids,
+            "output_fields": self._fetched(self.outputs),
+        }
 
     def _expire_ts(self, travel: int) -> int:
         """The oldest insert stamp this read returns: the collection's TTL counted back from
@@ -418,26 +440,13 @@ class SearchTask(_ReadTask):
 
     def execute(self) -> None:
         spec = self._spec
-        ts, wait, travel, fences = self._guarantee()
         topk = spec.limit + spec.offset
         request = ShardSearchRequest(
-            collection_id=self.info.collection_id,
-            vchannels=self.info.vchannels,
+            **self._shard_read(),
             anns_field=spec.anns_field,
             vectors=spec.vectors,
             metric_type=self.metric,
             topk=topk,
-            guarantee_ts=ts,
-            wait_timeout_s=wait,
-            travel_ts=travel,
-            strict_travel=not spec.iterator,
-            fences=fences,
-            expire_ts=self._expire_ts(travel),
-            expr=spec.expr,
-            expr_params=spec.expr_params,
-            timezone=self.zone,
-            partition_ids=self.partition_ids,
-            output_fields=self._fetched(self.outputs),
             search_params=spec.params,
             group_by=spec.group_by_field,
             group_size=spec.group_size,
@@ -450,7 +459,7 @@ class SearchTask(_ReadTask):
             self.hits = _page(best, spec.offset, spec.limit)
         else:
             self.hits = _page(merge_hits(self._search(request), topk), spec.offset, spec.limit)
-        self.hits.snapshot_ts = travel
+        self.hits.snapshot_ts = request.travel_ts
         if spec.round_decimal >= 0:
             self.hits.scores = np.round(self.hits.scores, spec.round_decimal)
 
@@ -577,25 +586,12 @@ class QueryTask(_ReadTask):
 
     def execute(self) -> None:
         spec = self._spec
-        ts, wait, travel, fences = self._guarantee()
         # an aggregation's limit counts groups: every matching row counts toward them
         whole = spec.limit is None or self.aggregation is not None
         per_shard = None if whole else spec.limit + spec.offset
         order_by = () if self.count_only else self.order_by
         request = ShardQueryRequest(
-            collection_id=self.info.collection_id,
-            vchannels=self.info.vchannels,
-            guarantee_ts=ts,
-            wait_timeout_s=wait,
-            travel_ts=travel,
-            strict_travel=not spec.iterator,
-            fences=fences,
-            expire_ts=self._expire_ts(travel),
-            expr=spec.expr,
-            expr_params=spec.expr_params,
-            timezone=self.zone,
-            partition_ids=self.partition_ids,
-            output_fields=self._fetched(self.outputs),
+            **self._shard_read(),
             limit=per_shard,
             count_only=self.count_only,
             scalar_indexes=self.info.scalar_indexes(),
@@ -608,7 +604,7 @@ class QueryTask(_ReadTask):
             self.rows = QueryRows([], finish(self.aggregation, groups, spec.offset, spec.limit))
         else:
             self.rows = merge_rows(parts, spec.offset, spec.limit, order_by)
-        self.rows.snapshot_ts = travel
+        self.rows.snapshot_ts = request.travel_ts
 
     def post_execute(self) -> tuple[CollectionInfo, QueryRows, Outputs]:
         return self.info, self.rows, self.outputs
