@@ -6,11 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # after matplotlib.use: the backend is chosen first
-
 from benchmarks import idle
 
 SERVERS = ("vectide", "milvus-lite")
@@ -510,6 +505,11 @@ STYLES = {"FLAT": ("s", ":"), "IVF_FLAT": ("o", "--"), "HNSW": ("^", "-")}
 def plot(results: dict[str, Any], path: Path) -> None:
     """p50 latency (log) against recall@10, one panel per dataset, one line per system and
     index; the no-op server's p50 as the floor any pymilvus round trip pays."""
+    import matplotlib  # a bench extra: the tables need none of it
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # after matplotlib.use: the backend is chosen first
+
     names = [d["name"] for d in results["datasets"]]
     fig, axes = plt.subplots(1, len(names), figsize=(6.5 * len(names), 4.8), squeeze=False)
     for ax, dataset in zip(axes[0], names, strict=True):
