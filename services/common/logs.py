@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
@@ -42,3 +43,20 @@ def configure(level: str | None = None) -> None:
     root.setLevel(level)
     for noisy in ("kazoo", "botocore", "boto3", "urllib3"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    threading.excepthook = log_thread_exception
+
+
+def log_thread_exception(args: threading.ExceptHookArgs) -> None:
+    """A thread ended by an exception nobody caught (ours, or a library's own: kazoo's
+    connection thread when ZooKeeper refuses a login) is an error record like any other,
+    with the thread's name, instead of Python's bare traceback on stderr."""
+    if issubclass(args.exc_type, SystemExit):
+        return
+    logging.getLogger("vectide.threads").error(
+        "thread ended by an uncaught exception",
+        extra={
+            "thread_name": args.thread.name if args.thread else "",
+            "error": args.exc_type.__name__,
+        },
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+    )
